@@ -1,0 +1,171 @@
+"""The ``appliance`` command line: run, status, replay, check-config, config list, sim-receiver.
+
+Edge module: parses arguments, loads configuration, prints.  Configuration problems exit with status 2 after listing
+every problem; an unreachable appliance exits with status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from appliance import __version__, config as cfg
+
+EXIT_CONFIG = 2
+
+
+def _settings_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="FILE", help="TOML configuration file (default: the embedded default)")
+    p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="set_pairs",
+                   help="override one setting (repeatable), e.g. --set gnss.baud=115200")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="appliance", description="GNSS-disciplined grandmaster time server")
+    parser.add_argument("--version", action="version", version=f"appliance {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p = sub.add_parser("run", help="run the appliance (simulated receiver unless gnss.device is set)")
+    _settings_args(p)
+    p = sub.add_parser("status", help="one-screen summary from the running appliance")
+    _settings_args(p)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p = sub.add_parser("replay", help="decode a receiver capture and print each epoch")
+    p.add_argument("file", help="capture file (NMEA and/or u-blox UBX bytes; leading # comment lines allowed)")
+    p.add_argument("--json", action="store_true", help="one JSON object per epoch")
+    p = sub.add_parser("check-config", help="validate a configuration file and list every problem")
+    p.add_argument("file")
+    p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="set_pairs")
+    p = sub.add_parser("config", help="inspect settings")
+    csub = p.add_subparsers(dest="config_command", required=True, metavar="SUBCOMMAND")
+    pl = csub.add_parser("list", help="every setting: name, default, current value, help")
+    _settings_args(pl)
+    pl.add_argument("--json", action="store_true")
+    p = sub.add_parser("sim-receiver", help="write the simulated receiver into a pseudo-terminal in real time")
+    _settings_args(p)
+    p.add_argument("--link", required=True, help="path of the symlink to the pty slave, e.g. /tmp/gnss0")
+    p.add_argument("--seconds", type=int, default=None, help="stop after this many seconds")
+    return parser
+
+
+def load_config(args: argparse.Namespace) -> cfg.Config:
+    try:
+        return cfg.load(getattr(args, "config", None), getattr(args, "set_pairs", []))
+    except cfg.ConfigError as exc:
+        for problem in exc.problems:
+            print(f"appliance: config: {problem}", file=sys.stderr)
+        raise SystemExit(EXIT_CONFIG) from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handler = {"run": cmd_run, "status": cmd_status, "replay": cmd_replay, "check-config": cmd_check_config,
+               "config": cmd_config, "sim-receiver": cmd_sim_receiver}[args.command]
+    try:
+        return handler(args)
+    except BrokenPipeError:
+        return 0
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from appliance.app import run
+
+    config = load_config(args)
+    _setup_logging(str(config["log.level"]))
+    return run(config)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from appliance import control, status
+
+    config = load_config(args)
+    try:
+        reply = control.request(config.control_socket_path(), {"cmd": "status"})
+    except control.ControlError as exc:
+        print(f"appliance: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(reply["status"], indent=2))
+    else:
+        print(status.render(reply["status"]))
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from appliance.gnss import replay
+
+    try:
+        data = replay.read_capture(args.file)
+    except OSError as exc:
+        print(f"appliance: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    result = replay.replay_bytes(data)
+    if args.json:
+        for epoch in result.epochs:
+            print(json.dumps(replay.epoch_json(epoch)))
+        print(json.dumps({"summary": replay.summary_json(result)}))
+        return 0
+    for line in replay.lines(result):
+        print(line)
+    print(replay.summary_line(result))
+    return 0
+
+
+def cmd_check_config(args: argparse.Namespace) -> int:
+    if not Path(args.file).is_file():
+        print(f"appliance: config: {args.file}: no such file", file=sys.stderr)
+        return EXIT_CONFIG
+    args.config = args.file
+    config = load_config(args)
+    changed = config.changed_from_default()
+    print(f"{args.file}: OK ({len(changed)} setting(s) differ from the default)")
+    for name, value in sorted(changed.items()):
+        print(f"  {name} = {value!r}")
+    return 0
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    config = load_config(args)
+    rows = [{"name": s.name, "type": s.type, "default": s.default, "value": config[s.name],
+             "origin": config.origins.get(s.name, "default"), "restart": s.restart, "allowed": s.allowed(),
+             "help": s.help} for s in cfg.SETTINGS]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    width = max(len(r["name"]) for r in rows)
+    print(f"{'NAME':{width}}  {'DEFAULT':24}  {'CURRENT':24}  HELP")
+    for r in rows:
+        mark = "" if r["origin"] == "default" else "*"
+        note = "" if r["restart"] else " (applies without restart)"
+        print(f"{r['name']:{width}}  {_show(r['default']):24}  {_show(r['value']) + mark:24}  {r['help']}{note}")
+    return 0
+
+
+def _show(value: object) -> str:
+    return json.dumps(value) if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def cmd_sim_receiver(args: argparse.Namespace) -> int:
+    from appliance.app import load_leap_table
+    from appliance.sim.pty import PtyReceiver
+
+    config = load_config(args)
+    _setup_logging(str(config["log.level"]))
+    try:
+        pty = PtyReceiver(args.link, int(config["sim.seed"]), load_leap_table(config))
+    except OSError as exc:
+        print(f"appliance: cannot create the pseudo-terminal link {args.link}: {exc}", file=sys.stderr)
+        return 1
+    print(f"{pty.slave_path} {args.link}", flush=True)
+    try:
+        pty.run(args.seconds)
+    finally:
+        pty.close()
+    return 0

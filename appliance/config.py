@@ -1,0 +1,271 @@
+"""One declarative table of every setting, and the loader that checks a configuration against it.
+
+Core module: pure except ``load_file``, which reads the TOML file it is given.  A configuration is the embedded
+default, overlaid by an optional TOML file, overlaid by ``--set KEY=VALUE`` pairs; every problem found on the way is
+collected (not raised one at a time) so an operator sees them all at once.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+STANDARD_BAUDS = (1200, 2400, 4800, 9600, 19200, 38400, 57600, 115200, 230400, 460800, 921600)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One row of the settings table."""
+
+    name: str
+    type: str  # "str" | "int" | "float" | "bool" | "enum" | "address" | "path"
+    default: Any
+    help: str
+    restart: bool = True  # a change takes effect only after a restart
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[Any, ...] = ()
+
+    def allowed(self) -> str:
+        """What values are allowed, in words, for error messages and `config list`."""
+        if self.choices:
+            return "one of " + ", ".join(str(c) for c in self.choices)
+        if self.type in ("int", "float") and (self.minimum is not None or self.maximum is not None):
+            return f"{self.type} in [{_fmt(self.minimum)}, {_fmt(self.maximum)}]"
+        return {"address": "an IPv4 or IPv6 address", "bool": "true or false", "path": "a file path"}.get(
+            self.type, self.type)
+
+
+def _fmt(v: float | None) -> str:
+    if v is None:
+        return "…"
+    return str(int(v)) if float(v).is_integer() else str(v)
+
+
+S = Setting
+SETTINGS: tuple[Setting, ...] = (
+    # --- receiver -------------------------------------------------------------------------------------------
+    S("gnss.device", "path", "", "Serial device of the GNSS receiver (e.g. /dev/ttyS0); empty: simulated receiver"),
+    S("gnss.baud", "int", 9600, "Serial line speed of the receiver", choices=STANDARD_BAUDS),
+    S("gnss.pps_device", "path", "", "Kernel PPS source paired with the receiver (e.g. /dev/pps0); empty: none"),
+    S("gnss.epoch_idle_ms", "int", 300, "Quiet time after which a receiver epoch is considered complete",
+      minimum=20, maximum=2000, restart=False),
+    S("gnss.no_data_timeout_s", "int", 5, "Seconds without a decodable sentence before the receiver is NO_DATA",
+      minimum=1, maximum=300, restart=False),
+    S("gnss.label_max_age_ms", "int", 900, "Latest a time label may follow its PPS edge and still name its second",
+      minimum=100, maximum=990, restart=False),
+    S("gnss.reconnect_max_s", "float", 30.0, "Longest back-off between attempts to reopen a lost receiver",
+      minimum=0.1, maximum=3600),
+    S("gnss.cable_delay_ns", "int", 0, "Antenna cable and receiver delay compensated on every PPS edge",
+      minimum=-1_000_000, maximum=1_000_000, restart=False),
+    # --- clock --------------------------------------------------------------------------------------------
+    S("clock.oscillator", "enum", "ocxo", "Local oscillator fitted (sets the holdover model)",
+      choices=("tcxo", "ocxo", "ocxo-hp", "rubidium")),
+    S("clock.leap_file", "path", "", "IERS leap-seconds.list to use instead of the packaged one if newer"),
+    # --- simulation -------------------------------------------------------------------------------------------
+    S("sim.seed", "int", 1, "Seed of the simulated world (receiver noise, oscillator noise)", minimum=0,
+      maximum=2**32 - 1),
+    S("sim.scenario", "str", "", "Scenario the simulated world plays while the appliance runs; empty: clear sky"),
+    # --- outputs --------------------------------------------------------------------------------------------
+    S("ntp.listen", "address", "0.0.0.0", "Address the NTP server binds"),
+    S("ntp.port", "int", 123, "UDP port of the NTP server", minimum=1, maximum=65535),
+    S("ptp.interface", "str", "", "Network interface of the PTP port; empty: PTP disabled"),
+    S("ptp.transport", "enum", "udp4", "PTP transport", choices=("udp4", "udp6", "l2")),
+    S("ptp.profile", "enum", "default-e2e", "PTP profile (a file in deploy/ptp-profiles)",
+      choices=("default-e2e", "default-p2p", "g8275.1", "g8275.2", "c37.238")),
+    S("ptp.domain", "int", 0, "PTP domain number", minimum=0, maximum=255),
+    S("web.listen", "address", "127.0.0.1", "Address the web console binds"),
+    S("web.port", "int", 8443, "TCP port of the web console (HTTPS)", minimum=1, maximum=65535),
+    S("snmp.port", "int", 161, "UDP port of the SNMP agent", minimum=1, maximum=65535),
+    # --- appliance -----------------------------------------------------------------------------------------
+    S("state_dir", "path", "~/.local/state/appliance",
+      "Directory for learned clock state, audit store and the control socket"),
+    S("control.socket", "path", "", "Unix socket of `appliance status`; empty: <state_dir>/control.sock"),
+    S("log.level", "enum", "info", "Log verbosity", choices=("debug", "info", "warning", "error"),
+      restart=False),
+)
+del S
+
+BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+
+
+class ConfigError(Exception):
+    """A configuration with one or more problems; ``problems`` holds one line each."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+@dataclass(frozen=True)
+class Config:
+    """A checked configuration: every setting has a value of its declared type."""
+
+    values: Mapping[str, Any]
+    origins: Mapping[str, str] = field(default_factory=dict)  # name -> "default" | file path | "--set"
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    def state_path(self) -> Path:
+        return Path(str(self.values["state_dir"])).expanduser()
+
+    def control_socket_path(self) -> Path:
+        explicit = str(self.values["control.socket"])
+        return Path(explicit).expanduser() if explicit else self.state_path() / "control.sock"
+
+    def changed_from_default(self) -> dict[str, Any]:
+        return {k: v for k, v in self.values.items() if v != BY_NAME[k].default}
+
+
+def defaults() -> Config:
+    return Config({s.name: s.default for s in SETTINGS}, {s.name: "default" for s in SETTINGS})
+
+
+def flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested TOML tables to dotted names: ``{"gnss": {"baud": 9600}}`` -> ``{"gnss.baud": 9600}``."""
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and name not in BY_NAME:
+            flat.update(flatten(value, name + "."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def check_value(setting: Setting, value: Any, from_text: bool = False) -> tuple[Any, str | None]:
+    """Coerce ``value`` to the setting's type; return (value, None) or (None, problem)."""
+    try:
+        coerced = _coerce(setting, value, from_text)
+    except (TypeError, ValueError) as exc:
+        return None, f"{setting.name}: {exc}; allowed: {setting.allowed()}"
+    if setting.choices and coerced not in setting.choices:
+        return None, f"{setting.name}: {value!r} is not allowed; allowed: {setting.allowed()}"
+    too_low = setting.minimum is not None and coerced < setting.minimum
+    too_high = setting.maximum is not None and coerced > setting.maximum
+    if too_low or too_high:
+        return None, f"{setting.name}: {coerced!r} is out of range; allowed: {setting.allowed()}"
+    return coerced, None
+
+
+def _coerce(setting: Setting, value: Any, from_text: bool) -> Any:
+    kind = setting.type
+    if kind == "bool":
+        if from_text and isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
+            return value.lower() in ("true", "yes", "1")
+        if isinstance(value, bool):
+            return value
+        raise TypeError(f"expected true or false, got {value!r}")
+    if kind == "int":
+        return _to_int(value, from_text)
+    if kind == "float":
+        if from_text and isinstance(value, str):
+            return float(value)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"expected a number, got {value!r}")
+        return float(value)
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {value!r}")
+    if kind == "address":
+        ipaddress.ip_address(value)  # ValueError names the bad text
+    return value
+
+
+def _to_int(value: Any, from_text: bool) -> int:
+    if from_text and isinstance(value, str):
+        try:
+            return int(value, 0)
+        except ValueError:
+            raise ValueError(f"expected an integer, got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"expected an integer, got {value!r}")
+    return value
+
+
+def _unknown(name: str) -> str:
+    close = [s.name for s in SETTINGS if s.name.split(".")[-1] == name.split(".")[-1]]
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    return f"{name}: unknown setting{hint}; `appliance config list` shows them all"
+
+
+def merge(base: Config, overrides: Mapping[str, Any], origin: str, from_text: bool = False,
+          problems: list[str] | None = None) -> Config:
+    """Overlay ``overrides`` on ``base``; problems are appended to ``problems`` (raised if it is None)."""
+    collected: list[str] = [] if problems is None else problems
+    values, origins = dict(base.values), dict(base.origins)
+    for name, raw in overrides.items():
+        setting = BY_NAME.get(name)
+        if setting is None:
+            collected.append(_unknown(name))
+            continue
+        value, problem = check_value(setting, raw, from_text)
+        if problem:
+            collected.append(problem)
+            continue
+        values[name], origins[name] = value, origin
+    if problems is None and collected:
+        raise ConfigError(collected)
+    return Config(values, origins)
+
+
+def parse_set_pairs(pairs: Iterable[str], problems: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            problems.append(f"--set {pair!r}: expected KEY=VALUE")
+            continue
+        out[key.strip()] = value.strip()
+    return out
+
+
+def load_text(text: str, origin: str, problems: list[str]) -> dict[str, Any]:
+    try:
+        return flatten(tomllib.loads(text))
+    except tomllib.TOMLDecodeError as exc:
+        problems.append(f"{origin}: not valid TOML: {exc}")
+        return {}
+
+
+def load(path: str | None = None, set_pairs: Iterable[str] = ()) -> Config:
+    """Embedded default <- TOML file <- --set pairs.  Raises ConfigError listing every problem."""
+    problems: list[str] = []
+    config = defaults()
+    if path:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError([f"{path}: cannot read configuration: {exc}"]) from None
+        config = merge(config, load_text(text, path, problems), path, problems=problems)
+    overrides = parse_set_pairs(set_pairs, problems)
+    config = merge(config, overrides, "--set", from_text=True, problems=problems)
+    if problems:
+        raise ConfigError(problems)
+    return config
+
+
+def to_toml(config: Config, only_changed: bool = False) -> str:
+    """Render a configuration as TOML grouped by part (for `config list --toml` and the deploy default)."""
+    groups: dict[str, list[str]] = {}
+    for s in SETTINGS:
+        value = config.values[s.name]
+        if only_changed and value == s.default:
+            continue
+        part, _, key = s.name.rpartition(".")
+        groups.setdefault(part, []).append(f"# {s.help}\n{key} = {_toml_value(value)}")
+    chunks = ["\n".join(groups.pop("", []))] if "" in groups else []
+    chunks += [f"[{part}]\n" + "\n".join(lines) for part, lines in groups.items()]
+    return "\n\n".join(c for c in chunks if c) + "\n"
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'

@@ -1,0 +1,135 @@
+"""Timers behind one interface: an asyncio-backed scheduler for real time and a simulated one where time jumps.
+
+Both count time on the scheduler's own axis in int nanoseconds.  In the simulation that axis is true time (TAI ns);
+in real time it is the host's CLOCK_REALTIME converted to TAI by the caller-supplied offset function, so that the
+simulated receiver running live stamps the same seconds a client on this host sees.  The asyncio scheduler is an I/O
+edge (it reads the host clock); the simulated scheduler is pure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+Callback = Callable[[], None]
+
+
+class TimerHandle:
+    """Returned by ``call_at``; ``cancel()`` makes the timer a no-op."""
+
+    __slots__ = ("at_ns", "cancelled", "_native")
+
+    def __init__(self, at_ns: int):
+        self.at_ns = at_ns
+        self.cancelled = False
+        self._native: asyncio.TimerHandle | None = None
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        if self._native is not None:
+            self._native.cancel()
+
+
+class Scheduler(Protocol):
+    def now_ns(self) -> int: ...
+
+    def call_at(self, at_ns: int, callback: Callback) -> TimerHandle: ...
+
+    def call_later(self, delay_ns: int, callback: Callback) -> TimerHandle: ...
+
+
+class SimScheduler:
+    """Discrete-event scheduler: ``run_until`` jumps from timer to timer, so a simulated day costs seconds."""
+
+    def __init__(self, start_ns: int = 0):
+        self._now_ns = start_ns
+        self._heap: list[tuple[int, int, TimerHandle, Callback]] = []
+        self._seq = itertools.count()
+
+    def now_ns(self) -> int:
+        return self._now_ns
+
+    def call_at(self, at_ns: int, callback: Callback) -> TimerHandle:
+        handle = TimerHandle(max(at_ns, self._now_ns))
+        heapq.heappush(self._heap, (handle.at_ns, next(self._seq), handle, callback))
+        return handle
+
+    def call_later(self, delay_ns: int, callback: Callback) -> TimerHandle:
+        return self.call_at(self._now_ns + max(0, delay_ns), callback)
+
+    def pending(self) -> int:
+        return sum(1 for _, _, h, _ in self._heap if not h.cancelled)
+
+    def run_until(self, end_ns: int) -> int:
+        """Run every timer due at or before ``end_ns`` in time order; returns how many ran."""
+        ran = 0
+        while self._heap and self._heap[0][0] <= end_ns:
+            at_ns, _, handle, callback = heapq.heappop(self._heap)
+            if handle.cancelled:
+                continue
+            self._now_ns = at_ns
+            callback()
+            ran += 1
+        self._now_ns = max(self._now_ns, end_ns)
+        return ran
+
+    def run_for(self, duration_ns: int) -> int:
+        return self.run_until(self._now_ns + duration_ns)
+
+
+class AsyncioScheduler:
+    """Real-time scheduler on an asyncio loop.  ``clock_ns`` gives the axis (default: host CLOCK_REALTIME)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, clock_ns: Callable[[], int] = time.time_ns):
+        self._loop = loop
+        self._clock_ns = clock_ns
+
+    def now_ns(self) -> int:
+        return self._clock_ns()
+
+    def call_at(self, at_ns: int, callback: Callback) -> TimerHandle:
+        handle = TimerHandle(at_ns)
+        delay_s = max(0, at_ns - self._clock_ns()) / 1e9
+        handle._native = self._loop.call_later(delay_s, _guarded(handle, callback))
+        return handle
+
+    def call_later(self, delay_ns: int, callback: Callback) -> TimerHandle:
+        return self.call_at(self._clock_ns() + delay_ns, callback)
+
+
+def _guarded(handle: TimerHandle, callback: Callback) -> Callback:
+    def run() -> None:
+        if not handle.cancelled:
+            callback()
+    return run
+
+
+def every(scheduler: Scheduler, period_ns: int, callback: Callback, first_at_ns: int | None = None,
+          phase_ns: int = 0) -> TimerHandle:
+    """Call ``callback`` every ``period_ns`` on the grid ``k*period + phase`` (no drift from callback latency).
+
+    Returns a handle whose ``cancel()`` stops the series.
+    """
+    series = TimerHandle(0)
+
+    def next_slot(after_ns: int) -> int:
+        return ((after_ns - phase_ns) // period_ns + 1) * period_ns + phase_ns
+
+    def fire() -> None:
+        if series.cancelled:
+            return
+        callback()
+        arm(next_slot(scheduler.now_ns()))
+
+    def arm(at_ns: int) -> None:
+        if not series.cancelled:
+            inner = scheduler.call_at(at_ns, fire)
+            series._native = inner  # type: ignore[assignment]  # so cancel() reaches the pending timer
+            series.at_ns = at_ns
+
+    arm(first_at_ns if first_at_ns is not None else next_slot(scheduler.now_ns()))
+    return series

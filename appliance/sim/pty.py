@@ -1,0 +1,73 @@
+"""Drive the simulated receiver into a pseudo-terminal at real-time pace, so the real serial path can read it.
+
+I/O edge.  Opens a pty pair, links the slave's path to ``link`` (as udev would name a receiver), and each host second
+writes the burst a receiver sends shortly after its pulse.  ``appliance run --set gnss.device=LINK`` reads it exactly as
+it reads a UART.  If nobody reads, the kernel buffer fills and old bytes are flushed, as on an unread serial port.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import termios
+import time
+import tty
+from pathlib import Path
+
+from appliance import leap
+from appliance.sim.receiver import SimReceiver
+
+log = logging.getLogger("appliance.sim.pty")
+NS_PER_S = 1_000_000_000
+
+
+class PtyReceiver:
+    def __init__(self, link: str, seed: int, table: leap.LeapTable, burst_delay_ms: int = 80):
+        self.link = Path(link)
+        self.receiver = SimReceiver(seed, table)
+        self.table = table
+        self._delay_ns = burst_delay_ms * 1_000_000
+        self._master, slave = os.openpty()
+        tty.setraw(slave)
+        os.set_blocking(self._master, False)
+        self.slave_path = os.ttyname(slave)
+        self._slave = slave  # kept open so writes never fail with EIO before a reader arrives
+        if self.link.is_symlink() or self.link.exists():
+            self.link.unlink()
+        self.link.symlink_to(self.slave_path)
+        self.dropped_bytes = 0
+
+    def close(self) -> None:
+        for fd in (self._master, self._slave):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        if self.link.is_symlink() and os.readlink(self.link) == self.slave_path:
+            self.link.unlink()
+
+    def run(self, seconds: int | None = None) -> None:
+        """Write one burst per host second until stopped (SIGINT/SIGTERM) or ``seconds`` have passed."""
+        stopping = {"now": False}
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stopping.update(now=True))
+        written = 0
+        while not stopping["now"] and (seconds is None or written < seconds):
+            tai_now = leap.posix_to_tai_ns(time.time_ns(), self.table)
+            second = (tai_now - self._delay_ns) // NS_PER_S * NS_PER_S + NS_PER_S
+            sleep_s = (second + self._delay_ns - tai_now) / NS_PER_S
+            time.sleep(max(0.0, sleep_s))
+            if stopping["now"]:
+                break
+            self._write(self.receiver.burst(second))
+            written += 1
+
+    def _write(self, data: bytes) -> None:
+        try:
+            os.write(self._master, data)
+        except BlockingIOError:
+            termios.tcflush(self._slave, termios.TCIFLUSH)  # nobody reads: drop the stale bytes, keep the fresh
+            self.dropped_bytes += len(data)
+        except OSError as exc:
+            log.warning("pty write failed: %s", exc)

@@ -1,0 +1,75 @@
+"""The simulated world: true time, the local oscillator that reads it, and the receiver that watches the sky.
+
+Pure apart from the scheduler it is given.  Each true second the world emits the receiver's PPS edge (stamped on the
+simulated oscillator, as a capture unit would) and, a little later, the receiver's burst of NMEA and UBX bytes (stamped
+on the same oscillator as they "arrive").  Under the simulated scheduler true time is TAI; running live it is the host
+clock, so a client on this host measures the appliance's served error directly.  Stamps are computed from the
+scheduled true instant, never from when a timer actually fired, so loop jitter never leaks into the simulation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from appliance import leap
+from appliance.events import PpsEdge
+from appliance.holdover.oscillator import OSCILLATORS, SimOscillator
+from appliance.sched import Scheduler, TimerHandle, every
+from appliance.sim.receiver import SimReceiver
+
+NS_PER_S = 1_000_000_000
+NS_PER_MS = 1_000_000
+
+
+class SimWorld:
+    def __init__(self, scheduler: Scheduler, seed: int, oscillator: str, table: leap.LeapTable,
+                 on_bytes: Callable[[bytes, int], None], on_edge: Callable[[PpsEdge], None],
+                 burst_delay_ns: int = 80 * NS_PER_MS, chunks: int = 3):
+        self.scheduler = scheduler
+        self.start_true_ns = scheduler.now_ns()
+        self.table = table
+        self.oscillator = SimOscillator(OSCILLATORS[oscillator], seed, start_true_ns=self.start_true_ns)
+        self.receiver = SimReceiver(seed, table)
+        self._on_bytes, self._on_edge = on_bytes, on_edge
+        self._burst_delay_ns = burst_delay_ns
+        self._chunks = max(1, chunks)
+        self._sequence = 0
+        self._timer: TimerHandle | None = None
+        self.receiver_powered = True
+
+    # --- the world's clocks ------------------------------------------------------------------------------
+    def true_ns(self) -> int:
+        return self.scheduler.now_ns()
+
+    def raw_ns(self, true_ns: int | None = None) -> int:
+        """The local oscillator's reading at a true instant (now, if not given)."""
+        return self.oscillator.raw_ns(self.true_ns() if true_ns is None else true_ns)
+
+    # --- running -----------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Emit a pulse on every true second from the next one on."""
+        self._timer = every(self.scheduler, NS_PER_S, self._second)
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def _second(self) -> None:
+        second_ns = self.true_ns() // NS_PER_S * NS_PER_S
+        if not self.receiver_powered:
+            return
+        if self.receiver.has_fix(second_ns):
+            self._sequence += 1
+            edge_true = round(self.receiver.edge_true_ns(second_ns))
+            raw = self.oscillator.raw_ns(max(edge_true, self.start_true_ns))
+            self._on_edge(PpsEdge(raw, self._sequence, "sim-pps"))
+        data = self.receiver.burst(second_ns)
+        step = -(-len(data) // self._chunks)
+        for i in range(self._chunks):
+            at = second_ns + self._burst_delay_ns + i * 5 * NS_PER_MS
+            piece = data[i * step:(i + 1) * step]
+            self.scheduler.call_at(at, lambda p=piece, t=at: self._deliver(p, t))
+
+    def _deliver(self, data: bytes, true_ns: int) -> None:
+        if data and self.receiver_powered:
+            self._on_bytes(data, self.oscillator.raw_ns(true_ns))

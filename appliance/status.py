@@ -1,0 +1,154 @@
+"""TimeStatus: the one immutable snapshot every output and surface reads (status, web, SNMP, NTP, PTP, audit).
+
+Pure core.  Built by the composition root from the engines' own snapshots at a given instant; nothing reads engines
+directly.  ``to_dict`` is the machine form (``appliance status --json``, the REST API), ``render`` the operator's
+one-screen summary.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from appliance.events import Alarm, Constellation, SatInfo
+from appliance.gnss.receiver import ReceiverSnapshot
+from appliance.utcoffset import LeapStatus
+
+NS_PER_S = 1_000_000_000
+
+
+@dataclass(frozen=True)
+class ConstellationSummary:
+    name: str
+    used: int
+    visible: int
+    tracked: int  # visible with a C/N0 reading
+    mean_cn0_dbhz: float | None
+
+
+@dataclass(frozen=True)
+class PpsStatus:
+    source: str
+    edges: int
+    paired: int
+    rejected: dict[str, int] = field(default_factory=dict)
+    last_edge_raw_ns: int | None = None
+    last_qerr_ps: int | None = None
+
+
+@dataclass(frozen=True)
+class ClockStatus:
+    """The disciplined clock as outputs advertise it (filled in by the clock discipline engine)."""
+
+    state: str = "FREERUN"
+    state_since_ns: int = 0
+    reason: str = "starting"
+    error_bound_ns: int | None = None
+    frequency_ppb: float = 0.0
+    phase_offset_ns: float | None = None
+    locked_since_ns: int | None = None
+    holdover_since_ns: int | None = None
+    clock_class: int = 248
+    clock_accuracy: int = 0xFE
+    oscillator: str = ""
+
+
+@dataclass(frozen=True)
+class TimeStatus:
+    at_tai_ns: int
+    utc_text: str
+    mode: str  # "simulated" or "hardware"
+    version: str
+    started_at_tai_ns: int
+    receiver: ReceiverSnapshot
+    satellites: tuple[SatInfo, ...]
+    constellations: tuple[ConstellationSummary, ...]
+    pps: PpsStatus
+    leap: LeapStatus
+    clock: ClockStatus
+    alarms: tuple[Alarm, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def summarize(satellites: tuple[SatInfo, ...]) -> tuple[ConstellationSummary, ...]:
+    by: dict[Constellation, list[SatInfo]] = {}
+    for sat in satellites:
+        by.setdefault(sat.constellation, []).append(sat)
+    out = []
+    for const in Constellation:
+        sats = by.get(const, [])
+        if not sats:
+            continue
+        cn0 = [s.cn0_dbhz for s in sats if s.cn0_dbhz]
+        out.append(ConstellationSummary(const.value, sum(1 for s in sats if s.used), len(sats), len(cn0),
+                                        round(sum(cn0) / len(cn0), 1) if cn0 else None))
+    return tuple(out)
+
+
+def to_dict(status: TimeStatus) -> dict[str, Any]:
+    """Plain JSON-ready data (enums as their values)."""
+    return _plain(dataclasses.asdict(status))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, enum.Enum):
+        return value.value
+    return value
+
+
+def _age(now_ns: int, then_ns: int | None) -> str:
+    if then_ns is None:
+        return "-"
+    s = max(0, now_ns - then_ns) // NS_PER_S
+    return f"{s // 3600}h{s // 60 % 60:02d}m{s % 60:02d}s" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def render(d: dict[str, Any]) -> str:
+    """The operator's one-screen view, from the JSON form (so the CLI renders what the socket sent)."""
+    now = d["at_tai_ns"]
+    rx, clock, leap, pps = d["receiver"], d["clock"], d["leap"], d["pps"]
+    epoch = rx.get("last_epoch") or {}
+    pos = epoch.get("position")
+    where = "-" if not pos else f"{pos['lat_deg']:.6f} {pos['lon_deg']:.6f}" + (
+        f" {pos['alt_m']:.1f} m" if pos.get("alt_m") is not None else "")
+    bound = clock.get("error_bound_ns")
+    lines = [
+        f"Time (UTC)      : {d['utc_text']}   [{d['mode']}, up {_age(now, d['started_at_tai_ns'])}]",
+        f"Clock state     : {clock['state']} for {_age(now, clock['state_since_ns'])} ({clock['reason']})",
+        f"Error bound     : {'-' if bound is None else f'{bound} ns'}   clockClass {clock['clock_class']}"
+        f"   frequency {clock['frequency_ppb']:+.3f} ppb",
+        f"Receiver        : {rx['name']} on {rx['device']}: {rx['state']} for {_age(now, rx['state_since_ns'])}"
+        + (f"  ({rx['device_error']})" if rx.get("device_error") else ""),
+        f"Last fix        : {epoch.get('utc_text') or '-'}  mode {_fix_name(epoch)}  position {where}",
+        "Satellites      : " + (", ".join(f"{c['name']} {c['used']}/{c['visible']}"
+                                          + (f" ({c['mean_cn0_dbhz']:.0f} dBHz)" if c['mean_cn0_dbhz'] else "")
+                                          for c in d["constellations"]) or "none") + "   (used/visible)",
+        f"PPS             : {pps['source']}: {pps['edges']} edges, {pps['paired']} paired"
+        + (f", qErr {pps['last_qerr_ps'] / 1000:+.1f} ns" if pps.get("last_qerr_ps") is not None else ""),
+        f"UTC offset      : TAI-UTC {leap['tai_utc_s']} s from {leap['source']}"
+        + (f"; leap {leap['pending_change_s']:+d} s at {leap['pending_at_utc']}" if leap["pending_change_s"] else "")
+        + ("; LEAP TABLE EXPIRED" if leap["table_expired"] else f"; table valid to {leap['table_expires_utc']}"),
+        f"Frames          : {_counts(rx['frames'])}; ignored {sum(rx['ignored'].values())}",
+        f"Rejected        : {_counts(rx['rejected']) or 'none'}" + (
+            f"; PPS {_counts(pps['rejected'])}" if pps["rejected"] else ""),
+    ]
+    alarms = [a for a in d.get("alarms", []) if a["raised"]]
+    lines.append("Alarms          : " + ("; ".join(f"[{a['severity']}] {a['text']}" for a in alarms) or "none"))
+    return "\n".join(lines)
+
+
+def _fix_name(epoch: dict[str, Any]) -> str:
+    mode = epoch.get("fix_mode")
+    names = {0: "unknown", 1: "no fix", 2: "2D", 3: "3D"}
+    return "-" if mode is None else names.get(mode, str(mode)) + (" time-only" if epoch.get("time_only") else "")
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in Counter(counts).most_common())
