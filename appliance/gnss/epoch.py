@@ -1,0 +1,244 @@
+"""Receiver records (NMEA and UBX) -> one GnssEpoch per navigation epoch.
+
+Pure core.  An epoch is everything the receiver said about one instant.  Records that carry a time (RMC, GGA, ZDA,
+NAV-PVT ...) name their epoch; records that do not (GSA, GSV, TIM-TP) belong to the epoch being assembled.  A record
+naming a different instant closes the current epoch, as does u-blox NAV-EOE or the caller after a quiet gap.  NMEA and
+UBX describing the same second (a timing receiver sends both) merge into one epoch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from appliance import leap
+from appliance.events import Constellation, FixMode, GnssEpoch, Position, SatInfo
+from appliance.gnss import nmea, ubx
+
+DAY_MS = 86_400_000
+WEEK_MS = 7 * DAY_MS
+
+
+def utc_text(date: tuple[int, int, int], tod_ms: int) -> str:
+    """ISO 8601 with milliseconds; a leap second's tod_ms >= 86,400,000 prints as 23:59:60."""
+    seconds, millis = divmod(tod_ms, 1000)
+    hour, rest = divmod(min(seconds, 86_399), 3600)
+    minute, second = divmod(rest, 60)
+    if seconds >= 86_400:
+        second = 60 + seconds - 86_400
+    return f"{date[0]:04d}-{date[1]:02d}-{date[2]:02d}T{hour:02d}:{minute:02d}:{second:02d}.{millis:03d}Z"
+
+
+def next_date(date: tuple[int, int, int]) -> tuple[int, int, int]:
+    year, month, day = date
+    leap_year = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    days = (31, 29 if leap_year else 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)[month - 1]
+    if day < days:
+        return year, month, day + 1
+    return (year + 1, 1, 1) if month == 12 else (year, month + 1, 1)
+
+
+@dataclass
+class _Building:
+    tod_ms: int | None = None
+    date: tuple[int, int, int] | None = None
+    rx_raw_ns: int = 0
+    valid_votes: list[bool] = field(default_factory=list)
+    nmea_modes: list[FixMode] = field(default_factory=list)  # GGA/GNS: they state the dimension
+    status_modes: list[FixMode] = field(default_factory=list)  # RMC/GLL: fix or no fix, dimension unknown
+    gsa_mode: FixMode | None = None
+    ubx_fix: ubx.UbxFix | None = None
+    positions: dict[int, Position] = field(default_factory=dict)  # rank -> position (lower rank wins)
+    view: dict[tuple[Constellation, int], SatInfo] = field(default_factory=dict)
+    used: set[tuple[Constellation, int]] = field(default_factory=set)
+    ubx_sats: tuple[SatInfo, ...] | None = None
+    gga_count: int | None = None
+    hdop: float | None = None
+    sources: list[str] = field(default_factory=list)
+
+    def empty(self) -> bool:
+        return not self.sources
+
+
+class EpochAssembler:
+    """Feed decoded records in stream order; completed epochs come back from ``add`` and ``flush``."""
+
+    def __init__(self, table: Callable[[], leap.LeapTable]):
+        self._table = table
+        self._cur = _Building()
+        self._last_date: tuple[int, int, int] | None = None
+        self._last_tod_ms: int | None = None
+        self._itow_to_tod_ms: int | None = None  # UTC time of day minus GPS time of week, mod one day
+        self._last_mode = FixMode.UNKNOWN
+        self._last_view: dict[tuple[Constellation, int], SatInfo] = {}  # the sky persists between GSV reports
+        self._last_used: set[tuple[Constellation, int]] = set()
+
+    def add(self, record: object, rx_raw_ns: int) -> list[GnssEpoch]:
+        out: list[GnssEpoch] = []
+        key = self._key_of(record)
+        if key is not None and self._cur.tod_ms is not None and key[0] != self._cur.tod_ms:
+            out += self.flush()
+        cur = self._cur
+        if cur.empty():
+            cur.rx_raw_ns = rx_raw_ns
+        if key is not None:
+            cur.tod_ms = key[0]
+            cur.date = key[1] or cur.date
+        self._absorb(record)
+        if isinstance(record, ubx.UbxEndOfEpoch):
+            out += self.flush()
+        return out
+
+    def flush(self) -> list[GnssEpoch]:
+        cur, self._cur = self._cur, _Building()
+        if cur.empty():
+            return []
+        if cur.date is not None and cur.tod_ms is not None:
+            self._last_date, self._last_tod_ms = cur.date, cur.tod_ms
+        return [self._finish(cur)]
+
+    def current_tai_ns(self) -> int | None:
+        """TAI of the epoch being assembled, once a record has named it."""
+        cur = self._cur
+        return None if cur.date is None or cur.tod_ms is None else self._to_tai(cur.date, cur.tod_ms)
+
+    def current_text(self) -> str | None:
+        cur = self._cur
+        return None if cur.date is None or cur.tod_ms is None else utc_text(cur.date, cur.tod_ms)
+
+    # --- which instant a record names -------------------------------------------------------------------------
+    def _key_of(self, record: object) -> tuple[int, tuple[int, int, int] | None] | None:
+        if isinstance(record, nmea.TimeRecord):
+            return record.tod_ms, record.date or self._infer_date(record.tod_ms)
+        if isinstance(record, ubx.UbxUtc):
+            if record.valid:
+                self._itow_to_tod_ms = (record.tod_ms - record.itow_ms) % DAY_MS
+                return record.tod_ms, record.date
+            return None
+        if isinstance(record, ubx.UbxGpsTime) and record.leap_valid and self._itow_to_tod_ms is None:
+            self._itow_to_tod_ms = (-record.leap_s * 1000) % DAY_MS
+        itow = getattr(record, "itow_ms", None)
+        if itow is not None and self._itow_to_tod_ms is not None and not isinstance(record, ubx.UbxEndOfEpoch):
+            tod = (itow + self._itow_to_tod_ms) % DAY_MS
+            return tod, self._infer_date(tod)
+        return None
+
+    def _infer_date(self, tod_ms: int) -> tuple[int, int, int] | None:
+        """Sentences without a date (GGA, GNS) take the last date seen, rolled over at midnight."""
+        if self._cur.date is not None and self._cur.tod_ms is not None:
+            return self._cur.date if tod_ms >= self._cur.tod_ms - DAY_MS // 2 else next_date(self._cur.date)
+        if self._last_date is None or self._last_tod_ms is None:
+            return None
+        rolled = tod_ms < self._last_tod_ms - DAY_MS // 2
+        return next_date(self._last_date) if rolled else self._last_date
+
+    # --- what a record contributes ---------------------------------------------------------------------------
+    def _absorb(self, r: object) -> None:
+        cur = self._cur
+        cur.sources.append(type(r).__name__ if not hasattr(r, "kind") else str(getattr(r, "kind")))
+        if isinstance(r, nmea.TimeRecord):
+            self._absorb_time(r)
+        elif isinstance(r, nmea.UsedRecord):
+            cur.gsa_mode = max(cur.gsa_mode or FixMode.UNKNOWN, r.fix)
+            cur.used.update(r.sats)
+            cur.hdop = r.hdop if r.hdop is not None else cur.hdop
+        elif isinstance(r, nmea.ViewRecord):
+            for const, prn, el, az, cn0 in r.sats:
+                old = cur.view.get((const, prn))
+                best = cn0 if old is None or (cn0 or 0) >= (old.cn0_dbhz or 0) else old.cn0_dbhz
+                cur.view[(const, prn)] = SatInfo(const, prn, el if el is not None or old is None else old.elevation_deg,
+                                                 az if az is not None or old is None else old.azimuth_deg, best)
+        elif isinstance(r, ubx.UbxUtc):
+            cur.valid_votes.append(r.valid)
+        elif isinstance(r, ubx.UbxFix):
+            if cur.ubx_fix is None or r.kind == "NAV-PVT":
+                cur.ubx_fix = r
+            if r.position is not None:
+                cur.positions[0] = r.position
+        elif isinstance(r, ubx.UbxPosition):
+            cur.positions.setdefault(0, r.position)
+        elif isinstance(r, ubx.UbxSats):
+            cur.ubx_sats = r.sats
+        elif isinstance(r, ubx.UbxDop):
+            cur.hdop = r.hdop
+
+    def _absorb_time(self, r: nmea.TimeRecord) -> None:
+        cur = self._cur
+        if r.valid is not None:
+            cur.valid_votes.append(r.valid)
+        if r.mode is not None:
+            (cur.status_modes if r.kind in ("RMC", "GLL") else cur.nmea_modes).append(r.mode)
+        if r.position is not None:
+            rank = 1 if r.position.alt_m is not None else 2
+            cur.positions.setdefault(rank, r.position)
+        if r.kind == "GGA" and r.num_sats is not None:
+            cur.gga_count = r.num_sats
+        if r.hdop is not None:
+            cur.hdop = r.hdop
+
+    # --- the finished epoch -------------------------------------------------------------------------------
+    def _finish(self, cur: _Building) -> GnssEpoch:
+        text = tai = None
+        if cur.date is not None and cur.tod_ms is not None:
+            text = utc_text(cur.date, cur.tod_ms)
+            tai = self._to_tai(cur.date, cur.tod_ms)
+        mode = self._mode(cur)
+        sats = self._satellites(cur)
+        stated = cur.used or cur.ubx_sats is not None or cur.gga_count is None
+        used_count = sum(1 for s in sats if s.used) if stated else cur.gga_count
+        position = cur.positions[min(cur.positions)] if cur.positions and mode >= FixMode.FIX_2D else None
+        valid = bool(cur.valid_votes) and all(cur.valid_votes) and tai is not None and mode >= FixMode.FIX_2D
+        time_only = bool(cur.ubx_fix and cur.ubx_fix.time_only)
+        return GnssEpoch(text, tai, valid, mode, position, sats, used_count, cur.hdop, cur.rx_raw_ns,
+                         tuple(dict.fromkeys(cur.sources)), time_only)
+
+    def _to_tai(self, date: tuple[int, int, int], tod_ms: int) -> int | None:
+        seconds, millis = divmod(tod_ms, 1000)
+        hour, rest = divmod(min(seconds, 86_399), 3600)
+        minute, second = divmod(rest, 60)
+        second += max(0, seconds - 86_399)
+        try:
+            return leap.utc_fields_to_tai(*date, hour, minute, second, millis * 1_000_000, self._table())
+        except ValueError:
+            return None  # e.g. 23:59:60 the leap table does not know: the label is unusable, not the epoch
+
+    def _mode(self, cur: _Building) -> FixMode:
+        mode = self._stated_mode(cur)
+        self._last_mode = mode
+        return mode
+
+    def _stated_mode(self, cur: _Building) -> FixMode:
+        if cur.ubx_fix is not None:
+            return cur.ubx_fix.mode
+        said = cur.nmea_modes + cur.status_modes
+        no_fix = bool(said) and all(m == FixMode.NO_FIX for m in said)
+        if cur.gsa_mode is not None:
+            # GSA states the dimension; RMC/GGA saying "no fix" in the same epoch overrides it.
+            return FixMode.NO_FIX if no_fix else cur.gsa_mode
+        if cur.nmea_modes:
+            return max(cur.nmea_modes)
+        if cur.status_modes and not no_fix:
+            # RMC/GLL only say "valid": keep the dimension the receiver last stated (gpsd does the same).
+            return max(self._last_mode, FixMode.FIX_2D)
+        return FixMode.NO_FIX if no_fix else FixMode.UNKNOWN
+
+    def _satellites(self, cur: _Building) -> tuple[SatInfo, ...]:
+        if cur.view:
+            self._last_view = dict(cur.view)
+        merged = dict(cur.view) if cur.view or cur.ubx_sats else dict(self._last_view)
+        for sat in cur.ubx_sats or ():
+            merged[(sat.constellation, sat.prn)] = sat
+        # Binary NAV-SAT states "used" per satellite from the navigation solution itself; where a receiver sends
+        # it, its NMEA GSA (which can lag by an epoch) does not add to it.
+        gsa_used = cur.used if cur.ubx_sats is None else set()
+        if cur.ubx_sats is None and not cur.used and cur.gga_count is None:
+            gsa_used = self._last_used  # an epoch that says nothing about the sky keeps the last word on it
+        self._last_used = {(s.constellation, s.prn) for s in cur.ubx_sats or () if s.used} | gsa_used
+        out = []
+        for key, sat in merged.items():
+            used = sat.used or key in gsa_used
+            out.append(sat if sat.used == used else SatInfo(sat.constellation, sat.prn, sat.elevation_deg,
+                                                             sat.azimuth_deg, sat.cn0_dbhz, used))
+        for const, prn in gsa_used - set(merged):  # used but not in view this epoch (no GSV sent)
+            out.append(SatInfo(const, prn, used=True))
+        return tuple(sorted(out, key=lambda s: (s.constellation.value, s.prn)))

@@ -1,0 +1,185 @@
+"""Receiver byte stream -> whole NMEA sentences and u-blox UBX frames, everything else rejected with a reason.
+
+Pure core.  A receiver line can carry NMEA text, binary UBX frames (a timing receiver sends both on one port, with no
+newline between them), noise after a baud-rate mismatch, and partial reads.  The framer keeps at most one unfinished
+frame of state and resynchronises on the next start byte after any damage, so one bad byte costs one frame.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from appliance.events import Rejected
+
+NMEA_MAX_LEN = 164  # NMEA 0183 allows 82; proprietary sentences run longer. Beyond twice that is not a sentence.
+UBX_MAX_PAYLOAD = 4096
+UBX_SYNC = b"\xb5\x62"
+# UBX message classes a receiver may send (u-blox interface description, "UBX class IDs"). Anything else after the
+# sync bytes is taken for a false sync inside noise rather than waited for.
+UBX_CLASSES = frozenset({0x01, 0x02, 0x04, 0x05, 0x06, 0x09, 0x0A, 0x0B, 0x0D, 0x10, 0x13, 0x21, 0x27, 0x28, 0x29})
+_BLANK = frozenset(b" \r\n\t\x00")
+_STARTS = (ord("$"), ord("!"), UBX_SYNC[0])
+
+
+@dataclass(frozen=True, slots=True)
+class NmeaFrame:
+    text: str  # "$GNRMC,...*hh" without the line ending
+
+
+@dataclass(frozen=True, slots=True)
+class UbxFrame:
+    msg_class: int
+    msg_id: int
+    payload: bytes
+
+
+Frame = NmeaFrame | UbxFrame
+
+
+def nmea_checksum(body: bytes) -> int:
+    value = 0
+    for byte in body:
+        value ^= byte
+    return value
+
+
+def ubx_checksum(data: bytes) -> tuple[int, int]:
+    """8-bit Fletcher over class, id, length and payload (u-blox interface description, "UBX checksum")."""
+    ck_a = ck_b = 0
+    for byte in data:
+        ck_a = (ck_a + byte) & 0xFF
+        ck_b = (ck_b + ck_a) & 0xFF
+    return ck_a, ck_b
+
+
+def ubx_frame_bytes(msg_class: int, msg_id: int, payload: bytes) -> bytes:
+    """Encode a UBX frame (used by the simulated receiver and by tests)."""
+    body = bytes((msg_class, msg_id)) + len(payload).to_bytes(2, "little") + payload
+    return UBX_SYNC + body + bytes(ubx_checksum(body))
+
+
+def nmea_sentence_bytes(body: str) -> bytes:
+    """``"GNRMC,..."`` -> ``b"$GNRMC,...*hh\\r\\n"`` (used by the simulated receiver and by tests)."""
+    return f"${body}*{nmea_checksum(body.encode('ascii')):02X}\r\n".encode("ascii")
+
+
+class Framer:
+    """Feed bytes in any chunking; get back frames and rejections in stream order."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self._junk = 0  # length of the noise run being skipped, reported once when it ends
+
+    def feed(self, data: bytes) -> list[Frame | Rejected]:
+        self._buf += data
+        out: list[Frame | Rejected] = []
+        while self._buf:
+            if not self._step(out):
+                break
+        return out
+
+    def flush(self) -> list[Frame | Rejected]:
+        """End of stream: whatever is left is an unfinished frame or noise."""
+        out: list[Frame | Rejected] = []
+        rest = bytes(self._buf).strip(bytes(_BLANK))
+        if rest:
+            what = "ubx" if rest.startswith(UBX_SYNC) else "nmea" if rest[:1] in (b"$", b"!") else "bytes"
+            out.append(Rejected(what, "truncated", _preview(rest)))
+        self._end_junk(out)
+        self._buf.clear()
+        return out
+
+    def _step(self, out: list[Frame | Rejected]) -> bool:
+        """Consume one frame or one run of noise from the buffer; False when more bytes are needed."""
+        first = self._buf[0]
+        if first in (0x24, 0x21):  # '$' or '!'
+            return self._take_nmea(out)
+        if first == UBX_SYNC[0]:
+            if len(self._buf) < 2:
+                return False
+            if self._buf[1] == UBX_SYNC[1]:
+                return self._take_ubx(out)
+        self._skip_noise(out)
+        return True
+
+    def _skip_noise(self, out: list[Frame | Rejected]) -> None:
+        end = 1
+        while end < len(self._buf) and self._buf[end] not in _STARTS:
+            end += 1
+        run = self._buf[:end]
+        self._junk += sum(1 for b in run if b not in _BLANK)
+        del self._buf[:end]
+        if self._buf:  # a start byte follows: the noise run is over
+            self._end_junk(out)
+
+    def _end_junk(self, out: list[Frame | Rejected]) -> None:
+        if self._junk:
+            out.append(Rejected("bytes", "noise", f"{self._junk} bytes between frames"))
+            self._junk = 0
+
+    def _take_nmea(self, out: list[Frame | Rejected]) -> bool:
+        buf = self._buf
+        limit = min(len(buf), NMEA_MAX_LEN + 2)
+        for i in range(1, limit):
+            byte = buf[i]
+            if byte in (0x0D, 0x0A):
+                line = bytes(buf[:i])
+                del buf[:i]
+                self._end_junk(out)
+                out.append(_check_nmea(line))
+                return True
+            if byte in _STARTS or not 0x20 <= byte <= 0x7E:
+                # A new frame (or binary) began before this sentence ended: the sentence lost its tail.
+                reason = "truncated" if byte in _STARTS else "non-ascii"
+                self._end_junk(out)
+                out.append(Rejected("nmea", reason, _preview(bytes(buf[:i]))))
+                del buf[: i if byte in _STARTS else i + 1]
+                return True
+        if len(buf) > NMEA_MAX_LEN + 1:
+            self._end_junk(out)
+            out.append(Rejected("nmea", "overlong", _preview(bytes(buf[:40]))))
+            del buf[:NMEA_MAX_LEN]
+            return True
+        return False
+
+    def _take_ubx(self, out: list[Frame | Rejected]) -> bool:
+        buf = self._buf
+        if len(buf) < 6:
+            return False
+        msg_class, msg_id = buf[2], buf[3]
+        length = int.from_bytes(buf[4:6], "little")
+        if msg_class not in UBX_CLASSES or length > UBX_MAX_PAYLOAD:
+            self._end_junk(out)
+            out.append(Rejected("ubx", "bad-header", f"class 0x{msg_class:02x} length {length}"))
+            del buf[:2]
+            return True
+        if len(buf) < 8 + length:
+            return False
+        body = bytes(buf[2 : 6 + length])
+        if bytes(ubx_checksum(body)) != bytes(buf[6 + length : 8 + length]):
+            self._end_junk(out)
+            out.append(Rejected("ubx", "bad-checksum", f"class 0x{msg_class:02x} id 0x{msg_id:02x}"))
+            del buf[:2]  # the sync may have been false: look for the next one inside this frame
+            return True
+        del buf[: 8 + length]
+        self._end_junk(out)
+        out.append(UbxFrame(msg_class, msg_id, body[4:]))
+        return True
+
+
+def _check_nmea(line: bytes) -> NmeaFrame | Rejected:
+    star = line.rfind(b"*")
+    if star < 0:
+        return Rejected("nmea", "no-checksum", _preview(line))
+    given = line[star + 1 :].strip()
+    try:
+        expected = int(given, 16) if len(given) == 2 else -1
+    except ValueError:
+        expected = -1
+    if expected != nmea_checksum(line[1:star]):
+        return Rejected("nmea", "bad-checksum", _preview(line))
+    return NmeaFrame(line[: star + 3].decode("ascii"))
+
+
+def _preview(data: bytes) -> str:
+    return data[:48].decode("ascii", "backslashreplace")

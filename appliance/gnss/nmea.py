@@ -1,0 +1,274 @@
+"""NMEA 0183 sentences -> typed receiver records (pynmea2 splits and names fields; this module gives them meaning).
+
+Pure core.  Handles RMC, ZDA, GGA, GNS, GLL (time and fix), GSA (satellites used, NMEA 4.10 system ID), GSV (satellites
+in view, NMEA 4.10 signal ID) and TXT, from any talker.  Constellation comes from the NMEA 4.10 system ID where given,
+else from the talker, else from the satellite number range, so BeiDou is BeiDou whichever talker carries it.
+Times are parsed here rather than by pynmea2 because ``datetime.time`` cannot hold 23:59:60.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pynmea2
+
+from appliance.events import Constellation, FixMode, Position, Rejected
+
+C = Constellation
+TALKERS: dict[str, Constellation | None] = {
+    "GP": C.GPS, "GL": C.GLONASS, "GA": C.GALILEO, "BD": C.BEIDOU, "GB": C.BEIDOU, "GQ": C.QZSS, "PQ": C.QZSS,
+    "QZ": C.QZSS, "GI": C.NAVIC, "IR": C.NAVIC, "GN": None,
+}
+# NMEA 4.10/4.11 GNSS System ID (GSA field 18, GNS/GSV by talker).
+SYSTEM_IDS: dict[int, Constellation] = {1: C.GPS, 2: C.GLONASS, 3: C.GALILEO, 4: C.BEIDOU, 5: C.QZSS, 6: C.NAVIC}
+TIME_TYPES = frozenset({"RMC", "ZDA", "GGA", "GNS", "GLL"})
+HANDLED_TYPES = TIME_TYPES | {"GSA", "GSV", "TXT"}
+
+
+@dataclass(frozen=True, slots=True)
+class TimeRecord:
+    """A sentence that names its epoch: time of day (ms, 23:59:60 allowed) and, for RMC/ZDA, the date."""
+
+    kind: str
+    talker: str
+    tod_ms: int
+    date: tuple[int, int, int] | None  # (year, month, day)
+    valid: bool | None  # RMC/GLL status A/V; None where the sentence has no status
+    mode: FixMode | None  # what this sentence alone says about the fix
+    position: Position | None
+    num_sats: int | None = None
+    hdop: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UsedRecord:
+    """GSA: satellites used in the solution and the fix dimension."""
+
+    talker: str
+    fix: FixMode
+    sats: tuple[tuple[Constellation, int], ...]
+    hdop: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ViewRecord:
+    """One GSV sentence: part ``part`` of ``parts`` of a talker's (and signal's) satellites in view."""
+
+    talker: str
+    signal: str
+    part: int
+    parts: int
+    total: int
+    sats: tuple[tuple[Constellation, int, int | None, int | None, int | None], ...]  # const, prn, el, az, cn0
+
+
+@dataclass(frozen=True, slots=True)
+class TextRecord:
+    talker: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Ignored:
+    """A well-formed sentence of a type the appliance has no use for (counted, not rejected)."""
+
+    kind: str
+
+
+NmeaRecord = TimeRecord | UsedRecord | ViewRecord | TextRecord | Ignored
+
+
+def classify_satellite(talker: str, prn: int, system_id: int | None = None) -> tuple[Constellation, int]:
+    """Constellation and the constellation's own satellite number for an NMEA satellite ID."""
+    const = SYSTEM_IDS.get(system_id) if system_id is not None else None
+    if const is None:
+        const = TALKERS.get(talker)
+    if const is None or (const is C.GPS and prn > 32):
+        return _by_range(prn)
+    offsets = {C.GLONASS: 64, C.GALILEO: 300, C.QZSS: 192, C.NAVIC: 0}
+    if const is C.BEIDOU:
+        return const, prn - 400 if prn > 400 else prn - 200 if prn > 200 else prn
+    offset = offsets.get(const, 0)
+    return const, prn - offset if prn > offset else prn
+
+
+def _by_range(prn: int) -> tuple[Constellation, int]:
+    # NMEA 0183 v3/v4.0 and receiver-extended numbering, as used under the GP and GN talkers.
+    for low, high, const, offset in (
+        (1, 32, C.GPS, 0), (33, 64, C.SBAS, -87), (65, 96, C.GLONASS, 64), (120, 158, C.SBAS, 0),
+        (193, 202, C.QZSS, 192), (201, 263, C.BEIDOU, 200), (301, 336, C.GALILEO, 300), (401, 463, C.BEIDOU, 400),
+    ):
+        if low <= prn <= high:
+            return const, prn - offset
+    return C.UNKNOWN, prn
+
+
+def parse_tod_ms(text: str) -> int:
+    """``hhmmss[.sss]`` -> milliseconds of the day; second 60 allowed (a leap second), anything else checked."""
+    if len(text) < 6 or not text[:6].isdigit():
+        raise ValueError(f"bad time field {text!r}")
+    hour, minute, second = int(text[0:2]), int(text[2:4]), int(text[4:6])
+    frac = text[6:]
+    millis = 0
+    if frac:
+        if frac[0] != "." or not frac[1:].isdigit():
+            raise ValueError(f"bad time field {text!r}")
+        millis = int((frac[1:] + "000")[:3])
+    if hour > 23 or minute > 59 or second > 60:
+        raise ValueError(f"time out of range {text!r}")
+    return ((hour * 60 + minute) * 60 + second) * 1000 + millis
+
+
+def decode(text: str) -> NmeaRecord | Rejected:
+    """One checksummed sentence (from the framer) -> a record, an Ignored, or a Rejected with its reason."""
+    try:
+        msg = pynmea2.parse(text, check=True)
+    except pynmea2.ChecksumError:
+        return Rejected("nmea", "bad-checksum", text[:48])
+    except pynmea2.SentenceTypeError:
+        return Ignored(_type_of(text))
+    except pynmea2.ParseError as exc:
+        return Rejected("nmea", "unparseable", f"{text[:40]}: {exc}")
+    kind = getattr(msg, "sentence_type", "") or ""
+    if isinstance(msg, pynmea2.ProprietarySentence) or kind not in HANDLED_TYPES:
+        return Ignored(kind or _type_of(text))
+    try:
+        return _DECODERS[kind](msg.talker, list(msg.data))
+    except (ValueError, IndexError) as exc:
+        return Rejected("nmea", "bad-field", f"{kind}: {exc}")
+
+
+def _type_of(text: str) -> str:
+    head = text[1:].split(",", 1)[0]
+    return head[2:] if len(head) == 5 else head
+
+
+def _field(data: list[str], i: int) -> str:
+    return data[i].strip() if i < len(data) else ""
+
+
+def _opt_float(text: str) -> float | None:
+    return float(text) if text else None
+
+
+def _opt_int(text: str) -> int | None:
+    return int(text) if text else None
+
+
+def _latlon(data: list[str], i: int) -> tuple[float, float] | None:
+    """Fields lat, N/S, lon, E/W starting at ``i`` -> degrees, or None when empty."""
+    lat, ns, lon, ew = (_field(data, i + k) for k in range(4))
+    if not lat or not lon:
+        return None
+    lat_deg = _dm_to_deg(lat, 2) * (-1 if ns == "S" else 1)
+    lon_deg = _dm_to_deg(lon, 3) * (-1 if ew == "W" else 1)
+    if not (-90 <= lat_deg <= 90 and -180 <= lon_deg <= 180) or ns not in "NS" or ew not in "EW":
+        raise ValueError(f"position out of range {lat}{ns} {lon}{ew}")
+    return lat_deg, lon_deg
+
+
+def _dm_to_deg(text: str, deg_digits: int) -> float:
+    if "." in text and text.index(".") != deg_digits + 2:
+        raise ValueError(f"bad coordinate {text!r}")
+    return int(text[:deg_digits]) + float(text[deg_digits:]) / 60.0
+
+
+def _date_ddmmyy(text: str) -> tuple[int, int, int] | None:
+    if not text:
+        return None
+    if len(text) != 6 or not text.isdigit():
+        raise ValueError(f"bad date {text!r}")
+    day, month, yy = int(text[0:2]), int(text[2:4]), int(text[4:6])
+    _check_date(day, month)
+    # NMEA carries two year digits; receivers in service today report 2000-2099 (gpsd assumes the same).
+    return 2000 + yy, month, day
+
+
+def _check_date(day: int, month: int) -> None:
+    if not (1 <= month <= 12 and 1 <= day <= 31):
+        raise ValueError(f"date out of range {day:02d}/{month:02d}")
+
+
+def _rmc(talker: str, d: list[str]) -> TimeRecord:
+    valid = _field(d, 1) == "A"
+    ll = _latlon(d, 2)
+    mode = FixMode.FIX_2D if valid and ll else FixMode.NO_FIX
+    if _field(d, 11) == "N":  # NMEA 2.3 mode indicator "data not valid"
+        mode, valid = FixMode.NO_FIX, False
+    pos = Position(*ll) if ll and valid else None
+    return TimeRecord("RMC", talker, parse_tod_ms(_field(d, 0)), _date_ddmmyy(_field(d, 8)), valid, mode, pos)
+
+
+def _zda(talker: str, d: list[str]) -> TimeRecord:
+    day, month, year = _field(d, 1), _field(d, 2), _field(d, 3)
+    date = None
+    if day and month and year:
+        if len(year) != 4:
+            raise ValueError(f"bad year {year!r}")
+        _check_date(int(day), int(month))
+        date = (int(year), int(month), int(day))
+    return TimeRecord("ZDA", talker, parse_tod_ms(_field(d, 0)), date, None, None, None)
+
+
+def _gga(talker: str, d: list[str]) -> TimeRecord:
+    quality = _opt_int(_field(d, 5)) or 0
+    ll = _latlon(d, 1)
+    alt = _opt_float(_field(d, 8))
+    mode = FixMode.NO_FIX if quality == 0 or not ll else FixMode.FIX_3D if alt is not None else FixMode.FIX_2D
+    pos = Position(ll[0], ll[1], alt) if ll and quality else None
+    return TimeRecord("GGA", talker, parse_tod_ms(_field(d, 0)), None, quality > 0, mode, pos,
+                      _opt_int(_field(d, 6)), _opt_float(_field(d, 7)))
+
+
+def _gns(talker: str, d: list[str]) -> TimeRecord:
+    modes = _field(d, 5)
+    fixed = bool(modes) and any(c not in "N" for c in modes)
+    ll = _latlon(d, 1)
+    alt = _opt_float(_field(d, 8))
+    mode = FixMode.NO_FIX if not fixed or not ll else FixMode.FIX_3D if alt is not None else FixMode.FIX_2D
+    pos = Position(ll[0], ll[1], alt) if ll and fixed else None
+    return TimeRecord("GNS", talker, parse_tod_ms(_field(d, 0)), None, fixed, mode, pos,
+                      _opt_int(_field(d, 6)), _opt_float(_field(d, 7)))
+
+
+def _gll(talker: str, d: list[str]) -> TimeRecord:
+    valid = _field(d, 5) == "A" and _field(d, 6) != "N"
+    ll = _latlon(d, 0)
+    mode = FixMode.FIX_2D if valid and ll else FixMode.NO_FIX
+    pos = Position(*ll) if ll and valid else None
+    return TimeRecord("GLL", talker, parse_tod_ms(_field(d, 4)), None, valid, mode, pos)
+
+
+def _gsa(talker: str, d: list[str]) -> UsedRecord:
+    fix_type = _opt_int(_field(d, 1)) or 1
+    if fix_type not in (1, 2, 3):
+        raise ValueError(f"GSA fix type {fix_type}")
+    system_text = _field(d, 17)
+    system_id = int(system_text) if system_text.isdigit() else None  # some receivers put other things here
+    sats = tuple(classify_satellite(talker, int(p), system_id) for p in (_field(d, i) for i in range(2, 14)) if p)
+    return UsedRecord(talker, FixMode(fix_type), sats, _opt_float(_field(d, 15)))
+
+
+def _gsv(talker: str, d: list[str]) -> ViewRecord:
+    parts, part, total = int(_field(d, 0)), int(_field(d, 1)), int(_field(d, 2) or 0)
+    if not 1 <= part <= parts:
+        raise ValueError(f"GSV part {part} of {parts}")
+    body = d[3:]
+    signal = body.pop() if len(body) % 4 == 1 else ""  # NMEA 4.10 adds a signal ID after the satellite blocks
+    sats = []
+    for i in range(0, len(body) - 3, 4):
+        prn_text = body[i].strip()
+        if not prn_text:
+            continue
+        const, prn = classify_satellite(talker, int(prn_text))
+        el, az, cn0 = (_opt_int(body[i + k].strip()) for k in (1, 2, 3))
+        sats.append((const, prn, el, az, cn0))
+    return ViewRecord(talker, signal.strip(), part, parts, total, tuple(sats))
+
+
+def _txt(talker: str, d: list[str]) -> TextRecord:
+    return TextRecord(talker, _field(d, 3))
+
+
+_DECODERS = {"RMC": _rmc, "ZDA": _zda, "GGA": _gga, "GNS": _gns, "GLL": _gll, "GSA": _gsa, "GSV": _gsv,
+             "TXT": _txt}

@@ -1,0 +1,269 @@
+"""u-blox UBX payloads -> typed receiver records (timing receivers' binary messages).
+
+Pure core.  Field layouts follow the u-blox M8/F9 interface descriptions (UBX-13003221, UBX-18010854): NAV-PVT,
+NAV-STATUS, NAV-POSLLH, NAV-DOP, NAV-TIMEUTC, NAV-TIMEGPS, NAV-TIMELS, NAV-SAT, NAV-EOE, TIM-TP and TIM-SVIN.
+Each layout is a ``struct`` format, so a short payload is a clear rejection rather than an index error.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from appliance.events import Constellation, FixMode, Position, Rejected, SatInfo
+
+C = Constellation
+# NAV-SAT / NAV-SIG gnssId.
+GNSS_IDS = {0: C.GPS, 1: C.SBAS, 2: C.GALILEO, 3: C.BEIDOU, 5: C.QZSS, 6: C.GLONASS, 7: C.NAVIC}
+# NAV-STATUS / NAV-PVT gpsFix: 0 none, 1 dead reckoning only, 2 2D, 3 3D, 4 GNSS+DR, 5 time only.
+_FIX = {0: FixMode.NO_FIX, 1: FixMode.NO_FIX, 2: FixMode.FIX_2D, 3: FixMode.FIX_3D, 4: FixMode.FIX_3D,
+        5: FixMode.FIX_3D}
+
+
+@dataclass(frozen=True, slots=True)
+class UbxUtc:
+    """NAV-TIMEUTC or NAV-PVT: the UTC time of the epoch at ``itow_ms``."""
+
+    kind: str
+    itow_ms: int
+    date: tuple[int, int, int]
+    tod_ms: int
+    nano_ns: int  # signed correction to the whole second given by the date and time fields
+    valid: bool
+    tacc_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class UbxFix:
+    """NAV-STATUS or NAV-PVT: the fix type and whether the receiver trusts it."""
+
+    kind: str
+    itow_ms: int
+    mode: FixMode
+    fix_ok: bool
+    time_only: bool
+    num_sv: int | None = None
+    position: Position | None = None
+    spoofing_state: int | None = None  # NAV-STATUS flags2 spoofDetState (0 unknown, 1 none, 2 indicated, 3 multiple)
+
+
+@dataclass(frozen=True, slots=True)
+class UbxPosition:
+    itow_ms: int
+    position: Position
+    hacc_mm: int
+
+
+@dataclass(frozen=True, slots=True)
+class UbxDop:
+    itow_ms: int
+    hdop: float
+
+
+@dataclass(frozen=True, slots=True)
+class UbxGpsTime:
+    """NAV-TIMEGPS: GPS week and time of week, and the receiver's GPS-UTC leap seconds."""
+
+    itow_ms: int
+    ftow_ns: int
+    week: int
+    leap_s: int
+    tow_valid: bool
+    week_valid: bool
+    leap_valid: bool
+
+
+@dataclass(frozen=True, slots=True)
+class UbxLeap:
+    """NAV-TIMELS: current GPS-UTC leap seconds and an announced change."""
+
+    itow_ms: int
+    current_ls: int
+    current_valid: bool
+    change_s: int  # +1, -1 or 0
+    time_to_event_s: int | None  # seconds from this epoch to the change, None when not valid
+
+
+@dataclass(frozen=True, slots=True)
+class UbxSats:
+    itow_ms: int
+    sats: tuple[SatInfo, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class UbxTimePulse:
+    """TIM-TP: the *next* time pulse's time of week and quantization error (ps)."""
+
+    tow_ms: int
+    tow_sub_ms_frac: int  # units of 2^-32 ms
+    qerr_ps: int
+    qerr_valid: bool
+    week: int
+    utc_base: bool
+
+
+@dataclass(frozen=True, slots=True)
+class UbxSurvey:
+    """TIM-SVIN: survey-in progress and the mean antenna position so far (ECEF, cm)."""
+
+    duration_s: int
+    mean_ecef_cm: tuple[int, int, int]
+    variance_mm2: int
+    observations: int
+    valid: bool
+    active: bool
+
+
+@dataclass(frozen=True, slots=True)
+class UbxEndOfEpoch:
+    itow_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class UbxIgnored:
+    kind: str
+
+
+UbxRecord = (UbxUtc | UbxFix | UbxPosition | UbxDop | UbxGpsTime | UbxLeap | UbxSats | UbxTimePulse | UbxSurvey
+             | UbxEndOfEpoch | UbxIgnored)
+
+NAMES = {
+    (0x01, 0x01): "NAV-POSECEF", (0x01, 0x02): "NAV-POSLLH", (0x01, 0x03): "NAV-STATUS", (0x01, 0x04): "NAV-DOP",
+    (0x01, 0x07): "NAV-PVT", (0x01, 0x11): "NAV-VELECEF", (0x01, 0x20): "NAV-TIMEGPS", (0x01, 0x21): "NAV-TIMEUTC",
+    (0x01, 0x22): "NAV-CLOCK", (0x01, 0x26): "NAV-TIMELS", (0x01, 0x35): "NAV-SAT", (0x01, 0x3B): "NAV-SVIN",
+    (0x01, 0x43): "NAV-SIG", (0x01, 0x61): "NAV-EOE", (0x0A, 0x09): "MON-HW", (0x0A, 0x38): "MON-RF",
+    (0x0D, 0x01): "TIM-TP", (0x0D, 0x04): "TIM-SVIN",
+}
+
+
+def name_of(msg_class: int, msg_id: int) -> str:
+    return NAMES.get((msg_class, msg_id), f"UBX-{msg_class:02X}-{msg_id:02X}")
+
+
+def decode(msg_class: int, msg_id: int, payload: bytes) -> UbxRecord | Rejected:
+    """One checksummed UBX frame -> a record, UbxIgnored, or Rejected("ubx", "bad-length")."""
+    decoder = _DECODERS.get((msg_class, msg_id))
+    if decoder is None:
+        return UbxIgnored(name_of(msg_class, msg_id))
+    minimum = _MIN_LEN[(msg_class, msg_id)]
+    if len(payload) < minimum:
+        return Rejected("ubx", "bad-length", f"{name_of(msg_class, msg_id)}: {len(payload)} < {minimum} bytes")
+    try:
+        return decoder(payload)
+    except (ValueError, struct.error) as exc:
+        return Rejected("ubx", "bad-field", f"{name_of(msg_class, msg_id)}: {exc}")
+
+
+def _tod_ms(hour: int, minute: int, sec: int) -> int:
+    if hour > 23 or minute > 59 or sec > 60:
+        raise ValueError(f"time out of range {hour}:{minute}:{sec}")
+    return ((hour * 60 + minute) * 60 + sec) * 1000
+
+
+def _nav_timeutc(p: bytes) -> UbxUtc:
+    itow, tacc, nano, year, month, day, hour, minute, sec, valid = struct.unpack_from("<IIiHBBBBBB", p)
+    # validUTC (bit 2) means the UTC fields, leap seconds included, are trustworthy.
+    ok = bool(valid & 0x04) and bool(valid & 0x01) and 1 <= month <= 12 and 1 <= day <= 31
+    return UbxUtc("NAV-TIMEUTC", itow, (year, month, day), _tod_ms(hour, minute, sec), nano, ok, tacc)
+
+
+def _nav_pvt(p: bytes) -> UbxFix | tuple[UbxUtc, UbxFix]:
+    (itow, year, month, day, hour, minute, sec, valid, tacc, nano, fix_type, flags, _flags2, num_sv,
+     lon, lat, height, hmsl) = struct.unpack_from("<IHBBBBBBIiBBBBiiii", p)
+    fix_ok = bool(flags & 0x01)
+    mode = _FIX.get(fix_type, FixMode.NO_FIX) if fix_ok else FixMode.NO_FIX
+    pos = Position(lat * 1e-7, lon * 1e-7, hmsl / 1000.0) if fix_ok else None
+    fix = UbxFix("NAV-PVT", itow, mode, fix_ok, fix_type == 5, num_sv, pos)
+    # validDate, validTime and fullyResolved together mean the UTC label can be used.
+    ok_time = (valid & 0x07) == 0x07 and 1 <= month <= 12 and 1 <= day <= 31
+    utc = UbxUtc("NAV-PVT", itow, (year, month, day), _tod_ms(hour, minute, sec), nano, ok_time, tacc)
+    return utc, fix
+
+
+def _nav_status(p: bytes) -> UbxFix:
+    itow, gps_fix, flags, _fix_stat, flags2 = struct.unpack_from("<IBBBB", p)
+    fix_ok = bool(flags & 0x01)
+    mode = _FIX.get(gps_fix, FixMode.NO_FIX) if fix_ok else FixMode.NO_FIX
+    return UbxFix("NAV-STATUS", itow, mode, fix_ok, gps_fix == 5 and fix_ok, spoofing_state=(flags2 >> 3) & 0x03)
+
+
+def _nav_posllh(p: bytes) -> UbxPosition:
+    itow, lon, lat, _height, hmsl, hacc, _vacc = struct.unpack_from("<IiiiiII", p)
+    if not (-900_000_000 <= lat <= 900_000_000 and -1_800_000_000 <= lon <= 1_800_000_000):
+        raise ValueError("position out of range")
+    return UbxPosition(itow, Position(lat * 1e-7, lon * 1e-7, hmsl / 1000.0), hacc)
+
+
+def _nav_dop(p: bytes) -> UbxDop:
+    itow, _g, _p, _t, _v, hdop = struct.unpack_from("<IHHHHH", p)
+    return UbxDop(itow, hdop / 100.0)
+
+
+def _nav_timegps(p: bytes) -> UbxGpsTime:
+    itow, ftow, week, leap_s, valid = struct.unpack_from("<IihbB", p)
+    return UbxGpsTime(itow, ftow, week, leap_s, bool(valid & 1), bool(valid & 2), bool(valid & 4))
+
+
+def _nav_timels(p: bytes) -> UbxLeap:
+    itow, _version, _src_curr, curr_ls, _src_change, ls_change, time_to_event = struct.unpack_from(
+        "<IB3xBbBbi", p)
+    valid = p[23]
+    if ls_change not in (-1, 0, 1):
+        raise ValueError(f"lsChange {ls_change}")
+    return UbxLeap(itow, curr_ls, bool(valid & 1), ls_change, time_to_event if valid & 2 else None)
+
+
+def _nav_sat(p: bytes) -> UbxSats:
+    itow, _version, num_svs = struct.unpack_from("<IBB", p)
+    if len(p) < 8 + 12 * num_svs:
+        raise ValueError(f"NAV-SAT announces {num_svs} satellites in {len(p)} bytes")
+    sats = []
+    for i in range(num_svs):
+        gnss_id, sv_id, cno, elev, azim, _pr_res, flags = struct.unpack_from("<BBBbhhI", p, 8 + 12 * i)
+        const = GNSS_IDS.get(gnss_id, C.UNKNOWN)
+        # elev -91 / azim outside 0..360 mean "unknown" in u-blox firmware.
+        el = elev if -90 <= elev <= 90 else None
+        az = azim if 0 <= azim <= 360 and el is not None else None
+        sats.append(SatInfo(const, sv_id, el, az, cno or None, bool(flags & 0x08)))
+    return UbxSats(itow, tuple(sats))
+
+
+def _nav_eoe(p: bytes) -> UbxEndOfEpoch:
+    return UbxEndOfEpoch(struct.unpack_from("<I", p)[0])
+
+
+def _tim_tp(p: bytes) -> UbxTimePulse:
+    tow_ms, tow_sub, qerr, week, flags, _ref = struct.unpack_from("<IIiHBB", p)
+    return UbxTimePulse(tow_ms, tow_sub, qerr, not flags & 0x10, week, bool(flags & 0x01))
+
+
+def _tim_svin(p: bytes) -> UbxSurvey:
+    dur, x, y, z, var, obs, valid, active = struct.unpack_from("<IiiiIIBB", p)
+    return UbxSurvey(dur, (x, y, z), var, obs, bool(valid), bool(active))
+
+
+_DECODERS = {
+    (0x01, 0x02): _nav_posllh, (0x01, 0x03): _nav_status, (0x01, 0x04): _nav_dop, (0x01, 0x07): _nav_pvt,
+    (0x01, 0x20): _nav_timegps, (0x01, 0x21): _nav_timeutc, (0x01, 0x26): _nav_timels, (0x01, 0x35): _nav_sat,
+    (0x01, 0x61): _nav_eoe, (0x0D, 0x01): _tim_tp, (0x0D, 0x04): _tim_svin,
+}
+_MIN_LEN = {
+    (0x01, 0x02): 28, (0x01, 0x03): 16, (0x01, 0x04): 18, (0x01, 0x07): 92, (0x01, 0x20): 16, (0x01, 0x21): 20,
+    (0x01, 0x26): 24, (0x01, 0x35): 8, (0x01, 0x61): 4, (0x0D, 0x01): 16, (0x0D, 0x04): 28,
+}
+
+
+def encode_payload(kind: str, **fields: int) -> bytes:
+    """Build the payloads the simulated receiver sends (TIM-TP, NAV-TIMELS, NAV-STATUS), field names as above."""
+    if kind == "TIM-TP":
+        return struct.pack("<IIiHBB", fields["tow_ms"], fields.get("tow_sub", 0), fields["qerr_ps"],
+                           fields["week"], fields.get("flags", 0x03), fields.get("ref", 0))
+    if kind == "NAV-TIMELS":
+        valid = fields.get("valid", 0x03)
+        return struct.pack("<IB3xBbBbiHH3xB", fields["itow_ms"], 0, 2, fields["current_ls"], 2,
+                           fields.get("change", 0), fields.get("time_to_event_s", 0), fields.get("wn", 0),
+                           fields.get("dn", 0), valid)
+    if kind == "NAV-STATUS":
+        return struct.pack("<IBBBBII", fields["itow_ms"], fields["gps_fix"], fields.get("flags", 0x0D), 0,
+                           fields.get("flags2", 0x08), 0, 0)
+    raise ValueError(f"no encoder for {kind}")
