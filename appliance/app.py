@@ -198,7 +198,7 @@ async def _main(config: Config) -> int:
         app = Appliance(config, scheduler, time.time_ns, "hardware", table, device=device)
         parts += _hardware_edges(config, app, loop)
     else:
-        app, world = _simulated(config, scheduler, table)
+        app, world = simulated(config, scheduler, table)
         parts.append(world)
     server = ControlServer(config.control_socket_path(), app.handle_command)
     try:
@@ -222,12 +222,15 @@ async def _main(config: Config) -> int:
     return 0
 
 
-def _simulated(config: Config, scheduler: Scheduler, table: leap.LeapTable) -> tuple[Appliance, Any]:
+def simulated(config: Config, scheduler: Scheduler, table: leap.LeapTable,
+              world_table: leap.LeapTable | None = None) -> tuple[Appliance, Any]:
+    """The appliance on the simulated world (the embedded default).  ``world_table`` is the truth about UTC the
+    simulated sky broadcasts, when a scenario wants it to differ from what the appliance was shipped with."""
     from appliance.sim.world import SimWorld
 
     holder: dict[str, Any] = {}
     app = Appliance(config, scheduler, lambda: holder["world"].raw_ns(), "simulated", table)
-    world = SimWorld(scheduler, int(config["sim.seed"]), str(config["clock.oscillator"]), table,
+    world = SimWorld(scheduler, int(config["sim.seed"]), str(config["clock.oscillator"]), world_table or table,
                      app.on_bytes, app.on_edge)
     holder["world"] = world
     return app, world

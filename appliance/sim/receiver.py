@@ -51,40 +51,36 @@ class SimReceiver:
         self.position = position or SimPosition()
         self.sky = Sky(seed)
         self.conditions = SkyConditions()
-        self._rng = random.Random(seed ^ 0x5EED)
+        self._seed = seed
         self._noise_ns = white_noise_ns
         self._rx_clock_ppb = receiver_clock_ppb
         self._tick_phase_ps = random.Random(seed).randrange(TICK_PS)
-        self._noise_cache: dict[int, float] = {}
 
     # --- the pulse -------------------------------------------------------------------------------------------
     def has_fix(self, second_tai_ns: int) -> bool:
         return not self.conditions.blocked
 
-    def ideal_edge_true_ns(self, second_tai_ns: int) -> float:
-        """Where the receiver's solution puts second ``second_tai_ns``, before quantization (true axis)."""
-        return second_tai_ns + self.conditions.time_offset_ns + self._white_ns(second_tai_ns)
+    def ideal_error_ps(self, second_tai_ns: int) -> int:
+        """How far the receiver's solution puts second ``second_tai_ns`` from the truth, before quantization."""
+        return self.conditions.time_offset_ns * PS_PER_NS + round(self._white_ns(second_tai_ns) * PS_PER_NS)
 
     def qerr_ps(self, second_tai_ns: int) -> int:
         """ideal - actual for this second's pulse: the pulse leaves on the nearest tick of the receiver's clock."""
-        ideal_ps = round(self.ideal_edge_true_ns(second_tai_ns) * PS_PER_NS)
+        ideal_ps = second_tai_ns * PS_PER_NS + self.ideal_error_ps(second_tai_ns)  # int: ps since 1970 overflow a float
         seconds = second_tai_ns // NS_PER_S
         # The receiver's clock runs fast by receiver_clock_ppb, so its tick grid slides against true time.
         grid_ps = (self._tick_phase_ps + round(seconds * self._rx_clock_ppb * PS_PER_NS)) % TICK_PS
-        actual_ps = round((ideal_ps - grid_ps) / TICK_PS) * TICK_PS + grid_ps
-        return ideal_ps - actual_ps
+        past_tick_ps = (ideal_ps - grid_ps) % TICK_PS
+        return past_tick_ps if past_tick_ps <= TICK_PS // 2 else past_tick_ps - TICK_PS
 
-    def edge_true_ns(self, second_tai_ns: int) -> float:
-        """True instant of the pulse the receiver actually emits for this second."""
-        return self.ideal_edge_true_ns(second_tai_ns) - self.qerr_ps(second_tai_ns) / PS_PER_NS
+    def edge_true_ns(self, second_tai_ns: int) -> int:
+        """True instant (ns) of the pulse the receiver actually emits for this second."""
+        error_ps = self.ideal_error_ps(second_tai_ns) - self.qerr_ps(second_tai_ns)
+        return second_tai_ns + round(error_ps / PS_PER_NS)
 
     def _white_ns(self, second_tai_ns: int) -> float:
-        cached = self._noise_cache.get(second_tai_ns)
-        if cached is None:
-            if len(self._noise_cache) > 8:
-                self._noise_cache.clear()
-            cached = self._noise_cache[second_tai_ns] = self._rng.gauss(0.0, self._noise_ns)
-        return cached
+        # A function of (seed, second), so asking about a pulse twice, or out of order, gives the same answer.
+        return random.Random(f"{self._seed}:{second_tai_ns}").gauss(0.0, self._noise_ns)
 
     # --- the messages after the pulse ---------------------------------------------------------------------
     def burst(self, second_tai_ns: int) -> bytes:

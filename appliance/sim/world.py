@@ -60,7 +60,7 @@ class SimWorld:
             return
         if self.receiver.has_fix(second_ns):
             self._sequence += 1
-            edge_true = round(self.receiver.edge_true_ns(second_ns))
+            edge_true = self.receiver.edge_true_ns(second_ns)
             raw = self.oscillator.raw_ns(max(edge_true, self.start_true_ns))
             self._on_edge(PpsEdge(raw, self._sequence, "sim-pps"))
         data = self.receiver.burst(second_ns)

@@ -1,0 +1,49 @@
+"""Start the appliance's own commands as separate processes, the way an operator would, and poll its status."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+
+def appliance(*args: str, **kwargs: Any) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "appliance", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=ENV, **kwargs)
+
+
+def status(state_dir: Path) -> dict[str, Any] | None:
+    out = subprocess.run([sys.executable, "-m", "appliance", "status", "--json", "--set", f"state_dir={state_dir}"],
+                         capture_output=True, text=True, env=ENV, timeout=20)
+    return json.loads(out.stdout) if out.returncode == 0 else None
+
+
+def wait_for(state_dir: Path, predicate: Callable[[dict[str, Any]], bool], timeout_s: float = 20.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while time.monotonic() < deadline:
+        last = status(state_dir)
+        if last is not None and predicate(last):
+            return last
+        time.sleep(0.3)
+    raise AssertionError(f"condition not met within {timeout_s} s; last status: {json.dumps(last)[:2000]}")
+
+
+def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout_s: float = 10.0) -> tuple[int, str]:
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    try:
+        _, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+        raise AssertionError(f"process did not stop within {timeout_s} s after signal {sig}; stderr:\n{err}")
+    return proc.returncode, err

@@ -1,0 +1,69 @@
+"""``appliance run`` on the embedded default, driven from the command line the way the README says."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.interop.procs import ENV, appliance, stop, wait_for
+
+DATA = Path(__file__).parents[1] / "data" / "gnss"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_embedded_default_shows_a_3d_fix_and_stops_cleanly(tmp_path: Path, sig: int) -> None:
+    state = tmp_path / "state"
+    app = appliance("run", "--set", f"state_dir={state}")
+    try:
+        s = wait_for(state, lambda s: s["receiver"]["state"] == "3d-fix" and s["pps"]["paired"] >= 2)
+        used = {c["name"]: c["used"] for c in s["constellations"]}
+        assert used["GPS"] > 0 and used["BeiDou"] > 0
+        text = subprocess.run([sys.executable, "-m", "appliance", "status", "--set", f"state_dir={state}"],
+                              capture_output=True, text=True, env=ENV, timeout=20).stdout
+        assert "3d-fix" in text and "GPS" in text and "BeiDou" in text and "mode 3D" in text
+        second = appliance("run", "--set", f"state_dir={state}")
+        _, err = second.communicate(timeout=20)  # it must refuse at once rather than steal the control socket
+        assert second.returncode == 1 and "already running" in err
+    finally:
+        code, err = stop(app, sig)
+    assert code == 0, err
+    assert not (state / "control.sock").exists()
+
+
+def test_status_without_a_running_appliance_says_so(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "appliance", "status", "--set", f"state_dir={tmp_path}"],
+                         capture_output=True, text=True, env=ENV, timeout=20)
+    assert out.returncode == 1
+    assert "not running" in out.stderr
+
+
+def test_replay_prints_every_epoch_and_a_summary() -> None:
+    out = subprocess.run([sys.executable, "-m", "appliance", "replay", str(DATA / "ublox-neo-m9n-nmea.log")],
+                         capture_output=True, text=True, env=ENV, timeout=60)
+    lines = out.stdout.splitlines()
+    assert out.returncode == 0 and len(lines) == 62
+    assert lines[0].startswith("2020-07-11T22:37:45.000Z fix-3d")
+    assert "GPS:6/13" in lines[0] and "BeiDou:5/7" in lines[0]
+    assert lines[-1].startswith("61 epochs") and "rejected none" in lines[-1]
+
+
+def test_replay_json_of_a_pure_ubx_timing_capture() -> None:
+    out = subprocess.run([sys.executable, "-m", "appliance", "replay", "--json", str(DATA / "u-blox-m8t-time.log")],
+                         capture_output=True, text=True, env=ENV, timeout=60)
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    epochs, summary = rows[:-1], rows[-1]["summary"]
+    assert len(epochs) == 151 and all(e["time_only"] and e["mode"] == 3 for e in epochs)
+    assert epochs[0]["time"] == "2021-02-23T18:04:29.000Z"
+    assert summary["tai_utc_s"] == 37 and summary["rejected"] == {"bytes:noise": 1, "ubx:truncated": 1}
+
+
+def test_replay_of_a_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "appliance", "replay", str(tmp_path / "nope.log")],
+                         capture_output=True, text=True, env=ENV, timeout=20)
+    assert out.returncode == 1 and "cannot read" in out.stderr and "Traceback" not in out.stderr

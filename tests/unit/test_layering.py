@@ -1,0 +1,73 @@
+"""The layering rule of the architecture: core modules do no I/O, start no threads and never read a clock.
+
+Core modules take every instant as an argument, which is what lets a simulated day run in seconds.  The modules that
+may touch the outside world are listed here, each with the reason; adding one is a design decision, made in this file.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import appliance
+
+PACKAGE = Path(appliance.__file__).parent
+EDGES = {
+    "app": "composition root: builds the loop, the hardware edges and the control socket",
+    "cli": "command line",
+    "__main__": "python -m appliance",
+    "control": "the Unix control socket",
+    "sched": "AsyncioScheduler reads the host clock; SimScheduler beside it is pure",
+    "gnss.serial_reader": "pyserial reader thread",
+    "gnss.pps_linux": "Linux PPS API ioctl reader thread",
+    "sim.pty": "writes the simulated receiver into a pseudo-terminal in real time",
+}
+FORBIDDEN_IMPORTS = {"socket", "serial", "scapy", "flask", "pysnmp", "threading", "asyncio", "subprocess",
+                     "select", "selectors", "fcntl", "multiprocessing", "signal", "termios", "tty", "pty"}
+CLOCK_READS = {("time", "time"), ("time", "time_ns"), ("time", "monotonic"), ("time", "monotonic_ns"),
+               ("time", "perf_counter"), ("time", "perf_counter_ns"), ("time", "sleep"), ("datetime", "now"),
+               ("datetime", "utcnow"), ("datetime", "today"), ("date", "today"), ("time", "clock_gettime"),
+               ("time", "clock_gettime_ns"), ("time", "localtime"), ("time", "gmtime")}
+
+
+def _modules() -> list[tuple[str, Path]]:
+    out = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).with_suffix("")
+        parts = [p for p in rel.parts if p != "__init__"]
+        out.append((".".join(parts) or "__init__", path))
+    return out
+
+
+def _violations(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [f"imports {a.name}" for a in node.names if a.name.split(".")[0] in FORBIDDEN_IMPORTS]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module.split(".")[0] in FORBIDDEN_IMPORTS:
+                found.append(f"imports from {node.module}")
+            if node.module in ("time", "datetime"):
+                found += [f"imports {node.module}.{a.name}" for a in node.names if (node.module, a.name) in CLOCK_READS
+                          or (node.module == "datetime" and a.name in ("datetime", "date"))]
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if (node.value.id, node.attr) in CLOCK_READS:
+                found.append(f"reads the clock: {node.value.id}.{node.attr}")
+    return found
+
+
+def test_core_modules_do_no_io_and_read_no_clock() -> None:
+    problems = {name: v for name, path in _modules() if name not in EDGES and (v := _violations(path))}
+    assert not problems, f"core modules breaking the layering rule: {problems}"
+
+
+def test_every_listed_edge_exists() -> None:
+    names = {name for name, _ in _modules()}
+    assert set(EDGES) <= names, f"stale entries: {set(EDGES) - names}"
+
+
+def test_the_checker_catches_a_clock_read(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("import time\nimport threading\ndef f():\n    return time.time_ns()\n")
+    assert _violations(bad) == ["imports threading", "reads the clock: time.time_ns"]
