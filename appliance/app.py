@@ -1,9 +1,10 @@
 """Composition root: builds the engines, picks simulated or real hardware, routes events, serves the control socket.
 
-``Appliance`` holds the core engines and routes every event between them; it does no I/O itself and takes its time
-from the scheduler, so the same object runs under the simulated scheduler in tests and scenarios.  ``run`` is the
-edge that builds the asyncio loop, the hardware (or the simulated world), the control socket and signal handling.
-Nothing else in the package knows how the parts are wired.
+``Appliance`` holds the core engines and routes every event between them; it does no I/O itself (persistence and
+the kernel clock reach it as objects the edge built) and takes its time from the scheduler, so the same object runs
+under the simulated scheduler in tests and scenarios.  ``run`` is the edge that builds the asyncio loop, the hardware
+(or the simulated world), the clock backend, the control socket and signal handling.  Nothing else in the package
+knows how the parts are wired.
 """
 
 from __future__ import annotations
@@ -13,26 +14,28 @@ import logging
 import signal
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from appliance import __version__, leap
+from appliance.alarms import CLOCK_ALARMS, CLOCK_CODES, RECEIVER_ALARMS, RECEIVER_CODES, AlarmBook
 from appliance.config import Config
-from appliance.events import (Alarm, DeviceEvent, GnssEpoch, LeapInfo, PairedSecond, PpsEdge, ReceiverState,
-                              ReceiverStateChanged, Rejected, Severity, TimeLabel, TimePulseInfo)
+from appliance.events import (Alarm, ClockStateChanged, DeviceEvent, GnssEpoch, LeapInfo, PairedSecond, PpsEdge,
+                              ReceiverState, ReceiverStateChanged, Rejected, StepClock, TimeLabel, TimePulseInfo)
 from appliance.gnss.pairing import PpsPairer
 from appliance.gnss.receiver import GnssReceiver
+from appliance.holdover.discipline import DisciplineParams
+from appliance.holdover.persist import LearnedState
+from appliance.holdover.service import ClockBackend, ClockService
+from appliance.holdover.softclock import SoftClock
 from appliance.sched import AsyncioScheduler, Scheduler, every
-from appliance.status import ClockStatus, PpsStatus, TimeStatus, summarize
+from appliance.status import ClockStatus, PpsStatus, TimeStatus, summarize, to_dict
 from appliance.utcoffset import UtcOffset
 
 log = logging.getLogger("appliance")
 NS_PER_S = 1_000_000_000
 NS_PER_MS = 1_000_000
-RECEIVER_ALARMS = {
-    ReceiverState.DISCONNECTED: ("gnss-disconnected", Severity.MAJOR, "GNSS receiver disconnected"),
-    ReceiverState.NO_DATA: ("gnss-no-data", Severity.MAJOR, "GNSS receiver sends nothing decodable"),
-    ReceiverState.NO_FIX: ("gnss-no-fix", Severity.MAJOR, "GNSS receiver has no fix"),
-}
+SAVE_EVERY_S = 600
 
 
 def load_leap_table(config: Config) -> leap.LeapTable:
@@ -50,29 +53,47 @@ def load_leap_table(config: Config) -> leap.LeapTable:
     return table
 
 
+def discipline_params(config: Config) -> DisciplineParams:
+    return DisciplineParams(
+        time_constant_s=float(config["clock.time_constant_s"]),
+        max_frequency_ppb=float(config["clock.max_frequency_ppb"]),
+        step_threshold_ns=int(config["clock.step_threshold_ns"]), slew_only=bool(config["clock.slew_only"]),
+        lock_threshold_ns=int(config["clock.lock_threshold_ns"]),
+        unlock_threshold_ns=int(config["clock.unlock_threshold_ns"]),
+        qualify_s=int(config["clock.qualify_s"]), warmup_s=int(config["clock.warmup_s"]),
+        holdover_spec_ns=int(config["clock.holdover_spec_ns"]),
+        reference_accuracy_ns=int(config["gnss.accuracy_ns"]),
+        holdover_temp_k=float(config["clock.holdover_temp_k"]))
+
+
 class Appliance:
     def __init__(self, config: Config, scheduler: Scheduler, raw_now: Callable[[], int], mode: str,
-                 table: leap.LeapTable | None = None, device: str = "simulated"):
-        self.config = config
-        self.scheduler = scheduler
-        self.raw_now = raw_now
-        self.mode = mode
+                 backend: ClockBackend, table: leap.LeapTable | None = None, device: str = "simulated",
+                 backend_name: str = "simulated", sim_time_error: Callable[[], int] | None = None,
+                 save_state: Callable[[LearnedState], None] | None = None):
+        self.config, self.scheduler, self.raw_now, self.mode = config, scheduler, raw_now, mode
         self.started_at_ns = scheduler.now_ns()
         self.utc = UtcOffset(table or load_leap_table(config))
         self.receiver = GnssReceiver(lambda: self.utc.table, device=device,
                                      epoch_idle_ns=int(config["gnss.epoch_idle_ms"]) * NS_PER_MS,
                                      no_data_timeout_ns=int(config["gnss.no_data_timeout_s"]) * NS_PER_S)
         self.pairer = PpsPairer(int(config["gnss.label_max_age_ms"]) * NS_PER_MS, int(config["gnss.cable_delay_ns"]))
-        self.pps_source = "none"
-        self.pps_edges = 0
-        self.paired: list[PairedSecond] = []  # the most recent, for the phase detector and tests
-        self.alarms: dict[str, Alarm] = {}
-        self.alarm_history: list[Alarm] = []
+        self.clock = ClockService(discipline_params(config), str(config["clock.oscillator"]), backend, raw_now(),
+                                  str(config["ptp.profile"]), str(config["clock.degraded_class"]))
+        self.backend_name = backend_name
+        self._sim_time_error = sim_time_error
+        self._save_state = save_state
+        self.pps_source, self.pps_edges = "none", 0
+        self.paired: list[PairedSecond] = []  # the most recent, for tests and the console
+        self.alarms = AlarmBook()
         self.listeners: list[Callable[[object], None]] = []
-        self._last_sats = ()
+        self._last_sats: tuple = ()
         self._last_rejects_logged: dict[str, int] = {}
-        self._timers = [every(scheduler, 200 * NS_PER_MS, self._tick), every(scheduler, 60 * NS_PER_S, self._minute)]
+        self._timers = [every(scheduler, 200 * NS_PER_MS, self._tick), every(scheduler, NS_PER_S, self._second),
+                        every(scheduler, 60 * NS_PER_S, self._minute),
+                        every(scheduler, SAVE_EVERY_S * NS_PER_S, self.save_learned)]
         self._alarms(self.utc.check(self.scheduler.now_ns()))
+        self._clock_alarms("FREERUN", "starting")
 
     # --- inputs from the edges --------------------------------------------------------------------------
     def on_bytes(self, data: bytes, rx_raw_ns: int) -> None:
@@ -86,9 +107,17 @@ class Appliance:
     def on_device(self, event: DeviceEvent) -> None:
         self._route(self.receiver.on_device(event, self.raw_now()))
 
+    def restore(self, learned: LearnedState, now_tai_ns: int) -> None:
+        """Hold over at once on a learned state from the last run (the caller checked its age)."""
+        downtime_s = max(0.0, (now_tai_ns - learned.saved_at_tai_ns) / NS_PER_S)
+        log.info("restoring learned clock state: %s, %.3f ppb, saved %.0f s ago", learned.state,
+                 learned.frequency_ppb, downtime_s)
+        self._route(self.clock.restore(learned, downtime_s, self.raw_now()))
+
     def stop(self) -> None:
         for timer in self._timers:
             timer.cancel()
+        self.save_learned()
 
     # --- routing -------------------------------------------------------------------------------------------
     def _route(self, events: list[object]) -> None:
@@ -107,32 +136,35 @@ class Appliance:
             self.pairer.on_time_pulse(ev)
         elif isinstance(ev, PairedSecond):
             self.paired = (self.paired + [ev])[-64:]
+            self._route(self.clock.on_paired(ev))
         elif isinstance(ev, LeapInfo):
-            self._alarms(self.utc.on_receiver(ev, self.scheduler.now_ns()))
+            self._alarms(self.utc.on_receiver(ev, self.now_tai_ns()))
         elif isinstance(ev, ReceiverStateChanged):
             log.info("receiver %s: %s -> %s (%s)", self.receiver.name, ev.old.value, ev.new.value, ev.reason)
             self._receiver_alarms(ev)
+            self._route(self.clock.on_receiver_state(ev.new, ev.reason, self.raw_now()))
+        elif isinstance(ev, ClockStateChanged):
+            log.info("clock: %s -> %s (%s)", ev.old, ev.new, ev.reason)
+            self._clock_alarms(ev.new, ev.reason)
+        elif isinstance(ev, StepClock):
+            log.warning("clock stepped by %+d ns (first lock)", ev.delta_ns)
         elif isinstance(ev, Rejected) and ev.what == "pps":
             log.debug("PPS pairing rejected: %s %s", ev.reason, ev.detail)
 
     def _receiver_alarms(self, ev: ReceiverStateChanged) -> None:
-        now = self.scheduler.now_ns()
         wanted = RECEIVER_ALARMS.get(ev.new)
         if ev.old is ReceiverState.DISCONNECTED and ev.new is ReceiverState.NO_DATA:
             wanted = None  # the line just came up: silence is an alarm only once the timeout says so
-        out = [Alarm(code, sev, False, text, now) for state, (code, sev, text) in
-               RECEIVER_ALARMS.items() if code in self.alarms and (wanted is None or wanted[0] != code)]
-        if wanted is not None and wanted[0] not in self.alarms:
-            out.append(Alarm(wanted[0], wanted[1], True, f"{wanted[2]} ({ev.reason})", now))
-        self._alarms(out)
+        self._notify(self.alarms.set_group(RECEIVER_CODES, wanted, ev.reason, self.now_tai_ns()))
+
+    def _clock_alarms(self, state: str, reason: str) -> None:
+        self._notify(self.alarms.set_group(CLOCK_CODES, CLOCK_ALARMS.get(state), reason, self.now_tai_ns()))
 
     def _alarms(self, alarms: list[Alarm]) -> None:
-        for alarm in alarms:
-            if alarm.raised:
-                self.alarms[alarm.code] = alarm
-            else:
-                self.alarms.pop(alarm.code, None)
-            self.alarm_history = (self.alarm_history + [alarm])[-256:]
+        self._notify(self.alarms.apply(alarms))
+
+    def _notify(self, changed: list[Alarm]) -> None:
+        for alarm in changed:
             (log.warning if alarm.raised else log.info)("alarm %s %s: %s", alarm.code,
                                                         "raised" if alarm.raised else "cleared", alarm.text)
             for listener in self.listeners:
@@ -142,8 +174,16 @@ class Appliance:
     def _tick(self) -> None:
         self._route(self.receiver.tick(self.raw_now()))
 
+    def _second(self) -> None:
+        self._route(self.clock.tick(self.raw_now()))
+        publish = getattr(self.clock.backend, "publish", None)
+        if publish is not None:
+            snap = self.clock.snapshot(self.raw_now())
+            publish(snap.advertised.ntp_stratum == 1, snap.error_bound_ns, self.utc.table.tai_utc_at_tai_ns(
+                self.now_tai_ns()))
+
     def _minute(self) -> None:
-        self._alarms(self.utc.check(self.scheduler.now_ns()))
+        self._alarms(self.utc.check(self.now_tai_ns()))
         rejected = dict(self.receiver.rejected)
         grown = {k: v - self._last_rejects_logged.get(k, 0) for k, v in rejected.items()
                  if v != self._last_rejects_logged.get(k, 0)}
@@ -153,27 +193,65 @@ class Appliance:
                         self.receiver.snapshot().last_rejects[-1:])
         self._last_rejects_logged = rejected
 
+    def save_learned(self) -> None:
+        if self._save_state is None:
+            return
+        learned = self.clock.learned_state(self.raw_now(), self.now_tai_ns())
+        if learned is not None:
+            try:
+                self._save_state(learned)
+            except OSError as exc:
+                log.error("cannot save the learned clock state: %s", exc)
+
     # --- the read model -------------------------------------------------------------------------------------
+    def now_tai_ns(self) -> int:
+        """The served (disciplined) time now."""
+        return self.clock.backend.served_ns(self.raw_now())
+
     def status(self) -> TimeStatus:
-        now = self.scheduler.now_ns()
+        raw = self.raw_now()
+        now = self.clock.backend.served_ns(raw)
         table = self.utc.table
+        leap_status = self.utc.snapshot(now)
+        nxt = table.next_change_after(now)
+        snap = self.clock.snapshot(raw, leap_status.pending_change_s,
+                                   None if nxt is None else max(0, (nxt[0] - now) // NS_PER_S))
         rx = self.receiver.snapshot()
         last = self.pairer.last
         pps = PpsStatus(self.pps_source, self.pps_edges, self.pairer.paired, dict(self.pairer.rejected),
                         last.edge_raw_ns if last else None, last.qerr_ps if last else None)
+        served = self.clock.backend.served_ns
+        clock = ClockStatus(
+            snap.state, served(snap.state_since_raw_ns), snap.reason, snap.error_bound_ns, snap.frequency_ppb,
+            snap.phase_offset_ns, None if snap.locked_since_raw_ns is None else served(snap.locked_since_raw_ns),
+            None if snap.holdover_since_raw_ns is None else served(snap.holdover_since_raw_ns),
+            snap.advertised.clock_class, snap.advertised.clock_accuracy, self.clock.oscillator, self.backend_name,
+            snap.forced_holdover, snap.time_constant_s, snap.learned_s, snap.predicted_frequency_ppb,
+            snap.predicted_aging_ppb_per_day, snap.steps, snap.advertised,
+            None if self._sim_time_error is None else self._sim_time_error())
         return TimeStatus(now, leap.tai_to_utc(now, table).iso_ms(), self.mode, __version__, self.started_at_ns,
-                          rx, self._last_sats, summarize(self._last_sats), pps, self.utc.snapshot(now),
-                          ClockStatus(state_since_ns=self.started_at_ns, oscillator=str(self.config["clock.oscillator"])),
-                          tuple(self.alarms.values()))
+                          rx, self._last_sats, summarize(self._last_sats), pps, leap_status, clock,
+                          tuple(self.alarms.active.values()))
 
     def handle_command(self, request: dict[str, Any]) -> dict[str, Any]:
         """Control-socket requests (already authenticated by the socket's peer check)."""
-        from appliance.status import to_dict
-
         cmd = request.get("cmd")
         if cmd == "status":
             return {"ok": True, "status": to_dict(self.status())}
+        if cmd == "holdover":
+            return self._holdover_command(str(request.get("action", "")), str(request.get("user", "operator")))
         return {"ok": False, "error": f"unknown command {cmd!r}"}
+
+    def _holdover_command(self, action: str, who: str) -> dict[str, Any]:
+        if action not in ("start", "stop"):
+            return {"ok": False, "error": "holdover takes start or stop"}
+        try:
+            events = self.clock.force_holdover(action == "start", self.raw_now(), who)
+        except ValueError as exc:
+            return {"ok": False, "error": str(exc)}
+        log.warning("operator %s: holdover %s", who, action)
+        self._route(events)
+        return {"ok": True, "state": self.clock.engine.state.value}
 
 
 # --- the edge: run the appliance on this host ------------------------------------------------------------
@@ -187,19 +265,30 @@ def run(config: Config) -> int:
 
 async def _main(config: Config) -> int:
     from appliance.control import ControlError, ControlServer
+    from appliance.holdover import persist
 
     loop = asyncio.get_running_loop()
     table = load_leap_table(config)
-    tai_now = lambda: leap.posix_to_tai_ns(time.time_ns(), table)  # noqa: E731  (live true time: the host clock)
-    scheduler = AsyncioScheduler(loop, tai_now)
-    device = str(config["gnss.device"])
+    scheduler = AsyncioScheduler(loop, lambda: leap.posix_to_tai_ns(time.time_ns(), table))  # true time: the host
+    state_dir = config.state_path()
+    learned, warning = persist.load_state(state_dir, str(config["clock.oscillator"]))
+    if warning:
+        log.warning("%s", warning)
+    learned = _fresh(learned, scheduler.now_ns(), int(config["clock.restore_max_age_s"]))
+    saver = lambda state: persist.save_state(state_dir, state)  # noqa: E731
     parts: list[Any] = []
-    if device:
-        app = Appliance(config, scheduler, time.time_ns, "hardware", table, device=device)
-        parts += _hardware_edges(config, app, loop)
-    else:
-        app, world = simulated(config, scheduler, table)
-        parts.append(world)
+    try:
+        if config["gnss.device"]:
+            app = _hardware(config, scheduler, table, saver)
+            parts += _hardware_edges(config, app, loop)
+        else:
+            app, world = simulated(config, scheduler, table, save_state=saver, warm=learned is not None)
+            parts.append(world)
+    except (OSError, ValueError) as exc:
+        log.error("cannot start: %s", exc)
+        return 1
+    if learned is not None:
+        app.restore(learned, app.now_tai_ns())
     server = ControlServer(config.control_socket_path(), app.handle_command)
     try:
         await server.start()
@@ -209,7 +298,8 @@ async def _main(config: Config) -> int:
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    log.info("appliance %s running (%s), control socket %s", __version__, app.mode, server.path)
+    log.info("appliance %s running (%s, clock %s), control socket %s", __version__, app.mode, app.backend_name,
+             server.path)
     for part in parts:
         part.start()
     await stop.wait()
@@ -222,18 +312,59 @@ async def _main(config: Config) -> int:
     return 0
 
 
+def _fresh(learned: LearnedState | None, now_tai_ns: int, max_age_s: int) -> LearnedState | None:
+    if learned is None:
+        return None
+    age_s = (now_tai_ns - learned.saved_at_tai_ns) / NS_PER_S
+    if not 0 <= age_s <= max_age_s or learned.state not in ("LOCKED", "HOLDOVER"):
+        log.warning("learned clock state (%s, %.0f s old) not used: cold start", learned.state, age_s)
+        return None
+    return learned
+
+
 def simulated(config: Config, scheduler: Scheduler, table: leap.LeapTable,
-              world_table: leap.LeapTable | None = None) -> tuple[Appliance, Any]:
+              world_table: leap.LeapTable | None = None, save_state: Callable[[LearnedState], None] | None = None,
+              warm: bool = False) -> tuple[Appliance, Any]:
     """The appliance on the simulated world (the embedded default).  ``world_table`` is the truth about UTC the
-    simulated sky broadcasts, when a scenario wants it to differ from what the appliance was shipped with."""
+    simulated sky broadcasts, when a scenario wants it to differ from what the appliance was shipped with.  ``warm``:
+    the clock kept time across a restart (a restored state), so it does not start off by the cold-start error."""
     from appliance.sim.world import SimWorld
 
-    holder: dict[str, Any] = {}
-    app = Appliance(config, scheduler, lambda: holder["world"].raw_ns(), "simulated", table)
     world = SimWorld(scheduler, int(config["sim.seed"]), str(config["clock.oscillator"]), world_table or table,
-                     app.on_bytes, app.on_edge)
-    holder["world"] = world
+                     lambda data, raw: app.on_bytes(data, raw), lambda edge: app.on_edge(edge))
+    error_ns = 0 if warm else int(config["sim.initial_clock_error_ns"])
+    start_true = world.true_ns()  # read once: the first oscillator reading can take milliseconds of host time
+    backend = SoftClock(world.raw_ns(start_true), start_true + error_ns)
+
+    def time_error_ns() -> int:
+        true = world.true_ns()
+        return backend.served_ns(world.raw_ns(true)) - true
+
+    app = Appliance(config, scheduler, world.raw_ns, "simulated", backend, table, backend_name="simulated",
+                    sim_time_error=time_error_ns, save_state=save_state)
     return app, world
+
+
+def _hardware(config: Config, scheduler: Scheduler, table: leap.LeapTable,
+              saver: Callable[[LearnedState], None]) -> Appliance:
+    """A real receiver; the clock is a software clock over the host clock unless a kernel clock is chosen."""
+    kind = str(config["clock.backend"])
+    kind = "software" if kind in ("auto", "simulated") else kind
+    backend: ClockBackend
+    if kind == "software":
+        raw0 = time.time_ns()
+        backend = SoftClock(raw0, leap.posix_to_tai_ns(raw0, table))
+    else:
+        from appliance.holdover.kernel_backend import KernelBackend
+        from appliance.holdover.kernel_clock import KernelClock
+
+        if kind == "phc":
+            kernel = KernelClock.phc(str(config["clock.phc_device"]))
+            backend = KernelBackend(kernel, lambda raw: raw)  # a PHC counts TAI, as PTP does
+        else:
+            backend = KernelBackend(KernelClock.realtime(), lambda raw: leap.posix_to_tai_ns(raw, table))
+    return Appliance(config, scheduler, time.time_ns, "hardware", backend, table, device=str(config["gnss.device"]),
+                     backend_name=kind, save_state=saver)
 
 
 def _hardware_edges(config: Config, app: Appliance, loop: asyncio.AbstractEventLoop) -> list[Any]:

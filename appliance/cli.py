@@ -43,11 +43,25 @@ def build_parser() -> argparse.ArgumentParser:
     pl = csub.add_parser("list", help="every setting: name, default, current value, help")
     _settings_args(pl)
     pl.add_argument("--json", action="store_true")
+    p = sub.add_parser("holdover", help="force the clock into holdover (maintenance, tests) or let it return")
+    _settings_args(p)
+    p.add_argument("action", choices=("start", "stop"))
+    p = sub.add_parser("sim", help="run a numbered, seeded clock scenario in simulated time and print its figures")
+    p.add_argument("--scenario", required=True, metavar="NAME",
+                   help="one of: " + ", ".join(_scenario_names()) + " (or all)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--json", action="store_true")
     p = sub.add_parser("sim-receiver", help="write the simulated receiver into a pseudo-terminal in real time")
     _settings_args(p)
     p.add_argument("--link", required=True, help="path of the symlink to the pty slave, e.g. /tmp/gnss0")
     p.add_argument("--seconds", type=int, default=None, help="stop after this many seconds")
     return parser
+
+
+def _scenario_names() -> list[str]:
+    from appliance.sim.scenarios import SCENARIOS
+
+    return list(SCENARIOS)
 
 
 def load_config(args: argparse.Namespace) -> cfg.Config:
@@ -62,7 +76,8 @@ def load_config(args: argparse.Namespace) -> cfg.Config:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler = {"run": cmd_run, "status": cmd_status, "replay": cmd_replay, "check-config": cmd_check_config,
-               "config": cmd_config, "sim-receiver": cmd_sim_receiver}[args.command]
+               "config": cmd_config, "sim-receiver": cmd_sim_receiver, "holdover": cmd_holdover,
+               "sim": cmd_sim}[args.command]
     try:
         return handler(args)
     except BrokenPipeError:
@@ -96,6 +111,47 @@ def cmd_status(args: argparse.Namespace) -> int:
     else:
         print(status.render(reply["status"]))
     return 0
+
+
+def cmd_holdover(args: argparse.Namespace) -> int:
+    import getpass
+
+    from appliance import control
+
+    config = load_config(args)
+    try:
+        reply = control.request(config.control_socket_path(), {"cmd": "holdover", "action": args.action,
+                                                               "user": getpass.getuser()})
+    except control.ControlError as exc:
+        print(f"appliance: holdover {args.action}: {exc}", file=sys.stderr)
+        return 1
+    print(f"holdover {args.action}: clock is {reply['state']}")
+    return 0
+
+
+def cmd_sim(args: argparse.Namespace) -> int:
+    from appliance.sim.scenarios import SCENARIOS, run_scenario
+
+    logging.basicConfig(level=logging.ERROR)
+    names = list(SCENARIOS) if args.scenario == "all" else [args.scenario]
+    if any(n not in SCENARIOS for n in names):
+        print(f"appliance: sim: no scenario {args.scenario!r}; known: {', '.join(SCENARIOS)}", file=sys.stderr)
+        return EXIT_CONFIG
+    ok = True
+    for name in names:
+        result = run_scenario(name, args.seed)
+        ok &= result.passed
+        if args.json:
+            print(json.dumps({"scenario": result.number, "name": name, "seed": args.seed, "figures": result.figures,
+                              "checks": [{"check": c, "passed": p} for c, p in result.checks],
+                              "passed": result.passed}))
+            continue
+        print(f"scenario {result.number} {name} (seed {args.seed}): {'PASS' if result.passed else 'FAIL'}")
+        for key, value in result.figures.items():
+            print(f"  {key:32} {round(value, 1) if isinstance(value, float) else value}")
+        for check, passed in result.checks:
+            print(f"  [{'pass' if passed else 'FAIL'}] {check}")
+    return 0 if ok else 1
 
 
 def cmd_replay(args: argparse.Namespace) -> int:

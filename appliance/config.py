@@ -1,6 +1,6 @@
 """One declarative table of every setting, and the loader that checks a configuration against it.
 
-Core module: pure except ``load_file``, which reads the TOML file it is given.  A configuration is the embedded
+Core module: pure except ``load``, which reads the TOML file it is given.  A configuration is the embedded
 default, overlaid by an optional TOML file, overlaid by ``--set KEY=VALUE`` pairs; every problem found on the way is
 collected (not raised one at a time) so an operator sees them all at once.
 """
@@ -8,6 +8,7 @@ collected (not raised one at a time) so an operator sees them all at once.
 from __future__ import annotations
 
 import ipaddress
+import math
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -66,10 +67,40 @@ SETTINGS: tuple[Setting, ...] = (
     S("clock.oscillator", "enum", "ocxo", "Local oscillator fitted (sets the holdover model)",
       choices=("tcxo", "ocxo", "ocxo-hp", "rubidium")),
     S("clock.leap_file", "path", "", "IERS leap-seconds.list to use instead of the packaged one if newer"),
+    S("clock.backend", "enum", "auto", "Clock steered: simulated oscillator, software clock over the host clock "
+      "(never touches it), the system clock or a PHC; auto: simulated without a receiver, software with one",
+      choices=("auto", "simulated", "software", "system", "phc")),
+    S("clock.phc_device", "path", "", "PTP hardware clock steered when clock.backend is phc (e.g. /dev/ptp0)"),
+    S("clock.time_constant_s", "float", 0.0, "DPLL time constant; 0: the oscillator's best (where its stability "
+      "meets the reference noise)", minimum=0.0, maximum=10_000.0),
+    S("clock.max_frequency_ppb", "float", 2000.0, "Frequency correction clamp (also the slew rate limit)",
+      minimum=1.0, maximum=500_000.0),
+    S("clock.step_threshold_ns", "int", 100_000, "On first lock, offsets beyond this are stepped; after first "
+      "lock the clock only slews", minimum=0, maximum=1_000_000_000),
+    S("clock.slew_only", "bool", False, "Never step the clock, not even on first lock"),
+    S("clock.lock_threshold_ns", "int", 100, "Phase error within which the clock counts as locked",
+      minimum=1, maximum=1_000_000),
+    S("clock.unlock_threshold_ns", "int", 1000, "Phase error beyond which a locked clock re-acquires",
+      minimum=2, maximum=10_000_000),
+    S("clock.qualify_s", "int", 10, "Seconds a returning reference must be good before it drives the clock",
+      minimum=1, maximum=86_400, restart=False),
+    S("clock.warmup_s", "int", 10, "Oscillator warm-up after start before a reference may drive the clock",
+      minimum=0, maximum=86_400),
+    S("clock.holdover_spec_ns", "int", 1000, "Holdover stays 'within spec' (PTP clockClass 7, NTP stratum 1) "
+      "while the error bound is below this", minimum=10, maximum=1_000_000_000),
+    S("clock.holdover_temp_k", "float", 1.0, "Temperature excursion allowed for in the holdover bound when no "
+      "thermometer reading exists", minimum=0.0, maximum=100.0),
+    S("clock.degraded_class", "enum", "A", "PTP default profile: clockClass after holdover spec (A: 52, B: 187)",
+      choices=("A", "B")),
+    S("clock.restore_max_age_s", "int", 86_400, "A learned state older than this is not trusted at start",
+      minimum=0, maximum=30 * 86_400),
+    S("gnss.accuracy_ns", "int", 20, "Time accuracy of receiver, antenna and cabling (part of the error bound)",
+      minimum=0, maximum=1_000_000, restart=False),
     # --- simulation -------------------------------------------------------------------------------------------
     S("sim.seed", "int", 1, "Seed of the simulated world (receiver noise, oscillator noise)", minimum=0,
       maximum=2**32 - 1),
-    S("sim.scenario", "str", "", "Scenario the simulated world plays while the appliance runs; empty: clear sky"),
+    S("sim.initial_clock_error_ns", "int", 3_000_000, "How far off the simulated clock starts (cold start)",
+      minimum=-10**12, maximum=10**12),
     # --- outputs --------------------------------------------------------------------------------------------
     S("ntp.listen", "address", "0.0.0.0", "Address the NTP server binds"),
     S("ntp.port", "int", 123, "UDP port of the NTP server", minimum=1, maximum=65535),
@@ -142,7 +173,7 @@ def check_value(setting: Setting, value: Any, from_text: bool = False) -> tuple[
     """Coerce ``value`` to the setting's type; return (value, None) or (None, problem)."""
     try:
         coerced = _coerce(setting, value, from_text)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         return None, f"{setting.name}: {exc}; allowed: {setting.allowed()}"
     if setting.choices and coerced not in setting.choices:
         return None, f"{setting.name}: {value!r} is not allowed; allowed: {setting.allowed()}"
@@ -165,10 +196,14 @@ def _coerce(setting: Setting, value: Any, from_text: bool) -> Any:
         return _to_int(value, from_text)
     if kind == "float":
         if from_text and isinstance(value, str):
-            return float(value)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            number = float(value)
+        elif isinstance(value, bool) or not isinstance(value, (int, float)):
             raise TypeError(f"expected a number, got {value!r}")
-        return float(value)
+        else:
+            number = float(value)  # OverflowError for an int beyond the float range
+        if not math.isfinite(number):
+            raise ValueError(f"expected a finite number, got {value!r}")
+        return number
     if not isinstance(value, str):
         raise TypeError(f"expected a string, got {value!r}")
     if kind == "address":
@@ -227,7 +262,7 @@ def parse_set_pairs(pairs: Iterable[str], problems: list[str]) -> dict[str, str]
 def load_text(text: str, origin: str, problems: list[str]) -> dict[str, Any]:
     try:
         return flatten(tomllib.loads(text))
-    except tomllib.TOMLDecodeError as exc:
+    except ValueError as exc:  # TOMLDecodeError, or an integer too long for int() (over 4300 digits)
         problems.append(f"{origin}: not valid TOML: {exc}")
         return {}
 
@@ -240,8 +275,9 @@ def load(path: str | None = None, set_pairs: Iterable[str] = ()) -> Config:
         try:
             text = Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError([f"{path}: cannot read configuration: {exc}"]) from None
-        config = merge(config, load_text(text, path, problems), path, problems=problems)
+            problems.append(f"{path}: cannot read configuration: {exc}")
+        else:
+            config = merge(config, load_text(text, path, problems), path, problems=problems)
     overrides = parse_set_pairs(set_pairs, problems)
     config = merge(config, overrides, "--set", from_text=True, problems=problems)
     if problems:

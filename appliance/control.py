@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import socket
+import stat
 import struct
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -37,7 +38,9 @@ class ControlServer:
         if self.path.exists() or self.path.is_symlink():
             if _alive(self.path):
                 raise ControlError(f"another appliance is already running (control socket {self.path} answers)")
-            self.path.unlink()
+            if not (self.path.is_symlink() or stat.S_ISSOCK(self.path.stat().st_mode)):
+                raise ControlError(f"{self.path} exists and is not a socket; not replacing it")
+            self.path.unlink()  # a stale socket left behind by an appliance that died
         old_umask = os.umask(0o177)  # the socket is born 0600: no window where others could connect
         try:
             self._server = await asyncio.start_unix_server(self._serve, path=str(self.path),
@@ -46,9 +49,12 @@ class ControlServer:
             os.umask(old_umask)
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
+        """Close the socket and remove its file; a server that never started leaves the path alone."""
+        if self._server is None:
+            return  # the path may belong to another appliance that is running
+        self._server.close()
+        await self._server.wait_closed()
+        self._server = None
         try:
             self.path.unlink()
         except FileNotFoundError:
@@ -56,11 +62,13 @@ class ControlServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
+            # Read the request line before any reply: closing with it unread would reset the client's connection,
+            # and a refused client would see "broken pipe" instead of the reason.
+            line = await asyncio.wait_for(reader.readline(), timeout=5)
             if not _peer_allowed(writer):
                 log.warning("control socket: refused a connection from another user")
                 await _reply(writer, {"ok": False, "error": "permission denied"})
                 return
-            line = await asyncio.wait_for(reader.readline(), timeout=5)
             try:
                 request = json.loads(line)
                 if not isinstance(request, dict):
@@ -68,21 +76,33 @@ class ControlServer:
             except ValueError as exc:
                 await _reply(writer, {"ok": False, "error": f"bad request: {exc}"})
                 return
-            result = self._handler(request)
-            if asyncio.iscoroutine(result):
-                result = await result
-            await _reply(writer, result)  # type: ignore[arg-type]
+            try:
+                result = self._handler(request)
+                if asyncio.iscoroutine(result):
+                    result = await result
+                reply = _encode(result)  # type: ignore[arg-type]
+            except Exception:  # a bug in a handler (whatever it raises) must not take the appliance down
+                log.exception("control socket: handler failed")
+                reply = _encode({"ok": False, "error": "internal error (see the appliance log)"})
+            await _send(writer, reply)
         except (asyncio.TimeoutError, asyncio.LimitOverrunError, ConnectionError, ValueError) as exc:
             log.info("control socket: dropped a client: %s", exc)
-        except Exception:  # a bug in a handler must not take the appliance down
-            log.exception("control socket: handler failed")
-            await _reply(writer, {"ok": False, "error": "internal error (see the appliance log)"})
+        except Exception:  # nor may anything else that goes wrong with one client
+            log.exception("control socket: connection failed")
         finally:
             writer.close()
 
 
+def _encode(message: dict[str, Any]) -> bytes:
+    return json.dumps(message, separators=(",", ":")).encode() + b"\n"
+
+
 async def _reply(writer: asyncio.StreamWriter, message: dict[str, Any]) -> None:
-    writer.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+    await _send(writer, _encode(message))
+
+
+async def _send(writer: asyncio.StreamWriter, data: bytes) -> None:
+    writer.write(data)
     try:
         await writer.drain()
     except ConnectionError:
@@ -133,6 +153,8 @@ def request(path: Path, message: dict[str, Any], timeout_s: float = 5.0) -> dict
         reply = json.loads(data)
     except ValueError:
         raise ControlError(f"the appliance sent an unreadable reply ({len(data)} bytes)") from None
+    if not isinstance(reply, dict):
+        raise ControlError(f"the appliance sent an unexpected reply (a JSON {type(reply).__name__}, not an object)")
     if not reply.get("ok", False):
         raise ControlError(str(reply.get("error", "request refused")))
     return reply

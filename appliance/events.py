@@ -142,6 +142,32 @@ class DeviceEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class ClockStateChanged:
+    """The disciplined clock changed state; ``at_ns`` is on the raw axis from the engine, TAI once routed."""
+
+    old: str
+    new: str
+    reason: str
+    at_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class SetFrequency:
+    """Action: run the served clock at (1 + freq_ppb * 1e-9) times the local oscillator's rate from ``at_raw_ns``."""
+
+    freq_ppb: float
+    at_raw_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class StepClock:
+    """Action: jump the served clock by ``delta_ns`` at ``at_raw_ns`` (first lock only, never after)."""
+
+    delta_ns: int
+    at_raw_ns: int
+
+
+@dataclass(frozen=True, slots=True)
 class Alarm:
     code: str
     severity: Severity

@@ -112,6 +112,8 @@ def every(scheduler: Scheduler, period_ns: int, callback: Callback, first_at_ns:
           phase_ns: int = 0) -> TimerHandle:
     """Call ``callback`` every ``period_ns`` on the grid ``k*period + phase`` (no drift from callback latency).
 
+    Each slot fires at most once, even if the timer fires a little before its slot by the scheduler's clock (asyncio's
+    clock resolution, a slewed host clock); a late callback skips the slots it missed.
     Returns a handle whose ``cancel()`` stops the series.
     """
     series = TimerHandle(0)
@@ -123,7 +125,7 @@ def every(scheduler: Scheduler, period_ns: int, callback: Callback, first_at_ns:
         if series.cancelled:
             return
         callback()
-        arm(next_slot(scheduler.now_ns()))
+        arm(next_slot(max(scheduler.now_ns(), series.at_ns)))
 
     def arm(at_ns: int) -> None:
         if not series.cancelled:

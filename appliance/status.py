@@ -15,6 +15,7 @@ from typing import Any
 
 from appliance.events import Alarm, Constellation, SatInfo
 from appliance.gnss.receiver import ReceiverSnapshot
+from appliance.holdover.quality import Advertised
 from appliance.utcoffset import LeapStatus
 
 NS_PER_S = 1_000_000_000
@@ -41,7 +42,7 @@ class PpsStatus:
 
 @dataclass(frozen=True)
 class ClockStatus:
-    """The disciplined clock as outputs advertise it (filled in by the clock discipline engine)."""
+    """The disciplined clock and what every output advertises for it (all instants TAI ns)."""
 
     state: str = "FREERUN"
     state_since_ns: int = 0
@@ -54,6 +55,15 @@ class ClockStatus:
     clock_class: int = 248
     clock_accuracy: int = 0xFE
     oscillator: str = ""
+    backend: str = ""
+    forced_holdover: bool = False
+    time_constant_s: float = 0.0
+    learned_s: float = 0.0
+    predicted_frequency_ppb: float | None = None
+    predicted_aging_ppb_per_day: float | None = None
+    steps: int = 0
+    advertised: Advertised | None = None
+    sim_time_error_ns: int | None = None  # served minus true: known only in simulation
 
 
 @dataclass(frozen=True)
@@ -95,7 +105,7 @@ def to_dict(status: TimeStatus) -> dict[str, Any]:
 
 def _plain(value: Any) -> Any:
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(_plain(k)): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     if isinstance(value, enum.Enum):
@@ -119,11 +129,22 @@ def render(d: dict[str, Any]) -> str:
     where = "-" if not pos else f"{pos['lat_deg']:.6f} {pos['lon_deg']:.6f}" + (
         f" {pos['alt_m']:.1f} m" if pos.get("alt_m") is not None else "")
     bound = clock.get("error_bound_ns")
+    adv = clock.get("advertised") or {}
     lines = [
         f"Time (UTC)      : {d['utc_text']}   [{d['mode']}, up {_age(now, d['started_at_tai_ns'])}]",
-        f"Clock state     : {clock['state']} for {_age(now, clock['state_since_ns'])} ({clock['reason']})",
-        f"Error bound     : {'-' if bound is None else f'{bound} ns'}   clockClass {clock['clock_class']}"
-        f"   frequency {clock['frequency_ppb']:+.3f} ppb",
+        f"Clock state     : {clock['state']} for {_age(now, clock['state_since_ns'])} ({clock['reason']})"
+        + ("  [holdover forced by operator]" if clock.get("forced_holdover") else ""),
+        f"Error bound     : {'unknown' if bound is None else f'{bound} ns'}   clockClass {clock['clock_class']}"
+        f"   clockAccuracy 0x{clock['clock_accuracy']:02X}"
+        + (f"   NTP stratum {adv['ntp_stratum']} LI {adv['ntp_leap_indicator']}" if adv else ""),
+        f"Frequency       : {clock['frequency_ppb']:+.3f} ppb ({clock['oscillator']}, {clock.get('backend', '')},"
+        f" time constant {clock.get('time_constant_s', 0):.0f} s)   since lock {_age(now, clock.get('locked_since_ns'))}"
+        + (f"   phase {clock['phase_offset_ns']:+.1f} ns" if clock.get("phase_offset_ns") is not None else ""),
+        f"Learned         : {clock.get('learned_s', 0) / 3600:.1f} h"
+        + (f", oscillator {clock['predicted_frequency_ppb']:+.4f} ppb, aging {clock['predicted_aging_ppb_per_day']:+.4f}"
+           f" ppb/day" if clock.get("predicted_frequency_ppb") is not None else ", not yet holdover-capable")
+        + (f"   (simulation: served - true {clock['sim_time_error_ns']:+d} ns)"
+           if clock.get("sim_time_error_ns") is not None else ""),
         f"Receiver        : {rx['name']} on {rx['device']}: {rx['state']} for {_age(now, rx['state_since_ns'])}"
         + (f"  ({rx['device_error']})" if rx.get("device_error") else ""),
         f"Last fix        : {epoch.get('utc_text') or '-'}  mode {_fix_name(epoch)}  position {where}",

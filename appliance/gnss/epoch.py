@@ -2,8 +2,10 @@
 
 Pure core.  An epoch is everything the receiver said about one instant.  Records that carry a time (RMC, GGA, ZDA,
 NAV-PVT ...) name their epoch; records that do not (GSA, GSV, TIM-TP) belong to the epoch being assembled.  A record
-naming a different instant closes the current epoch, as does u-blox NAV-EOE or the caller after a quiet gap.  NMEA and
-UBX describing the same second (a timing receiver sends both) merge into one epoch.
+naming a different instant closes the current epoch, as does u-blox NAV-EOE or the caller after a quiet gap.  UBX
+navigation records name their epoch by GPS time of week (iTOW, shared by every message of one navigation epoch), which
+keeps an epoch whole across a leap second, where UTC time of day and iTOW stop moving together.  NMEA and UBX
+describing the same second (a timing receiver sends both) merge into one epoch.
 """
 
 from __future__ import annotations
@@ -29,6 +31,15 @@ def utc_text(date: tuple[int, int, int], tod_ms: int) -> str:
     return f"{date[0]:04d}-{date[1]:02d}-{date[2]:02d}T{hour:02d}:{minute:02d}:{second:02d}.{millis:03d}Z"
 
 
+def _itow_of(record: object) -> int | None:
+    """The navigation epoch a UBX record belongs to (TIM-TP's ``tow_ms`` names the next pulse, not an epoch)."""
+    return getattr(record, "itow_ms", None)
+
+
+def _states_time(record: object) -> bool:
+    return isinstance(record, (nmea.TimeRecord, ubx.UbxUtc))
+
+
 def next_date(date: tuple[int, int, int]) -> tuple[int, int, int]:
     year, month, day = date
     leap_year = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
@@ -42,6 +53,7 @@ def next_date(date: tuple[int, int, int]) -> tuple[int, int, int]:
 class _Building:
     tod_ms: int | None = None
     date: tuple[int, int, int] | None = None
+    itow_ms: int | None = None  # u-blox iTOW of the epoch, once a UBX navigation record has named it
     rx_raw_ns: int = 0
     valid_votes: list[bool] = field(default_factory=list)
     nmea_modes: list[FixMode] = field(default_factory=list)  # GGA/GNS: they state the dimension
@@ -52,6 +64,7 @@ class _Building:
     view: dict[tuple[Constellation, int], SatInfo] = field(default_factory=dict)
     used: set[tuple[Constellation, int]] = field(default_factory=set)
     ubx_sats: tuple[SatInfo, ...] | None = None
+    sig_used: set[tuple[Constellation, int]] = field(default_factory=set)  # NAV-SIG: used on any signal
     gga_count: int | None = None
     hdop: float | None = None
     sources: list[str] = field(default_factory=list)
@@ -72,16 +85,21 @@ class EpochAssembler:
         self._last_mode = FixMode.UNKNOWN
         self._last_view: dict[tuple[Constellation, int], SatInfo] = {}  # the sky persists between GSV reports
         self._last_used: set[tuple[Constellation, int]] = set()
+        self._last_used_count: int | None = None
 
     def add(self, record: object, rx_raw_ns: int) -> list[GnssEpoch]:
         out: list[GnssEpoch] = []
         key = self._key_of(record)
-        if key is not None and self._cur.tod_ms is not None and key[0] != self._cur.tod_ms:
+        itow = _itow_of(record)
+        if self._names_other_epoch(key, itow):
             out += self.flush()
         cur = self._cur
         if cur.empty():
             cur.rx_raw_ns = rx_raw_ns
-        if key is not None:
+        if itow is not None:
+            cur.itow_ms = itow
+        # A time derived from iTOW is only a guess at UTC (wrong during 23:59:60); a stated time replaces it.
+        if key is not None and (cur.tod_ms is None or _states_time(record)):
             cur.tod_ms = key[0]
             cur.date = key[1] or cur.date
         self._absorb(record)
@@ -107,6 +125,12 @@ class EpochAssembler:
         return None if cur.date is None or cur.tod_ms is None else utc_text(cur.date, cur.tod_ms)
 
     # --- which instant a record names -------------------------------------------------------------------------
+    def _names_other_epoch(self, key: tuple[int, object] | None, itow: int | None) -> bool:
+        cur = self._cur
+        if itow is not None and cur.itow_ms is not None:
+            return itow != cur.itow_ms
+        return key is not None and cur.tod_ms is not None and key[0] != cur.tod_ms
+
     def _key_of(self, record: object) -> tuple[int, tuple[int, int, int] | None] | None:
         if isinstance(record, nmea.TimeRecord):
             return record.tod_ms, record.date or self._infer_date(record.tod_ms)
@@ -159,6 +183,8 @@ class EpochAssembler:
             cur.positions.setdefault(0, r.position)
         elif isinstance(r, ubx.UbxSats):
             cur.ubx_sats = r.sats
+        elif isinstance(r, ubx.UbxSignalsUsed):
+            cur.sig_used.update(r.used)
         elif isinstance(r, ubx.UbxDop):
             cur.hdop = r.hdop
 
@@ -184,8 +210,12 @@ class EpochAssembler:
             tai = self._to_tai(cur.date, cur.tod_ms)
         mode = self._mode(cur)
         sats = self._satellites(cur)
-        stated = cur.used or cur.ubx_sats is not None or cur.gga_count is None
-        used_count = sum(1 for s in sats if s.used) if stated else cur.gga_count
+        listed = cur.used or cur.sig_used or cur.ubx_sats is not None
+        if listed or cur.gga_count is not None:
+            used_count = sum(1 for s in sats if s.used) if listed else cur.gga_count
+        else:
+            used_count = self._last_used_count  # said nothing about the sky: keep the last word, as for satellites
+        self._last_used_count = used_count
         position = cur.positions[min(cur.positions)] if cur.positions and mode >= FixMode.FIX_2D else None
         valid = bool(cur.valid_votes) and all(cur.valid_votes) and tai is not None and mode >= FixMode.FIX_2D
         time_only = bool(cur.ubx_fix and cur.ubx_fix.time_only)
@@ -229,16 +259,18 @@ class EpochAssembler:
         for sat in cur.ubx_sats or ():
             merged[(sat.constellation, sat.prn)] = sat
         # Binary NAV-SAT states "used" per satellite from the navigation solution itself; where a receiver sends
-        # it, its NMEA GSA (which can lag by an epoch) does not add to it.
+        # it, its NMEA GSA (which can lag by an epoch) does not add to it.  NAV-SAT only speaks for a satellite's
+        # primary signal, so NAV-SIG adds the satellites used on another signal alone (L5/E5a).
         gsa_used = cur.used if cur.ubx_sats is None else set()
-        if cur.ubx_sats is None and not cur.used and cur.gga_count is None:
+        if cur.ubx_sats is None and not cur.used and not cur.sig_used and cur.gga_count is None:
             gsa_used = self._last_used  # an epoch that says nothing about the sky keeps the last word on it
-        self._last_used = {(s.constellation, s.prn) for s in cur.ubx_sats or () if s.used} | gsa_used
+        stated_used = gsa_used | cur.sig_used
+        self._last_used = {(s.constellation, s.prn) for s in cur.ubx_sats or () if s.used} | stated_used
         out = []
         for key, sat in merged.items():
-            used = sat.used or key in gsa_used
+            used = sat.used or key in stated_used
             out.append(sat if sat.used == used else SatInfo(sat.constellation, sat.prn, sat.elevation_deg,
                                                              sat.azimuth_deg, sat.cn0_dbhz, used))
-        for const, prn in gsa_used - set(merged):  # used but not in view this epoch (no GSV sent)
+        for const, prn in stated_used - set(merged):  # used but not in view this epoch (no GSV sent)
             out.append(SatInfo(const, prn, used=True))
         return tuple(sorted(out, key=lambda s: (s.constellation.value, s.prn)))

@@ -19,6 +19,8 @@ UBX_SYNC = b"\xb5\x62"
 UBX_CLASSES = frozenset({0x01, 0x02, 0x04, 0x05, 0x06, 0x09, 0x0A, 0x0B, 0x0D, 0x10, 0x13, 0x21, 0x27, 0x28, 0x29})
 _BLANK = frozenset(b" \r\n\t\x00")
 _STARTS = (ord("$"), ord("!"), UBX_SYNC[0])
+_PRINTABLE = frozenset(range(0x20, 0x7F)) - {ord("$"), ord("!")}  # what a sentence's body may contain
+_HEX = frozenset(b"0123456789ABCDEFabcdef")
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,11 +83,11 @@ class Framer:
     def flush(self) -> list[Frame | Rejected]:
         """End of stream: whatever is left is an unfinished frame or noise."""
         out: list[Frame | Rejected] = []
+        self._end_junk(out)  # the noise came before the unfinished frame: keep stream order
         rest = bytes(self._buf).strip(bytes(_BLANK))
         if rest:
             what = "ubx" if rest.startswith(UBX_SYNC) else "nmea" if rest[:1] in (b"$", b"!") else "bytes"
             out.append(Rejected(what, "truncated", _preview(rest)))
-        self._end_junk(out)
         self._buf.clear()
         return out
 
@@ -104,13 +106,22 @@ class Framer:
 
     def _skip_noise(self, out: list[Frame | Rejected]) -> None:
         end = 1
-        while end < len(self._buf) and self._buf[end] not in _STARTS:
+        while end < len(self._buf) and not self._may_start_frame(end):
             end += 1
         run = self._buf[:end]
         self._junk += sum(1 for b in run if b not in _BLANK)
         del self._buf[:end]
-        if self._buf:  # a start byte follows: the noise run is over
+        if self._buf and self._buf[0] != UBX_SYNC[0]:
+            # A sentence starts: the noise run is over.  A lone 0xB5 at the end of the buffer may still turn out to
+            # be noise, so the run stays open; otherwise how the bytes were chunked would change the noise count.
             self._end_junk(out)
+
+    def _may_start_frame(self, i: int) -> bool:
+        """Whether the byte at ``i`` can begin a frame: '$', '!', or 0xB5 not followed by anything but 0x62."""
+        byte = self._buf[i]
+        if byte != UBX_SYNC[0]:
+            return byte in _STARTS
+        return i + 1 >= len(self._buf) or self._buf[i + 1] == UBX_SYNC[1]
 
     def _end_junk(self, out: list[Frame | Rejected]) -> None:
         if self._junk:
@@ -122,13 +133,15 @@ class Framer:
         limit = min(len(buf), NMEA_MAX_LEN + 2)
         for i in range(1, limit):
             byte = buf[i]
-            if byte in (0x0D, 0x0A):
+            # A sentence that already has its "*hh" is whole even when a UBX frame follows with no line ending.
+            ended = byte not in _PRINTABLE and i >= 3 and buf[i - 3] == 0x2A
+            if byte in (0x0D, 0x0A) or ended:
                 line = bytes(buf[:i])
                 del buf[:i]
                 self._end_junk(out)
                 out.append(_check_nmea(line))
                 return True
-            if byte in _STARTS or not 0x20 <= byte <= 0x7E:
+            if byte in _STARTS or byte not in _PRINTABLE:
                 # A new frame (or binary) began before this sentence ended: the sentence lost its tail.
                 reason = "truncated" if byte in _STARTS else "non-ascii"
                 self._end_junk(out)
@@ -171,12 +184,10 @@ def _check_nmea(line: bytes) -> NmeaFrame | Rejected:
     star = line.rfind(b"*")
     if star < 0:
         return Rejected("nmea", "no-checksum", _preview(line))
-    given = line[star + 1 :].strip()
-    try:
-        expected = int(given, 16) if len(given) == 2 else -1
-    except ValueError:
-        expected = -1
-    if expected != nmea_checksum(line[1:star]):
+    given, after = line[star + 1 : star + 3], line[star + 3 :]
+    # Exactly two hex digits (int() would also take "+5" or " 5"), then at most trailing blanks.
+    well_formed = len(given) == 2 and all(c in _HEX for c in given) and not after.strip(bytes(_BLANK))
+    if not well_formed or int(given, 16) != nmea_checksum(line[1:star]):
         return Rejected("nmea", "bad-checksum", _preview(line))
     return NmeaFrame(line[: star + 3].decode("ascii"))
 

@@ -3,11 +3,14 @@
 Pure core.  Handles RMC, ZDA, GGA, GNS, GLL (time and fix), GSA (satellites used, NMEA 4.10 system ID), GSV (satellites
 in view, NMEA 4.10 signal ID) and TXT, from any talker.  Constellation comes from the NMEA 4.10 system ID where given,
 else from the talker, else from the satellite number range, so BeiDou is BeiDou whichever talker carries it.
-Times are parsed here rather than by pynmea2 because ``datetime.time`` cannot hold 23:59:60.
+Times are parsed here rather than by pynmea2 because ``datetime.time`` cannot hold 23:59:60, and talker PQ is split
+here because pynmea2 takes "$PQGSV" for a proprietary sentence.  Malformed fields are rejected as "bad-field", and
+whatever pynmea2 raises on a sentence it cannot build is "unparseable": nothing escapes.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pynmea2
@@ -23,6 +26,10 @@ TALKERS: dict[str, Constellation | None] = {
 SYSTEM_IDS: dict[int, Constellation] = {1: C.GPS, 2: C.GLONASS, 3: C.GALILEO, 4: C.BEIDOU, 5: C.QZSS, 6: C.NAVIC}
 TIME_TYPES = frozenset({"RMC", "ZDA", "GGA", "GNS", "GLL"})
 HANDLED_TYPES = TIME_TYPES | {"GSA", "GSV", "TXT"}
+# What NMEA numeric fields look like; float() and int() also take "nan", "inf", "1e9", "1_0" and " 5".
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)")
+_INTEGER = re.compile(r"[+-]?\d+")
+_COORD = re.compile(r"\d+(\.\d+)?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +91,7 @@ def classify_satellite(talker: str, prn: int, system_id: int | None = None) -> t
     if const is None:
         const = TALKERS.get(talker)
     if const is None or (const is C.GPS and prn > 32):
-        return _by_range(prn)
+        return _by_range(prn, system_id)
     offsets = {C.GLONASS: 64, C.GALILEO: 300, C.QZSS: 192, C.NAVIC: 0}
     if const is C.BEIDOU:
         return const, prn - 400 if prn > 400 else prn - 200 if prn > 200 else prn
@@ -92,11 +99,15 @@ def classify_satellite(talker: str, prn: int, system_id: int | None = None) -> t
     return const, prn - offset if prn > offset else prn
 
 
-def _by_range(prn: int) -> tuple[Constellation, int]:
-    # NMEA 0183 v3/v4.0 and receiver-extended numbering, as used under the GP and GN talkers.
+def _by_range(prn: int, system_id: int | None = None) -> tuple[Constellation, int]:
+    # NMEA 0183 v3/v4.0 and receiver-extended numbering, as used under the GP and GN talkers.  QZSS 193-202 (u-blox
+    # extended) and BeiDou 201-263 (SiRF, Quectel) overlap: 201 and 202 are QZSS only where the system ID says GPS,
+    # the ID u-blox files QZSS under, since BeiDou has its own ID there.
+    qzss_high = 202 if system_id == 1 else 200
     for low, high, const, offset in (
         (1, 32, C.GPS, 0), (33, 64, C.SBAS, -87), (65, 96, C.GLONASS, 64), (120, 158, C.SBAS, 0),
-        (193, 202, C.QZSS, 192), (201, 263, C.BEIDOU, 200), (301, 336, C.GALILEO, 300), (401, 463, C.BEIDOU, 400),
+        (193, qzss_high, C.QZSS, 192), (201, 263, C.BEIDOU, 200), (301, 336, C.GALILEO, 300),
+        (401, 463, C.BEIDOU, 400),
     ):
         if low <= prn <= high:
             return const, prn - offset
@@ -104,7 +115,7 @@ def _by_range(prn: int) -> tuple[Constellation, int]:
 
 
 def parse_tod_ms(text: str) -> int:
-    """``hhmmss[.sss]`` -> milliseconds of the day; second 60 allowed (a leap second), anything else checked."""
+    """``hhmmss[.sss]`` -> milliseconds of the day; second 60 allowed at 23:59 (a leap second), all else checked."""
     if len(text) < 6 or not text[:6].isdigit():
         raise ValueError(f"bad time field {text!r}")
     hour, minute, second = int(text[0:2]), int(text[2:4]), int(text[4:6])
@@ -114,13 +125,20 @@ def parse_tod_ms(text: str) -> int:
         if frac[0] != "." or not frac[1:].isdigit():
             raise ValueError(f"bad time field {text!r}")
         millis = int((frac[1:] + "000")[:3])
-    if hour > 23 or minute > 59 or second > 60:
+    # UTC inserts leap seconds only as 23:59:60; a 60 anywhere else would read as the next minute's first second.
+    if hour > 23 or minute > 59 or second > 60 or (second == 60 and (hour, minute) != (23, 59)):
         raise ValueError(f"time out of range {text!r}")
     return ((hour * 60 + minute) * 60 + second) * 1000 + millis
 
 
 def decode(text: str) -> NmeaRecord | Rejected:
     """One checksummed sentence (from the framer) -> a record, an Ignored, or a Rejected with its reason."""
+    if text.startswith("!"):
+        return Ignored(_type_of(text))  # encapsulated (AIS) data: well formed, of no use here
+    head, _, rest = text[1:].partition("*")[0].partition(",")
+    if head[:2] in TALKERS and head[:1] == "P" and head[2:] in HANDLED_TYPES:
+        # pynmea2 reads talker PQ ("$PQGSV") as a proprietary sentence from maker "QGS": split it here instead.
+        return _decode_fields(head[2:], head[:2], rest.split(","))
     try:
         msg = pynmea2.parse(text, check=True)
     except pynmea2.ChecksumError:
@@ -129,11 +147,19 @@ def decode(text: str) -> NmeaRecord | Rejected:
         return Ignored(_type_of(text))
     except pynmea2.ParseError as exc:
         return Rejected("nmea", "unparseable", f"{text[:40]}: {exc}")
+    except Exception as exc:  # noqa: BLE001 - pynmea2's proprietary classes index fields in constructors ($PUBX*hh)
+        return Rejected("nmea", "unparseable", f"{text[:40]}: {type(exc).__name__}")
     kind = getattr(msg, "sentence_type", "") or ""
+    if isinstance(msg, pynmea2.QuerySentence):
+        return Ignored("query")  # a listener asking for a sentence carries no data of its own
     if isinstance(msg, pynmea2.ProprietarySentence) or kind not in HANDLED_TYPES:
         return Ignored(kind or _type_of(text))
+    return _decode_fields(kind, msg.talker, list(msg.data))
+
+
+def _decode_fields(kind: str, talker: str, data: list[str]) -> NmeaRecord | Rejected:
     try:
-        return _DECODERS[kind](msg.talker, list(msg.data))
+        return _DECODERS[kind](talker, data)
     except (ValueError, IndexError) as exc:
         return Rejected("nmea", "bad-field", f"{kind}: {exc}")
 
@@ -148,10 +174,14 @@ def _field(data: list[str], i: int) -> str:
 
 
 def _opt_float(text: str) -> float | None:
+    if text and not _NUMBER.fullmatch(text):
+        raise ValueError(f"bad number {text!r}")
     return float(text) if text else None
 
 
 def _opt_int(text: str) -> int | None:
+    if text and not _INTEGER.fullmatch(text):
+        raise ValueError(f"bad integer {text!r}")
     return int(text) if text else None
 
 
@@ -160,17 +190,23 @@ def _latlon(data: list[str], i: int) -> tuple[float, float] | None:
     lat, ns, lon, ew = (_field(data, i + k) for k in range(4))
     if not lat or not lon:
         return None
+    if ns not in ("N", "S") or ew not in ("E", "W"):  # ("" in "NS" is true: a missing hemisphere is not north)
+        raise ValueError(f"bad hemisphere {lat}{ns} {lon}{ew}")
     lat_deg = _dm_to_deg(lat, 2) * (-1 if ns == "S" else 1)
     lon_deg = _dm_to_deg(lon, 3) * (-1 if ew == "W" else 1)
-    if not (-90 <= lat_deg <= 90 and -180 <= lon_deg <= 180) or ns not in "NS" or ew not in "EW":
+    if not (-90 <= lat_deg <= 90 and -180 <= lon_deg <= 180):
         raise ValueError(f"position out of range {lat}{ns} {lon}{ew}")
     return lat_deg, lon_deg
 
 
 def _dm_to_deg(text: str, deg_digits: int) -> float:
-    if "." in text and text.index(".") != deg_digits + 2:
+    """``ddmm.mmmm`` / ``dddmm.mmmm`` -> degrees; digits only, minutes below 60."""
+    if not _COORD.fullmatch(text) or len(text.split(".")[0]) != deg_digits + 2:
         raise ValueError(f"bad coordinate {text!r}")
-    return int(text[:deg_digits]) + float(text[deg_digits:]) / 60.0
+    minutes = float(text[deg_digits:])
+    if minutes >= 60:
+        raise ValueError(f"bad coordinate {text!r}")
+    return int(text[:deg_digits]) + minutes / 60.0
 
 
 def _date_ddmmyy(text: str) -> tuple[int, int, int] | None:

@@ -7,11 +7,13 @@ unambiguously is rejected with its reason rather than guessed:
 * ``unlabelled``: no label followed the edge in time (the receiver is late or silent);
 * ``stale-label``: a label arrived with no recent edge (the pulse is missing, or the label is late);
 * ``ambiguous``: two edges are waiting for one label (a glitch on the PPS line), so neither can be named;
-* ``invalid-label``: the receiver itself says its time is not valid;
+* ``invalid-label``: the receiver itself says the time of an edge's second is not valid (a label it disowns
+  with no edge waiting is simply not used);
 * ``label-not-advancing``: the label names a second at or before the last paired one.
 
 The quantization error a timing receiver reports for the next pulse (u-blox TIM-TP qErr) rides along to the phase
-detector with the edge it belongs to.
+detector with the edge it belongs to: the first edge stamped within a second after the report arrived, whichever of
+the two reaches the pairer first.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ class PpsPairer:
         self.label_max_age_ns = label_max_age_ns
         self.cable_delay_ns = cable_delay_ns
         self._edges: list[PpsEdge] = []
-        self._qerr_next_ps: int | None = None
+        self._next_pulse: TimePulseInfo | None = None
         self._qerr_for_edge: dict[int, int] = {}
         self._last_label_s: int | None = None
         self.paired = 0
@@ -40,18 +42,28 @@ class PpsPairer:
     def on_edge(self, edge: PpsEdge) -> list[Rejected]:
         out = self._expire(edge.raw_ns)
         self._edges.append(edge)
-        if self._qerr_next_ps is not None:
-            self._qerr_for_edge[edge.sequence] = self._qerr_next_ps
-            self._qerr_next_ps = None
+        pulse = self._next_pulse
+        if pulse is not None and edge.raw_ns - NS_PER_S < pulse.rx_raw_ns <= edge.raw_ns:
+            self._qerr_for_edge[edge.sequence] = pulse.qerr_ps
+            self._next_pulse = None
+        elif pulse is not None and pulse.rx_raw_ns <= edge.raw_ns - NS_PER_S:
+            self._next_pulse = None  # the pulse it described never came; it says nothing about this one
+        # A report stamped after this edge (its thread got here first) describes the next pulse: keep it.
         return out
 
     def on_time_pulse(self, info: TimePulseInfo) -> None:
         """TIM-TP arrives between pulses and describes the next one."""
-        self._qerr_next_ps = info.qerr_ps
+        self._next_pulse = info
 
     def on_label(self, label: TimeLabel) -> list[PairedSecond | Rejected]:
         out: list[PairedSecond | Rejected] = list(self._expire(label.rx_raw_ns))
         waiting = [e for e in self._edges if 0 <= label.rx_raw_ns - e.raw_ns <= self.label_max_age_ns]
+        if not label.valid:
+            # The receiver disowns this second: an edge it belongs to cannot be used, and without one there is
+            # nothing to pair (a receiver without a fix usually stops its pulse too).
+            self._edges = [e for e in self._edges if e not in waiting]
+            return out + [self._reject("invalid-label", f"{label.utc_text} marked invalid by the receiver")
+                          for _ in waiting]
         if not waiting:
             return out + [self._reject("stale-label", f"{label.utc_text}: no PPS edge in the last "
                                                       f"{self.label_max_age_ns // 1_000_000} ms")]
@@ -61,8 +73,6 @@ class PpsPairer:
         edge = waiting[0]
         qerr = self._qerr_for_edge.pop(edge.sequence, None)
         second_s = label.tai_ns // NS_PER_S
-        if not label.valid:
-            return out + [self._reject("invalid-label", f"{label.utc_text} marked invalid by the receiver")]
         if self._last_label_s is not None and second_s <= self._last_label_s:
             return out + [self._reject("label-not-advancing", f"{label.utc_text} after second {self._last_label_s}")]
         self._last_label_s = second_s

@@ -20,6 +20,8 @@ from appliance.gnss.epoch import EpochAssembler
 from appliance.gnss.framer import Framer, NmeaFrame, UbxFrame
 
 NS_PER_MS = 1_000_000
+NS_PER_S = 1_000_000_000
+DAY_S = 86_400
 GPS_TAI_OFFSET_S = 19  # TAI - GPS time, fixed since 1980 (IS-GPS-200)
 
 
@@ -96,8 +98,11 @@ class GnssReceiver:
             self._reconnects += 1 if self.frames else 0
             return self._set_state(ReceiverState.NO_DATA, event.reason, now_raw_ns)
         self._device_error = event.reason
-        out = self._epochs(self._assembler.flush())
-        self._framer = Framer()  # a partial frame from before the loss must not join bytes from after it
+        out: list[object] = []
+        # A partial frame from before the loss must not join bytes from after it; it is counted as truncated.
+        for item in self._framer.flush():
+            out += self._frame(item, now_raw_ns)
+        out += self._epochs(self._assembler.flush())
         return out + self._set_state(ReceiverState.DISCONNECTED, event.reason, now_raw_ns)
 
     def finish(self) -> list[object]:
@@ -162,7 +167,12 @@ class GnssReceiver:
         tai_utc = r.current_ls + GPS_TAI_OFFSET_S
         if r.change_s == 0 or r.time_to_event_s is None or r.time_to_event_s < 0 or tai is None:
             return LeapInfo(tai_utc)
-        return LeapInfo(tai_utc, r.change_s, tai + r.time_to_event_s * 1_000_000_000)
+        # u-blox counts to the UTC midnight under the current offset, i.e. to the start of an inserted 23:59:60,
+        # not to the first instant of the new offset (which LeapInfo names).  A change always sits at a UTC
+        # midnight, so snap to the nearest one rather than be a second early.
+        event_posix_s = tai // NS_PER_S + r.time_to_event_s - tai_utc
+        midnight_posix_s = (event_posix_s + DAY_S // 2) // DAY_S * DAY_S
+        return LeapInfo(tai_utc, r.change_s, (midnight_posix_s + tai_utc + r.change_s) * NS_PER_S)
 
     def _epochs(self, epochs: list[GnssEpoch]) -> list[object]:
         out: list[object] = []

@@ -1,7 +1,7 @@
 """u-blox UBX payloads -> typed receiver records (timing receivers' binary messages).
 
 Pure core.  Field layouts follow the u-blox M8/F9 interface descriptions (UBX-13003221, UBX-18010854): NAV-PVT,
-NAV-STATUS, NAV-POSLLH, NAV-DOP, NAV-TIMEUTC, NAV-TIMEGPS, NAV-TIMELS, NAV-SAT, NAV-EOE, TIM-TP and TIM-SVIN.
+NAV-STATUS, NAV-POSLLH, NAV-DOP, NAV-TIMEUTC, NAV-TIMEGPS, NAV-TIMELS, NAV-SAT, NAV-SIG, NAV-EOE, TIM-TP and TIM-SVIN.
 Each layout is a ``struct`` format, so a short payload is a clear rejection rather than an index error.
 """
 
@@ -91,6 +91,18 @@ class UbxSats:
 
 
 @dataclass(frozen=True, slots=True)
+class UbxSignalsUsed:
+    """NAV-SIG: satellites with at least one signal whose pseudorange the navigation solution used.
+
+    NAV-SAT's svUsed covers only a satellite's primary signal, so a dual-frequency receiver navigating on, say,
+    Galileo E5a alone says "not used" there; the receiver's own count (NAV-PVT numSV, NMEA GSA) includes it.
+    """
+
+    itow_ms: int
+    used: frozenset[tuple[Constellation, int]]
+
+
+@dataclass(frozen=True, slots=True)
 class UbxTimePulse:
     """TIM-TP: the *next* time pulse's time of week and quantization error (ps)."""
 
@@ -124,8 +136,8 @@ class UbxIgnored:
     kind: str
 
 
-UbxRecord = (UbxUtc | UbxFix | UbxPosition | UbxDop | UbxGpsTime | UbxLeap | UbxSats | UbxTimePulse | UbxSurvey
-             | UbxEndOfEpoch | UbxIgnored)
+UbxRecord = (UbxUtc | UbxFix | UbxPosition | UbxDop | UbxGpsTime | UbxLeap | UbxSats | UbxSignalsUsed | UbxTimePulse
+             | UbxSurvey | UbxEndOfEpoch | UbxIgnored)
 
 NAMES = {
     (0x01, 0x01): "NAV-POSECEF", (0x01, 0x02): "NAV-POSLLH", (0x01, 0x03): "NAV-STATUS", (0x01, 0x04): "NAV-DOP",
@@ -155,7 +167,8 @@ def decode(msg_class: int, msg_id: int, payload: bytes) -> UbxRecord | Rejected:
 
 
 def _tod_ms(hour: int, minute: int, sec: int) -> int:
-    if hour > 23 or minute > 59 or sec > 60:
+    # Second 60 exists only as UTC's inserted 23:59:60; elsewhere it would alias the next minute's first second.
+    if hour > 23 or minute > 59 or sec > 60 or (sec == 60 and (hour, minute) != (23, 59)):
         raise ValueError(f"time out of range {hour}:{minute}:{sec}")
     return ((hour * 60 + minute) * 60 + sec) * 1000
 
@@ -228,6 +241,19 @@ def _nav_sat(p: bytes) -> UbxSats:
     return UbxSats(itow, tuple(sats))
 
 
+def _nav_sig(p: bytes) -> UbxSignalsUsed:
+    itow, _version, num_sigs = struct.unpack_from("<IBB", p)
+    if len(p) < 8 + 16 * num_sigs:
+        raise ValueError(f"NAV-SIG announces {num_sigs} signals in {len(p)} bytes")
+    used = set()
+    for i in range(num_sigs):
+        gnss_id, sv_id = struct.unpack_from("<BB", p, 8 + 16 * i)
+        sig_flags = struct.unpack_from("<H", p, 8 + 16 * i + 10)[0]
+        if sig_flags & 0x08:  # prUsed
+            used.add((GNSS_IDS.get(gnss_id, C.UNKNOWN), sv_id))
+    return UbxSignalsUsed(itow, frozenset(used))
+
+
 def _nav_eoe(p: bytes) -> UbxEndOfEpoch:
     return UbxEndOfEpoch(struct.unpack_from("<I", p)[0])
 
@@ -245,11 +271,11 @@ def _tim_svin(p: bytes) -> UbxSurvey:
 _DECODERS = {
     (0x01, 0x02): _nav_posllh, (0x01, 0x03): _nav_status, (0x01, 0x04): _nav_dop, (0x01, 0x07): _nav_pvt,
     (0x01, 0x20): _nav_timegps, (0x01, 0x21): _nav_timeutc, (0x01, 0x26): _nav_timels, (0x01, 0x35): _nav_sat,
-    (0x01, 0x61): _nav_eoe, (0x0D, 0x01): _tim_tp, (0x0D, 0x04): _tim_svin,
+    (0x01, 0x43): _nav_sig, (0x01, 0x61): _nav_eoe, (0x0D, 0x01): _tim_tp, (0x0D, 0x04): _tim_svin,
 }
 _MIN_LEN = {
     (0x01, 0x02): 28, (0x01, 0x03): 16, (0x01, 0x04): 18, (0x01, 0x07): 92, (0x01, 0x20): 16, (0x01, 0x21): 20,
-    (0x01, 0x26): 24, (0x01, 0x35): 8, (0x01, 0x61): 4, (0x0D, 0x01): 16, (0x0D, 0x04): 28,
+    (0x01, 0x26): 24, (0x01, 0x35): 8, (0x01, 0x43): 8, (0x01, 0x61): 4, (0x0D, 0x01): 16, (0x0D, 0x04): 28,
 }
 
 

@@ -146,11 +146,13 @@ class _FrequencyNoise:
         self._impulse_t = impulse.transpose(0, 2, 1)
         self._decay = phi[:, None] ** np.arange(1, _BLOCK + 1)
 
-    def next_chunk(self, steps: int) -> np.ndarray:
+    def next_chunk(self, steps: int) -> tuple[np.ndarray, np.ndarray]:
+        """(total, smooth) frequency in ppb per step; smooth leaves out white FM, which no one can predict."""
         normals = self._rng.standard_normal((2 + len(self._state), steps))
         walk = self._walk + np.cumsum(self._walk_sigma * normals[1])
         self._walk = float(walk[-1])
-        return 1e9 * (self._white_sigma * normals[0] + walk + self._flicker(normals[2:]))
+        smooth = 1e9 * (walk + self._flicker(normals[2:]))
+        return smooth + 1e9 * self._white_sigma * normals[0], smooth
 
     def _flicker(self, normals: np.ndarray) -> np.ndarray:
         """Run every AR(1) pole over the chunk: block matrix products, then carry state across blocks."""
@@ -218,7 +220,7 @@ class SimOscillator:
         # frequency (ppb) over step _k_first + i.  Keeping one step before the chunk allows the
         # one-step-backwards queries of the contract.
         self._k_first, self._k_end = -1, -1
-        self._phase, self._freq = [0.0, 0.0], [0.0]
+        self._phase, self._freq, self._smooth = [0.0, 0.0], [0.0], [0.0]
         self._temp_ppb_end = self._temperature_ppb(start_true_ns)
         self._latest_ns, self._last_query_ns, self._last_raw_ns = start_true_ns, start_true_ns, start_true_ns
 
@@ -248,6 +250,13 @@ class SimOscillator:
         return (self.initial_offset_ppb + self.aging_ppb_per_s * t_s + self._temperature_ppb(true_ns)
                 + self._freq[i])
 
+    def smooth_frequency_ppb(self, true_ns: int) -> float:
+        """The predictable part of the frequency now: everything but white FM (the holdover oracle's knowledge)."""
+        i, _ = self._locate(true_ns)
+        t_s = (true_ns - self.start_true_ns) * 1e-9
+        return (self.initial_offset_ppb + self.aging_ppb_per_s * t_s + self._temperature_ppb(true_ns)
+                + self._smooth[i])
+
     def temperature_c(self, true_ns: int) -> float:
         """The profile's temperature, or the reference temperature when no profile was given."""
         return self.reference_temp_c if self._temperature is None else float(self._temperature(true_ns))
@@ -271,13 +280,14 @@ class SimOscillator:
     def _advance(self) -> None:
         """Generate the next CHUNK_STEPS grid steps, keeping the last step of the previous window."""
         k_start, steps, tau0_s = self._k_end + 1, CHUNK_STEPS, self.tau0_ns * 1e-9
-        noise_ppb = self._noise.next_chunk(steps)
+        noise_ppb, smooth_ppb = self._noise.next_chunk(steps)
         temp_ppb = self._grid_temperature_ppb(k_start, steps)
         # trapezoid: the temperature term's mean over each step; ppb * s = ns
         step_ns = (noise_ppb + 0.5 * (temp_ppb[:-1] + temp_ppb[1:])) * tau0_s
         phase = self._phase[-1] + np.cumsum(step_ns)
         self._phase = self._phase[-2:] + phase.tolist()
         self._freq = self._freq[-1:] + noise_ppb.tolist()
+        self._smooth = self._smooth[-1:] + smooth_ppb.tolist()
         self._k_first, self._k_end = k_start - 1, k_start + steps - 1
 
     def _grid_temperature_ppb(self, k_start: int, steps: int) -> np.ndarray:

@@ -14,6 +14,8 @@ import math
 import random
 from dataclasses import dataclass
 
+import numpy as np
+
 from appliance import leap
 from appliance.events import Constellation, SatInfo
 from appliance.gnss.framer import nmea_sentence_bytes, ubx_frame_bytes
@@ -23,6 +25,7 @@ from appliance.sim.sky import Sky
 NS_PER_S = 1_000_000_000
 PS_PER_NS = 1000
 GPS_EPOCH_TAI_S = 315_964_819  # 1980-01-06T00:00:00 UTC = 1980-01-06T00:00:19 TAI
+NOISE_CHUNK = 4096
 TICK_PS = 20_833  # one period of a 48 MHz receiver clock, in picoseconds
 SYSTEM_IDS = {Constellation.GPS: 1, Constellation.GLONASS: 2, Constellation.GALILEO: 3, Constellation.BEIDOU: 4}
 GSV_TALKERS = {Constellation.GPS: ("GP", "1"), Constellation.GLONASS: ("GL", "1"),
@@ -46,13 +49,15 @@ class SkyConditions:
 
 class SimReceiver:
     def __init__(self, seed: int, table: leap.LeapTable, position: SimPosition | None = None,
-                 white_noise_ns: float = 1.5, receiver_clock_ppb: float = 420.0):
+                 white_noise_ns: float = 2.0, receiver_clock_ppb: float = 420.0):
         self.table = table
         self.position = position or SimPosition()
         self.sky = Sky(seed)
         self.conditions = SkyConditions()
         self._seed = seed
         self._noise_ns = white_noise_ns
+        self._noise_chunk: int | None = None
+        self._noise_values: list[float] = []
         self._rx_clock_ppb = receiver_clock_ppb
         self._tick_phase_ps = random.Random(seed).randrange(TICK_PS)
 
@@ -79,8 +84,14 @@ class SimReceiver:
         return second_tai_ns + round(error_ps / PS_PER_NS)
 
     def _white_ns(self, second_tai_ns: int) -> float:
-        # A function of (seed, second), so asking about a pulse twice, or out of order, gives the same answer.
-        return random.Random(f"{self._seed}:{second_tai_ns}").gauss(0.0, self._noise_ns)
+        # A function of (seed, second), so asking about a pulse twice, or out of order, gives the same answer;
+        # drawn 4096 seconds at a time because a day of simulation asks 86,400 times.
+        chunk, index = divmod(second_tai_ns // NS_PER_S, NOISE_CHUNK)
+        if chunk != self._noise_chunk:
+            rng = np.random.default_rng([self._seed, chunk])
+            self._noise_values = (rng.standard_normal(NOISE_CHUNK) * self._noise_ns).tolist()
+            self._noise_chunk = chunk
+        return self._noise_values[index]
 
     # --- the messages after the pulse ---------------------------------------------------------------------
     def burst(self, second_tai_ns: int) -> bytes:

@@ -21,7 +21,7 @@ def test_clear_sky_gives_a_3d_fix_with_gps_and_beidou_and_every_pulse_paired(sim
     assert used["GPS"] >= 4 and used["BeiDou"] >= 4 and sum(used.values()) >= 16
     assert status.pps.paired >= 59 and status.pps.rejected == {}
     assert status.receiver.rejected == {}
-    assert not status.alarms
+    assert status.clock.state == "LOCKED" and not status.alarms
     seconds = [p.label_tai_ns for p in sim.of_type(PairedSecond)]
     assert all(b - a == NS_PER_S for a, b in zip(seconds, seconds[1:]))
 
@@ -38,8 +38,8 @@ def test_qerr_reported_for_each_pulse_removes_the_sawtooth(sim) -> None:
     assert max(abs(p.qerr_ps) for p in paired) <= 10_417
     raw_err = [rx.edge_true_ns(p.label_tai_ns) - p.label_tai_ns for p in paired]
     corrected = [e + p.qerr_ps / 1000 for e, p in zip(raw_err, paired)]
-    assert 4.5 < statistics.pstdev(raw_err) < 8.0  # a +-10.4 ns sawtooth (48 MHz) plus 1.5 ns noise
-    assert statistics.pstdev(corrected) < 2.0
+    assert 5.0 < statistics.pstdev(raw_err) < 8.0  # a +-10.4 ns sawtooth (48 MHz) plus 2 ns noise
+    assert statistics.pstdev(corrected) < 2.5
 
 
 def test_blocked_antenna_raises_no_fix_stops_pairing_and_recovers(sim) -> None:
@@ -56,7 +56,9 @@ def test_blocked_antenna_raises_no_fix_stops_pairing_and_recovers(sim) -> None:
     sim.run_s(10)
     status = sim.app.status()
     assert status.receiver.state is ReceiverState.FIX_3D
-    assert status.pps.paired > paired_during and not status.alarms
+    assert status.pps.paired > paired_during
+    assert not {a.code for a in status.alarms} & {"gnss-no-fix", "gnss-no-data", "gnss-disconnected"}
+    assert status.pps.rejected == {}
     cleared = [a for a in sim.of_type(Alarm) if a.code == "gnss-no-fix" and not a.raised]
     assert len(cleared) == 1
 

@@ -21,6 +21,8 @@ EDGES = {
     "gnss.serial_reader": "pyserial reader thread",
     "gnss.pps_linux": "Linux PPS API ioctl reader thread",
     "sim.pty": "writes the simulated receiver into a pseudo-terminal in real time",
+    "holdover.kernel_clock": "clock_adjtime (ctypes) and the PTP_CLOCK_GETCAPS ioctl on CLOCK_REALTIME or a PHC",
+    "holdover.persist": "writes and fsyncs the learned clock state file",
 }
 FORBIDDEN_IMPORTS = {"socket", "serial", "scapy", "flask", "pysnmp", "threading", "asyncio", "subprocess",
                      "select", "selectors", "fcntl", "multiprocessing", "signal", "termios", "tty", "pty"}
