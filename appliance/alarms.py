@@ -47,10 +47,11 @@ class AlarmBook:
 
     def set_group(self, codes: set[str], wanted: tuple[str, Severity, str] | None, detail: str,
                   at_ns: int) -> list[Alarm]:
-        """Exactly one alarm of a group (or none) is active: raise ``wanted``, clear the others."""
+        """Exactly one alarm of a group (or none) is active: raise ``wanted``, clear the others.  A wanted alarm that
+        is already active under another text (FREERUN's and ACQUIRING's shared code) is re-raised with the new text."""
         out = [Alarm(code, self.active[code].severity, False, self.active[code].text, at_ns)
                for code in sorted(codes) if code in self.active and (wanted is None or wanted[0] != code)]
-        if wanted is not None and wanted[0] not in self.active:
+        if wanted is not None:
             code, severity, text = wanted
             out.append(Alarm(code, severity, True, f"{text} ({detail})" if detail else text, at_ns))
         return self.apply(out)

@@ -35,7 +35,6 @@ from appliance.utcoffset import UtcOffset
 log = logging.getLogger("appliance")
 NS_PER_S = 1_000_000_000
 NS_PER_MS = 1_000_000
-SAVE_EVERY_S = 600
 
 
 def load_leap_table(config: Config) -> leap.LeapTable:
@@ -91,7 +90,7 @@ class Appliance:
         self._last_rejects_logged: dict[str, int] = {}
         self._timers = [every(scheduler, 200 * NS_PER_MS, self._tick), every(scheduler, NS_PER_S, self._second),
                         every(scheduler, 60 * NS_PER_S, self._minute),
-                        every(scheduler, SAVE_EVERY_S * NS_PER_S, self.save_learned)]
+                        every(scheduler, int(config["clock.save_interval_s"]) * NS_PER_S, self.save_learned)]
         self._alarms(self.utc.check(self.scheduler.now_ns()))
         self._clock_alarms("FREERUN", "starting")
 
@@ -107,12 +106,17 @@ class Appliance:
     def on_device(self, event: DeviceEvent) -> None:
         self._route(self.receiver.on_device(event, self.raw_now()))
 
-    def restore(self, learned: LearnedState, now_tai_ns: int) -> None:
-        """Hold over at once on a learned state from the last run (the caller checked its age)."""
+    def restore(self, learned: LearnedState, now_tai_ns: int, clock_kept_time: bool) -> None:
+        """Use a learned state from the last run (the caller checked its age).  If the clock demonstrably kept time
+        across the restart, hold over at once; otherwise only start the loop from the learned frequency, since a
+        holdover bound would rest on a phase nobody vouches for."""
         downtime_s = max(0.0, (now_tai_ns - learned.saved_at_tai_ns) / NS_PER_S)
-        log.info("restoring learned clock state: %s, %.3f ppb, saved %.0f s ago", learned.state,
-                 learned.frequency_ppb, downtime_s)
-        self._route(self.clock.restore(learned, downtime_s, self.raw_now()))
+        log.info("restoring learned clock state: %s, %.3f ppb, saved %.0f s ago%s", learned.state,
+                 learned.frequency_ppb, downtime_s, "" if clock_kept_time else " (frequency only: time not kept)")
+        if clock_kept_time:
+            self._route(self.clock.restore(learned, downtime_s, self.raw_now()))
+        else:
+            self.clock.seed_frequency(learned.frequency_ppb, self.raw_now())
 
     def stop(self) -> None:
         for timer in self._timers:
@@ -282,13 +286,16 @@ async def _main(config: Config) -> int:
             app = _hardware(config, scheduler, table, saver)
             parts += _hardware_edges(config, app, loop)
         else:
+            if config["clock.backend"] not in ("auto", "simulated"):
+                log.warning("clock.backend=%s needs a receiver (gnss.device): running the simulated world instead",
+                            config["clock.backend"])
             app, world = simulated(config, scheduler, table, save_state=saver, warm=learned is not None)
             parts.append(world)
     except (OSError, ValueError) as exc:
         log.error("cannot start: %s", exc)
         return 1
     if learned is not None:
-        app.restore(learned, app.now_tai_ns())
+        app.restore(learned, app.now_tai_ns(), _clock_kept_time(app))
     server = ControlServer(config.control_socket_path(), app.handle_command)
     try:
         await server.start()
@@ -310,6 +317,22 @@ async def _main(config: Config) -> int:
     await server.stop()
     log.info("stopped")
     return 0
+
+
+def _clock_kept_time(app: Appliance) -> bool:
+    """Whether the served clock ran on through the restart: the simulated oscillator starts where it was, and a kernel
+    clock the appliance had published as synchronized is still marked so (no reboot, nobody set it since); the host
+    clock under the software backend is someone else's, so nothing vouches for it."""
+    backend = app.clock.backend
+    if app.mode == "simulated":
+        return True
+    kernel = getattr(backend, "clock", None)
+    if kernel is None or kernel.is_phc:
+        return False
+    try:
+        return kernel.query().synchronized
+    except OSError:
+        return False
 
 
 def _fresh(learned: LearnedState | None, now_tai_ns: int, max_age_s: int) -> LearnedState | None:

@@ -92,6 +92,8 @@ SETTINGS: tuple[Setting, ...] = (
       "thermometer reading exists", minimum=0.0, maximum=100.0),
     S("clock.degraded_class", "enum", "A", "PTP default profile: clockClass after holdover spec (A: 52, B: 187)",
       choices=("A", "B")),
+    S("clock.save_interval_s", "int", 600, "How often the learned oscillator state is saved while locked",
+      minimum=10, maximum=86_400),
     S("clock.restore_max_age_s", "int", 86_400, "A learned state older than this is not trusted at start",
       minimum=0, maximum=30 * 86_400),
     S("gnss.accuracy_ns", "int", 20, "Time accuracy of receiver, antenna and cabling (part of the error bound)",

@@ -105,6 +105,7 @@ class ClockDiscipline:
         self._tau_since_ns = start_raw_ns
         self._corr_anchor_ns, self._corr_ns = start_raw_ns, 0.0  # sum of every correction applied so far
         self.steps_ns: list[int] = []
+        self._acquired_once = False
 
     # --- inputs -----------------------------------------------------------------------------------------
     def on_sample(self, offset_ns: float, raw_ns: int, temp_c: float | None = None) -> list[object]:
@@ -152,6 +153,11 @@ class ClockDiscipline:
         if self._holdover is not None:
             self._holdover.forced = False
         return []
+
+    def seed_frequency(self, freq_ppb: float, raw_ns: int) -> list[object]:
+        """Free-run at a learned frequency correction; the servo starts acquiring from it."""
+        self.servo.reset(freq_ppb, step_allowed=True)
+        return self._set_frequency(self.servo.freq_ppb, raw_ns)
 
     def restore(self, prediction: Prediction, bound_ns: float, raw_ns: int, temp_c: float | None = None) -> list[object]:
         """Start in holdover from a learned state saved before a restart (the caller checked it is recent)."""
@@ -258,6 +264,8 @@ class ClockDiscipline:
     def _enter(self, new: ClockState, old: ClockState, raw_ns: int, bound_ns: float | None,
                temp_c: float | None) -> None:
         self._lock_count = self._unlock_count = 0
+        if old is ClockState.LOCKED:
+            self.predictor.interrupt()
         if new is ClockState.HOLDOVER and old is not ClockState.HOLDOVER:
             t_s = (raw_ns - self.start_raw_ns) / NS_PER_S
             fitted = self.predictor.predict(t_s) if self.predictor.can_predict() else None
@@ -269,7 +277,9 @@ class ClockDiscipline:
             self.locked_since_ns = None
         elif new is ClockState.ACQUIRING:
             cold = not self.ever_locked
-            self.servo.reset(self.freq_ppb if not cold else None, step_allowed=cold)
+            # One step at most per start, on its first acquisition: a cold clock, or a restored one whose restart
+            # did not keep time after all.  Every later acquisition slews.
+            self.servo.reset(self.freq_ppb if not cold else None, step_allowed=not self._acquired_once)
             self.servo.params = self._servo_params(min(ACQUIRE_TIME_CONSTANT_S, self.target_tau_s))
             self._tau_since_ns = raw_ns
             self._holdover = None
@@ -277,8 +287,14 @@ class ClockDiscipline:
         elif new is ClockState.LOCKED:
             if old in (ClockState.HOLDOVER, ClockState.HOLDOVER_EXPIRED):
                 self.servo.resume(self.freq_ppb, raw_ns)  # hitless: carry on from the holdover frequency
+                # The offsets from before the holdover no longer describe the phase: the bound starts from the
+                # phase the relock measured.
+                self._recent.clear()
+                if self.last_offset_ns is not None:
+                    self._recent.append(self.last_offset_ns)
             self._holdover = None
             self.ever_locked = True
+            self._acquired_once = True
             self.locked_since_ns = raw_ns
         elif new is ClockState.FREERUN:
             self._holdover = None

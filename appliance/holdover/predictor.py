@@ -5,8 +5,8 @@ minus every correction the engine applied), one sample per second.  Samples are 
 Kalman filter whose state is the oscillator's phase x (ns), frequency y (ppb), aging a (ppb/s) and temperature
 coefficient c (ppb/K).  Its process noise comes from the oscillator's own power-law coefficients (white FM, random-walk
 FM, and flicker FM folded into an equivalent random walk at the oscillator's best averaging time), its measurement
-noise from the scatter of the samples, so the filter weighs old and new data the way that oscillator deserves: an
-OCXO's frequency is estimated from the last hour or so, a rubidium's from much longer.
+noise from the scatter of the samples about their own trend, so the filter weighs old and new data the way that
+oscillator deserves: an OCXO's frequency is estimated from the last hour or so, a rubidium's from much longer.
 
 The prediction's error bound grows with time since loss from the filter's own covariance (how well y, a and c are
 known) plus the oscillator's noise over the interval: 3.sqrt(P_yy t^2 + P_ya t^3 + P_aa t^4/4) + 3.t.adev(t)
@@ -26,6 +26,7 @@ POINT_S = 16  # seconds averaged into one filter update
 COVERAGE = 3.0  # the bound is a 3-sigma statement
 REFERENCE_TEMP_C = 25.0
 GATE_SIGMA = 6.0  # a point this far outside the filter's expectation is an outlier, not news
+MIN_LEARN_S = 4 * POINT_S  # four filter points: enough to predict, the covariance says how well
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class HoldoverPredictor:
         self._cov = np.zeros((4, 4))
         self._t_s = 0.0
         self._first_s: float | None = None
+        self._last_temp: float | None = None
         self._temps_seen: tuple[float, float] | None = None  # (min, max) temperature learned over
         self.outliers = 0
 
@@ -73,6 +75,10 @@ class HoldoverPredictor:
             self._update_point(self._acc)
             self._acc = []
 
+    def interrupt(self) -> None:
+        """The reference went away: a half-filled point must not join samples from after the gap."""
+        self._acc = []
+
     def forget(self) -> None:
         """The history no longer describes the oscillator (e.g. a different oscillator was fitted)."""
         self._acc, self._state, self._first_s, self._temps_seen = [], None, None, None
@@ -82,7 +88,8 @@ class HoldoverPredictor:
         return 0.0 if self._first_s is None else self._t_s - self._first_s
 
     def can_predict(self) -> bool:
-        return self._state is not None and self.learned_s >= 600.0
+        """Four filter points are enough to predict: the covariance, not a waiting time, says how well."""
+        return self._state is not None and self.learned_s >= MIN_LEARN_S
 
     # --- the filter -------------------------------------------------------------------------------------
     def _update_point(self, samples: list[tuple[float, float, float | None]]) -> None:
@@ -90,11 +97,15 @@ class HoldoverPredictor:
         xs = [s[1] for s in samples]
         temps = [s[2] for s in samples]
         t, x = sum(ts) / len(ts), sum(xs) / len(xs)
-        spread = math.sqrt(sum((v - x) ** 2 for v in xs) / max(len(xs) - 1, 1))
+        # Scatter about the samples' own straight line: the phase ramp of the oscillator's frequency offset over the
+        # point's 16 s is signal, not measurement noise.
+        stt = sum((u - t) ** 2 for u in ts)
+        slope = sum((u - t) * (v - x) for u, v in zip(ts, xs)) / stt if stt > 0 else 0.0
+        spread = math.sqrt(sum((v - x - slope * (u - t)) ** 2 for u, v in zip(ts, xs)) / max(len(xs) - 2, 1))
         r = max(spread, 0.1) ** 2 / len(xs)  # the point's variance: the scatter of its samples, averaged
         temp = None if any(v is None for v in temps) else sum(temps) / len(temps)  # type: ignore[arg-type]
         if self._state is None:
-            self._start(t, x, r)
+            self._start(t, x, r, temp)
             return
         self._predict_to(t, temp)
         self._measure(x, r)
@@ -102,20 +113,20 @@ class HoldoverPredictor:
             lo, hi = self._temps_seen or (temp, temp)
             self._temps_seen = (min(lo, temp), max(hi, temp))
 
-    def _start(self, t: float, x: float, r: float) -> None:
+    def _start(self, t: float, x: float, r: float, temp: float | None) -> None:
         spec = self.spec
         self._state = np.array([x, 0.0, 0.0, 0.0])
         self._cov = np.diag([r, (5 * spec.initial_offset_ppb) ** 2 + 1.0, (3 * spec.aging_ppb_per_day / 86_400) ** 2
                              + 1e-30, (3 * spec.temp_coeff_ppb_per_k) ** 2 + 1e-12])
         self._t_s = self._first_s = t
-        self._last_temp: float | None = None
+        self._last_temp = temp
 
     def _predict_to(self, t: float, temp: float | None) -> None:
         assert self._state is not None
         dt = t - self._t_s
         if dt <= 0:
             return
-        prev_temp = getattr(self, "_last_temp", None)
+        prev_temp = self._last_temp
         temp_integral = 0.0
         if temp is not None and prev_temp is not None:
             temp_integral = dt * (0.5 * (temp + prev_temp) - REFERENCE_TEMP_C)
@@ -138,7 +149,7 @@ class HoldoverPredictor:
         assert self._state is not None
         innovation = x - self._state[0]
         s = self._cov[0, 0] + r
-        if abs(innovation) > GATE_SIGMA * math.sqrt(s) and self.learned_s > 600:
+        if abs(innovation) > GATE_SIGMA * math.sqrt(s) and self.learned_s > 10 * POINT_S:
             self.outliers += 1
             return
         gain = self._cov[:, 0] / s

@@ -119,14 +119,23 @@ class ClockService:
         e = self.engine
         if not e.predictor.can_predict() or e.state not in (ClockState.LOCKED, ClockState.HOLDOVER):
             return None
-        p = e.prediction() or e.predictor.predict((raw_ns - e.start_raw_ns) / NS_PER_S)
+        now_s = (raw_ns - e.start_raw_ns) / NS_PER_S
+        p = e.prediction() or e.predictor.predict(now_s)
         assert p is not None
         bound = e.bound_ns(raw_ns) or 0.0
+        # In holdover the prediction dates from the loss: age it to now, since restore ages it from the save.
+        dt = max(0.0, now_s - p.origin_s)
+        sigma = (max(0.0, p.frequency_sigma_ppb**2 + 2 * dt * p.cov_ya + (dt * p.aging_sigma_ppb_per_s) ** 2)) ** 0.5
         return LearnedState(saved_at_tai_ns=saved_at_tai_ns, oscillator=self.oscillator, state=e.state.value,
-                            frequency_ppb=-p.oscillator_ppb(p.origin_s), frequency_sigma_ppb=p.frequency_sigma_ppb,
+                            frequency_ppb=-p.oscillator_ppb(now_s), frequency_sigma_ppb=sigma,
                             aging_ppb_per_s=p.aging_ppb_per_s, aging_sigma_ppb_per_s=p.aging_sigma_ppb_per_s,
                             temp_coeff_ppb_per_k=p.temp_coeff_ppb_per_k, error_bound_ns=int(bound),
                             locked_seconds=int(e.predictor.learned_s))
+
+    def seed_frequency(self, freq_ppb: float, raw_ns: int) -> None:
+        """Start from a learned frequency (a warm start whose phase nobody vouches for): FREERUN, but running at
+        the right rate, so acquisition is short."""
+        self._apply(self.engine.seed_frequency(freq_ppb, raw_ns))
 
     def restore(self, learned: LearnedState, downtime_s: float, raw_ns: int) -> list[object]:
         """Hold over at once on what the last run learned.  The bound covers the time the appliance was down."""

@@ -70,7 +70,7 @@ class PiServo:
     def sample(self, offset_ns: float, local_ns: int) -> tuple[float, ServoState]:
         if self.state is ServoState.UNLOCKED:
             return self._acquire(offset_ns, local_ns)
-        dt_s = 1.0 if self._last_local_ns is None else max(1e-3, (local_ns - self._last_local_ns) / NS_PER_S)
+        dt_s = 1.0 if self._last_local_ns is None else max(0.0, (local_ns - self._last_local_ns) / NS_PER_S)
         self._last_local_ns = local_ns
         self.drift_ppb = self._clamp(self.drift_ppb - self.params.ki_per_s2 * offset_ns * dt_s)
         self.freq_ppb = self._clamp(self.drift_ppb - self.params.kp_per_s * offset_ns)

@@ -44,11 +44,12 @@ class ClockSim:
                  start_tai_ns: int = DEFAULT_START_TAI_NS, initial_error_ns: int = 0,
                  temperature: Callable[[int], float] | None = None, thermometer: bool = False,
                  receiver_noise_ns: float = 2.0, profile: str = "default-e2e",
-                 initial_offset_ppb: float | None = None):
+                 initial_offset_ppb: float | None = None, receiver_clock_ppb: float = 420.0):
         self.spec = OSCILLATORS[oscillator]
         self.osc = SimOscillator(self.spec, seed, temperature, start_true_ns=start_tai_ns,
                                  initial_offset_ppb=initial_offset_ppb)
-        self.rx = SimReceiver(seed, leap.LeapTable.load_default(), white_noise_ns=receiver_noise_ns)
+        self.rx = SimReceiver(seed, leap.LeapTable.load_default(), white_noise_ns=receiver_noise_ns,
+                              receiver_clock_ppb=receiver_clock_ppb)
         self.params = params or DisciplineParams()
         raw0 = self.osc.raw_ns(start_tai_ns)
         self.clock = SoftClock(raw0, start_tai_ns + initial_error_ns)
@@ -56,6 +57,7 @@ class ClockSim:
         self.engine = self.service.engine
         self.true_ns = start_tai_ns
         self.thermometer = thermometer
+        self.report_qerr = True  # False: the receiver's qErr is not passed on (a receiver without TIM-TP)
         self.record = Record()
         self.phase_steps_ns: list[int] = []
 
@@ -76,7 +78,8 @@ class ClockSim:
     def _pulse(self, second_ns: int) -> None:
         edge_true = self.rx.edge_true_ns(second_ns)
         raw = self.osc.raw_ns(edge_true)
-        paired = PairedSecond(raw, second_ns, self.rx.qerr_ps(second_ns), second_ns // NS_PER_S)
+        qerr = self.rx.qerr_ps(second_ns) if self.report_qerr else None
+        paired = PairedSecond(raw, second_ns, qerr, second_ns // NS_PER_S)
         self._note(self.service.on_paired(paired, self.temp_c(edge_true)), second_ns)
 
     def _tick(self, true_ns: int) -> None:

@@ -26,7 +26,7 @@ NS_PER_S = 1_000_000_000
 PS_PER_NS = 1000
 GPS_EPOCH_TAI_S = 315_964_819  # 1980-01-06T00:00:00 UTC = 1980-01-06T00:00:19 TAI
 NOISE_CHUNK = 4096
-TICK_PS = 20_833  # one period of a 48 MHz receiver clock, in picoseconds
+TICK_UNITS = 125_000  # one period of a 48 MHz receiver clock, in sixths of a picosecond
 SYSTEM_IDS = {Constellation.GPS: 1, Constellation.GLONASS: 2, Constellation.GALILEO: 3, Constellation.BEIDOU: 4}
 GSV_TALKERS = {Constellation.GPS: ("GP", "1"), Constellation.GLONASS: ("GL", "1"),
                Constellation.GALILEO: ("GA", "7"), Constellation.BEIDOU: ("GB", "1")}
@@ -59,7 +59,7 @@ class SimReceiver:
         self._noise_chunk: int | None = None
         self._noise_values: list[float] = []
         self._rx_clock_ppb = receiver_clock_ppb
-        self._tick_phase_ps = random.Random(seed).randrange(TICK_PS)
+        self._tick_phase = random.Random(seed).randrange(TICK_UNITS)
 
     # --- the pulse -------------------------------------------------------------------------------------------
     def has_fix(self, second_tai_ns: int) -> bool:
@@ -71,12 +71,14 @@ class SimReceiver:
 
     def qerr_ps(self, second_tai_ns: int) -> int:
         """ideal - actual for this second's pulse: the pulse leaves on the nearest tick of the receiver's clock."""
-        ideal_ps = second_tai_ns * PS_PER_NS + self.ideal_error_ps(second_tai_ns)  # int: ps since 1970 overflow a float
+        # Exact arithmetic in sixths of a picosecond: one 48 MHz tick is 125,000 of them (20,833.3 ps), so a
+        # receiver clock exactly on frequency puts every pulse at the same point of the sawtooth, as a real one does.
+        ideal = (second_tai_ns * PS_PER_NS + self.ideal_error_ps(second_tai_ns)) * 6
         seconds = second_tai_ns // NS_PER_S
-        # The receiver's clock runs fast by receiver_clock_ppb, so its tick grid slides against true time.
-        grid_ps = (self._tick_phase_ps + round(seconds * self._rx_clock_ppb * PS_PER_NS)) % TICK_PS
-        past_tick_ps = (ideal_ps - grid_ps) % TICK_PS
-        return past_tick_ps if past_tick_ps <= TICK_PS // 2 else past_tick_ps - TICK_PS
+        # The receiver's clock runs fast by receiver_clock_ppb (ns per second), so its tick grid slides.
+        grid = (self._tick_phase + round(seconds * self._rx_clock_ppb * PS_PER_NS * 6)) % TICK_UNITS
+        past_tick = (ideal - grid) % TICK_UNITS
+        return round((past_tick if past_tick <= TICK_UNITS // 2 else past_tick - TICK_UNITS) / 6)
 
     def edge_true_ns(self, second_tai_ns: int) -> int:
         """True instant (ns) of the pulse the receiver actually emits for this second."""

@@ -27,6 +27,10 @@ def test_embedded_default_shows_a_3d_fix_and_stops_cleanly(tmp_path: Path, sig: 
         text = subprocess.run([sys.executable, "-m", "appliance", "status", "--set", f"state_dir={state}"],
                               capture_output=True, text=True, env=ENV, timeout=20).stdout
         assert "3d-fix" in text and "GPS" in text and "BeiDou" in text and "mode 3D" in text
+        if sig == signal.SIGTERM:  # with the default settings: FREERUN -> ACQUIRING -> LOCKED within 60 s
+            s = wait_for(state, lambda s: s["clock"]["state"] == "LOCKED", timeout_s=60)
+            assert (s["clock"]["locked_since_ns"] - s["started_at_tai_ns"]) / 1e9 < 60
+            assert s["clock"]["clock_class"] == 6 and s["clock"]["advertised"]["ntp_stratum"] == 1
         second = appliance("run", "--set", f"state_dir={state}")
         _, err = second.communicate(timeout=20)  # it must refuse at once rather than steal the control socket
         assert second.returncode == 1 and "already running" in err

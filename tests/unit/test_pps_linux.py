@@ -89,7 +89,7 @@ class FakePps:
 # --- kernel ABI ------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(ctypes.sizeof(ctypes.c_void_p) != 8, reason="values derived for 64-bit pointers")
+@pytest.mark.skipif(ctypes.sizeof(ctypes.c_void_p) != 8, reason="values derived for 64-bit pointers; CI runs on x86_64, where it never skips")
 def test_ioctl_numbers_encode_pointer_size_as_the_header_does():
     # pps.h: _IOxx('p', nr, struct ... *): size field = sizeof(pointer) = 8, type 'p' = 0x70.
     assert pps.PPS_GETPARAMS == 0x800870A1  # _IOR: dir 2
@@ -98,7 +98,7 @@ def test_ioctl_numbers_encode_pointer_size_as_the_header_does():
     assert pps.PPS_FETCH == 0xC00870A4  # _IOWR: dir 3
 
 
-@pytest.mark.skipif(ctypes.sizeof(ctypes.c_void_p) != 8, reason="LP64 layout")
+@pytest.mark.skipif(ctypes.sizeof(ctypes.c_void_p) != 8, reason="LP64 layout; CI runs on x86_64, where it never skips")
 def test_structure_layout_matches_lp64_kernel():
     assert ctypes.sizeof(pps.PpsKtime) == 16
     # 4+4+16+16+4 = 44 bytes of fields, padded to 48 because pps_ktime's __s64 makes the struct 8-aligned.
