@@ -71,3 +71,16 @@ def test_replay_of_a_missing_file_is_a_clear_error(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "appliance", "replay", str(tmp_path / "nope.log")],
                          capture_output=True, text=True, env=ENV, timeout=20)
     assert out.returncode == 1 and "cannot read" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_corrupt_learned_state_means_a_cold_start_and_a_warning(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "clock-state.json").write_text('{"frequency_ppb": ')
+    app = appliance("run", "--set", f"state_dir={state}")
+    try:
+        s = wait_for(state, lambda s: s["receiver"]["state"] == "3d-fix")
+        assert s["clock"]["state"] in ("FREERUN", "ACQUIRING")
+    finally:
+        code, err = stop(app)
+    assert code == 0 and "clock-state.json: not valid JSON" in err and "cold start" in err
