@@ -21,7 +21,8 @@ from appliance import __version__, leap
 from appliance.alarms import CLOCK_ALARMS, CLOCK_CODES, RECEIVER_ALARMS, RECEIVER_CODES, AlarmBook
 from appliance.config import Config
 from appliance.events import (Alarm, ClockStateChanged, DeviceEvent, GnssEpoch, LeapInfo, PairedSecond, PpsEdge,
-                              ReceiverState, ReceiverStateChanged, Rejected, StepClock, TimeLabel, TimePulseInfo)
+                              ReceiverState, ReceiverStateChanged, Rejected, Severity, StepClock, TimeLabel,
+                              TimePulseInfo)
 from appliance.gnss.pairing import PpsPairer
 from appliance.gnss.receiver import GnssReceiver
 from appliance.holdover.discipline import DisciplineParams
@@ -69,7 +70,8 @@ class Appliance:
     def __init__(self, config: Config, scheduler: Scheduler, raw_now: Callable[[], int], mode: str,
                  backend: ClockBackend, table: leap.LeapTable | None = None, device: str = "simulated",
                  backend_name: str = "simulated", sim_time_error: Callable[[], int] | None = None,
-                 save_state: Callable[[LearnedState], None] | None = None):
+                 save_state: Callable[[LearnedState], None] | None = None,
+                 served_at_host: Callable[[int], tuple[int, float]] | None = None):
         self.config, self.scheduler, self.raw_now, self.mode = config, scheduler, raw_now, mode
         self.started_at_ns = scheduler.now_ns()
         self.utc = UtcOffset(table or load_leap_table(config))
@@ -82,6 +84,12 @@ class Appliance:
         self.backend_name = backend_name
         self._sim_time_error = sim_time_error
         self._save_state = save_state
+        # Host CLOCK_REALTIME (POSIX ns) -> (served TAI ns, served rate against the host clock in ppb): what the
+        # NTP workers need to stamp packets.  Default: the clock's counter is the host clock.
+        self.served_at_host = served_at_host or (lambda h: (backend.served_ns(h), backend.freq_ppb))
+        self.ntp: Any = None  # the NTP service edge, when serving
+        self._ntp_refid = "GNSS"
+        self._ntp_generation = 0
         self.pps_source, self.pps_edges = "none", 0
         self.paired: list[PairedSecond] = []  # the most recent, for tests and the console
         self.alarms = AlarmBook()
@@ -180,6 +188,8 @@ class Appliance:
 
     def _second(self) -> None:
         self._route(self.clock.tick(self.raw_now()))
+        if self.ntp is not None:
+            self.ntp.publish(self.ntp_clock_map(time.time_ns()))
         publish = getattr(self.clock.backend, "publish", None)
         if publish is not None:
             snap = self.clock.snapshot(self.raw_now())
@@ -207,6 +217,17 @@ class Appliance:
             except OSError as exc:
                 log.error("cannot save the learned clock state: %s", exc)
 
+    def ntp_clock_map(self, host_ns: int) -> Any:
+        """The map NTP workers serve from, anchored at host time ``host_ns``."""
+        from appliance.outputs.ntp import publish
+
+        status = self.status()
+        if status.clock.state == "LOCKED":
+            self._ntp_refid = publish.refid_for(status)
+        self._ntp_generation += 1
+        served, rate_ppb = self.served_at_host(host_ns)
+        return publish.clock_map(status, host_ns, served, rate_ppb, self._ntp_refid, self._ntp_generation)
+
     # --- the read model -------------------------------------------------------------------------------------
     def now_tai_ns(self) -> int:
         """The served (disciplined) time now."""
@@ -233,9 +254,10 @@ class Appliance:
             snap.forced_holdover, snap.time_constant_s, snap.learned_s, snap.predicted_frequency_ppb,
             snap.predicted_aging_ppb_per_day, snap.steps, snap.advertised,
             None if self._sim_time_error is None else self._sim_time_error())
+        outputs = {"ntp": self.ntp.status() if self.ntp is not None else {"enabled": False}}
         return TimeStatus(now, leap.tai_to_utc(now, table).iso_ms(), self.mode, __version__, self.started_at_ns,
                           rx, self._last_sats, summarize(self._last_sats), pps, leap_status, clock,
-                          tuple(self.alarms.active.values()))
+                          tuple(self.alarms.active.values()), outputs=outputs)
 
     def handle_command(self, request: dict[str, Any]) -> dict[str, Any]:
         """Control-socket requests (already authenticated by the socket's peer check)."""
@@ -296,6 +318,8 @@ async def _main(config: Config) -> int:
         return 1
     if learned is not None:
         app.restore(learned, app.now_tai_ns(), _clock_kept_time(app))
+    if config["ntp.enabled"]:
+        parts.append(_ntp(config, app))
     server = ControlServer(config.control_socket_path(), app.handle_command)
     try:
         await server.start()
@@ -335,6 +359,37 @@ def _clock_kept_time(app: Appliance) -> bool:
         return False
 
 
+class _NtpPart:
+    """Starts the NTP workers with the runner's other parts and stops them last."""
+
+    def __init__(self, service: Any, app: Appliance):
+        self.service, self.app = service, app
+
+    def start(self) -> None:
+        if self.service.start(self.app.ntp_clock_map(time.time_ns())):
+            self.app.ntp = self.service
+        else:
+            self.app.ntp = self.service  # so status shows why it is not serving
+            self.app._alarms([Alarm("ntp-not-serving", Severity.MAJOR, True, f"NTP not served: {self.service.error}",
+                                    self.app.now_tai_ns())])
+
+    def stop(self) -> None:
+        self.app.ntp = None
+        self.service.stop()
+
+
+def _ntp(config: Config, app: Appliance) -> _NtpPart:
+    from appliance.outputs.ntp.server import ServerConfig
+    from appliance.outputs.ntp.service import NtpService, NtpSettings
+
+    server = ServerConfig(allow=tuple(config["ntp.allow"]), deny=tuple(config["ntp.deny"]),
+                          deny_action=str(config["ntp.deny_action"]),
+                          rate_per_s=float(config["ntp.rate_limit_per_s"]), burst=int(config["ntp.rate_limit_burst"]))
+    settings = NtpSettings(str(config["ntp.listen"]), int(config["ntp.port"]), int(config["ntp.workers"]),
+                           str(config["ntp.fast_path"]), server, str(config["ntp.keys_file"]))
+    return _NtpPart(NtpService(settings), app)
+
+
 def _fresh(learned: LearnedState | None, now_tai_ns: int, max_age_s: int) -> LearnedState | None:
     if learned is None:
         return None
@@ -363,8 +418,13 @@ def simulated(config: Config, scheduler: Scheduler, table: leap.LeapTable,
         true = world.true_ns()
         return backend.served_ns(world.raw_ns(true)) - true
 
+    def served_at_host(host_ns: int) -> tuple[int, float]:
+        true = leap.posix_to_tai_ns(host_ns, table)
+        y = world.oscillator.smooth_frequency_ppb(true)  # the counter's rate against true (host) time
+        return backend.served_ns(world.counter_ns(true)), y + backend.freq_ppb + y * backend.freq_ppb * 1e-9
+
     app = Appliance(config, scheduler, world.raw_ns, "simulated", backend, table, backend_name="simulated",
-                    sim_time_error=time_error_ns, save_state=save_state)
+                    sim_time_error=time_error_ns, save_state=save_state, served_at_host=served_at_host)
     return app, world
 
 
@@ -386,8 +446,11 @@ def _hardware(config: Config, scheduler: Scheduler, table: leap.LeapTable,
             backend = KernelBackend(kernel, lambda raw: raw)  # a PHC counts TAI, as PTP does
         else:
             backend = KernelBackend(KernelClock.realtime(), lambda raw: leap.posix_to_tai_ns(raw, table))
+    served_at_host = None
+    if kind != "software":  # the kernel applies every correction itself: the host clock is the served clock
+        served_at_host = lambda h: (leap.posix_to_tai_ns(h, table), 0.0)  # noqa: E731
     return Appliance(config, scheduler, time.time_ns, "hardware", backend, table, device=str(config["gnss.device"]),
-                     backend_name=kind, save_state=saver)
+                     backend_name=kind, save_state=saver, served_at_host=served_at_host)
 
 
 def _hardware_edges(config: Config, app: Appliance, loop: asyncio.AbstractEventLoop) -> list[Any]:

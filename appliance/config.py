@@ -23,7 +23,7 @@ class Setting:
     """One row of the settings table."""
 
     name: str
-    type: str  # "str" | "int" | "float" | "bool" | "enum" | "address" | "path"
+    type: str  # "str" | "int" | "float" | "bool" | "enum" | "address" | "path" | "networks"
     default: Any
     help: str
     restart: bool = True  # a change takes effect only after a restart
@@ -37,7 +37,9 @@ class Setting:
             return "one of " + ", ".join(str(c) for c in self.choices)
         if self.type in ("int", "float") and (self.minimum is not None or self.maximum is not None):
             return f"{self.type} in [{_fmt(self.minimum)}, {_fmt(self.maximum)}]"
-        return {"address": "an IPv4 or IPv6 address", "bool": "true or false", "path": "a file path"}.get(
+        return {"address": "an IPv4 or IPv6 address", "bool": "true or false", "path": "a file path",
+                "networks": "a list of networks like [\"192.0.2.0/24\", \"2001:db8::/32\"] (comma-separated "
+                            "with --set)"}.get(
             self.type, self.type)
 
 
@@ -104,8 +106,22 @@ SETTINGS: tuple[Setting, ...] = (
     S("sim.initial_clock_error_ns", "int", 3_000_000, "How far off the simulated clock starts (cold start)",
       minimum=-10**12, maximum=10**12),
     # --- outputs --------------------------------------------------------------------------------------------
-    S("ntp.listen", "address", "0.0.0.0", "Address the NTP server binds"),
+    S("ntp.enabled", "bool", True, "Serve NTP"),
+    S("ntp.listen", "address", "0.0.0.0", "Address the NTP server binds (:: serves IPv6 and IPv4)"),
     S("ntp.port", "int", 123, "UDP port of the NTP server", minimum=1, maximum=65535),
+    S("ntp.workers", "int", 0, "NTP worker processes sharing the port (SO_REUSEPORT); 0: one per CPU",
+      minimum=0, maximum=64),
+    S("ntp.fast_path", "enum", "auto", "Serve the common request in the native fast path (auto: when built)",
+      choices=("auto", "on", "off")),
+    S("ntp.allow", "networks", ("0.0.0.0/0", "::/0"), "Clients allowed (the most specific rule of allow/deny wins)"),
+    S("ntp.deny", "networks", (), "Clients denied"),
+    S("ntp.deny_action", "enum", "drop", "Answer to a denied client: drop, or a kiss-o'-death DENY or RSTR",
+      choices=("drop", "deny", "rstr")),
+    S("ntp.rate_limit_per_s", "float", 16.0, "Average requests per second one client may send (0: no limit); "
+      "beyond it, one KoD RATE a second and the rest dropped", minimum=0.0, maximum=1_000_000.0),
+    S("ntp.rate_limit_burst", "int", 32, "Requests a client may send at once before the rate applies",
+      minimum=1, maximum=1_000_000),
+    S("ntp.keys_file", "path", "", "Symmetric keys (MD5, SHA1, AES128 CMAC) for authenticated clients"),
     S("ptp.interface", "str", "", "Network interface of the PTP port; empty: PTP disabled"),
     S("ptp.transport", "enum", "udp4", "PTP transport", choices=("udp4", "udp6", "l2")),
     S("ptp.profile", "enum", "default-e2e", "PTP profile (a file in deploy/ptp-profiles)",
@@ -206,11 +222,23 @@ def _coerce(setting: Setting, value: Any, from_text: bool) -> Any:
         if not math.isfinite(number):
             raise ValueError(f"expected a finite number, got {value!r}")
         return number
+    if kind == "networks":
+        return _networks(value, from_text)
     if not isinstance(value, str):
         raise TypeError(f"expected a string, got {value!r}")
     if kind == "address":
         ipaddress.ip_address(value)  # ValueError names the bad text
     return value
+
+
+def _networks(value: Any, from_text: bool) -> tuple[str, ...]:
+    if from_text and isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise TypeError(f"expected a list of networks, got {value!r}")
+    for text in value:
+        ipaddress.ip_network(text, strict=False)  # ValueError names the bad entry
+    return tuple(value)
 
 
 def _to_int(value: Any, from_text: bool) -> int:
@@ -302,6 +330,8 @@ def to_toml(config: Config, only_changed: bool = False) -> str:
 
 
 def _toml_value(value: Any) -> str:
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):

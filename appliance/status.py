@@ -81,6 +81,7 @@ class TimeStatus:
     clock: ClockStatus
     alarms: tuple[Alarm, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
+    outputs: dict[str, Any] = field(default_factory=dict)  # per output (ntp, ptp ...): its state and counters
 
 
 def summarize(satellites: tuple[SatInfo, ...]) -> tuple[ConstellationSummary, ...]:
@@ -160,9 +161,29 @@ def render(d: dict[str, Any]) -> str:
         f"Rejected        : {_counts(rx['rejected']) or 'none'}" + (
             f"; PPS {_counts(pps['rejected'])}" if pps["rejected"] else ""),
     ]
+    ntp = (d.get("outputs") or {}).get("ntp")
+    if ntp:
+        lines.append("NTP             : " + _ntp_line(ntp))
     alarms = [a for a in d.get("alarms", []) if a["raised"]]
     lines.append("Alarms          : " + ("; ".join(f"[{a['severity']}] {a['text']}" for a in alarms) or "none"))
     return "\n".join(lines)
+
+
+def _ntp_line(ntp: dict[str, Any]) -> str:
+    if not ntp.get("enabled"):
+        return "disabled"
+    where = f"{ntp['listen']} port {ntp['port']}"
+    if ntp.get("error"):
+        return f"NOT SERVING on {where}: {ntp['error']}"
+    t = ntp.get("totals") or {}
+    alive = sum(1 for w in ntp.get("workers", []) if w["alive"])
+    fast = sum(1 for w in ntp.get("workers", []) if w["fast_path"])
+    drops = sum(v for k, v in t.items() if k.startswith("drop_"))
+    kods = t.get("kod_rate", 0) + t.get("kod_deny", 0) + t.get("kod_rstr", 0)
+    return (f"{where}, {alive}/{len(ntp.get('workers', []))} workers ({fast} fast path): {t.get('requests', 0)} "
+            f"requests, {t.get('replies', 0)} replies ({t.get('interleaved', 0)} interleaved, "
+            f"{t.get('authenticated', 0)} authenticated), {kods} KoD, {t.get('crypto_nak', 0)} crypto-NAK, "
+            f"{drops} dropped")
 
 
 def _fix_name(epoch: dict[str, Any]) -> str:

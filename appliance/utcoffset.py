@@ -25,6 +25,7 @@ class LeapStatus:
     table_expired: bool
     pending_change_s: int  # +1/-1 if a leap second is scheduled, else 0
     pending_at_utc: str | None  # UTC label of the first second with the new offset
+    pending_at_tai_ns: int | None = None  # the same instant on the TAI axis
 
 
 class UtcOffset:
@@ -64,7 +65,7 @@ class UtcOffset:
                                       self.table).iso_ms()
         source = "receiver" if expired and self._receiver_offset_s == offset else "table"
         return LeapStatus(offset, source, self.table.source, expires, expired, nxt[1] if nxt else 0,
-                          leap.tai_to_utc(nxt[0], self.table).iso_ms() if nxt else None)
+                          leap.tai_to_utc(nxt[0], self.table).iso_ms() if nxt else None, nxt[0] if nxt else None)
 
     def _receiver_differs(self, receiver_s: int, table_s: int, at_tai_ns: int) -> list[Alarm]:
         if not self.table.is_expired(at_tai_ns):

@@ -45,6 +45,10 @@ class SimWorld:
         """The local oscillator's reading at a true instant (now, if not given)."""
         return self.oscillator.raw_ns(self.true_ns() if true_ns is None else true_ns)
 
+    def counter_ns(self, true_ns: int) -> int:
+        """The oscillator's reading without its white phase noise: for mapping host time onto served time."""
+        return true_ns + round(self.oscillator.phase_error_ns(true_ns))
+
     # --- running -----------------------------------------------------------------------------------------
     def start(self) -> None:
         """Emit a pulse on every true second from the next one on."""

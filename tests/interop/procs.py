@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -15,8 +16,19 @@ from typing import Any
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
 
 
+def free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def appliance(*args: str, **kwargs: Any) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "appliance", *args], stdout=subprocess.PIPE,
+    """Start ``appliance ARGS``; a ``run`` serves NTP on loopback at a free port unless the test says otherwise
+    (test traffic stays on loopback, and tests must not fight over port 123)."""
+    extra: list[str] = []
+    if args and args[0] == "run" and not any(a.startswith("ntp.") for a in args):
+        extra = ["--set", "ntp.listen=127.0.0.1", "--set", f"ntp.port={free_udp_port()}", "--set", "ntp.workers=1"]
+    return subprocess.Popen([sys.executable, "-m", "appliance", *args, *extra], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=ENV, **kwargs)
 
 

@@ -180,7 +180,8 @@ def test_later_layers_override_and_origins_record_them(tmp_path):
 # --- TOML output ---------------------------------------------------------------------------------------
 
 def reparse(text: str) -> dict:
-    return cfg.flatten(tomllib.loads(text))
+    """TOML back to dotted names; arrays as tuples, the form the settings table keeps lists in."""
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in cfg.flatten(tomllib.loads(text)).items()}
 
 
 def test_to_toml_of_defaults_round_trips():
@@ -212,7 +213,7 @@ def test_check_value_returns_typed_value_or_named_problem(setting, raw, from_tex
     if problem is not None:
         assert value is None and problem.startswith(setting.name + ":") and "\n" not in problem
         return
-    expected = {"int": int, "float": float, "bool": bool}.get(setting.type, str)
+    expected = {"int": int, "float": float, "bool": bool, "networks": tuple}.get(setting.type, str)
     assert type(value) is expected
     if setting.type == "float":
         assert math.isfinite(value)
@@ -224,3 +225,5 @@ def test_check_value_returns_typed_value_or_named_problem(setting, raw, from_tex
         assert value <= setting.maximum
     if setting.type == "address":
         ipaddress.ip_address(value)
+    if setting.type == "networks":
+        assert all(ipaddress.ip_network(v, strict=False) for v in value)

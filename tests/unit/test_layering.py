@@ -23,6 +23,11 @@ EDGES = {
     "sim.pty": "writes the simulated receiver into a pseudo-terminal in real time",
     "holdover.kernel_clock": "clock_adjtime (ctypes) and the PTP_CLOCK_GETCAPS ioctl on CLOCK_REALTIME or a PHC",
     "holdover.persist": "writes and fsyncs the learned clock state file",
+    "holdover.kernel_backend": "applies the clock service's actions to a kernel clock",
+    "outputs.ntp.worker": "the NTP worker process: UDP socket, kernel timestamps, error queue",
+    "outputs.ntp.service": "starts and watches the NTP worker processes",
+    "outputs.ntp.shm": "the shared memory between the appliance and its NTP workers",
+    "outputs.ntp.fast": "drives the native fast path from a worker",
 }
 FORBIDDEN_IMPORTS = {"socket", "serial", "scapy", "flask", "pysnmp", "threading", "asyncio", "subprocess",
                      "select", "selectors", "fcntl", "multiprocessing", "signal", "termios", "tty", "pty"}
