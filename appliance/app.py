@@ -158,8 +158,10 @@ class Appliance:
         elif isinstance(ev, ClockStateChanged):
             log.info("clock: %s -> %s (%s)", ev.old, ev.new, ev.reason)
             self._clock_alarms(ev.new, ev.reason)
+            self._publish_ntp()  # clients must not hear about a change up to a second late
         elif isinstance(ev, StepClock):
             log.warning("clock stepped by %+d ns (first lock)", ev.delta_ns)
+            self._publish_ntp()
         elif isinstance(ev, Rejected) and ev.what == "pps":
             log.debug("PPS pairing rejected: %s %s", ev.reason, ev.detail)
 
@@ -188,8 +190,7 @@ class Appliance:
 
     def _second(self) -> None:
         self._route(self.clock.tick(self.raw_now()))
-        if self.ntp is not None:
-            self.ntp.publish(self.ntp_clock_map(time.time_ns()))
+        self._publish_ntp()
         publish = getattr(self.clock.backend, "publish", None)
         if publish is not None:
             snap = self.clock.snapshot(self.raw_now())
@@ -216,6 +217,10 @@ class Appliance:
                 self._save_state(learned)
             except OSError as exc:
                 log.error("cannot save the learned clock state: %s", exc)
+
+    def _publish_ntp(self) -> None:
+        if self.ntp is not None:
+            self.ntp.publish(self.ntp_clock_map(time.time_ns()))
 
     def ntp_clock_map(self, host_ns: int) -> Any:
         """The map NTP workers serve from, anchored at host time ``host_ns``."""

@@ -2,10 +2,11 @@
  * _fastpath: the NTP worker's hot loop in C.  recvmmsg / decide / sendmmsg, with kernel timestamps.
  *
  * It makes exactly the decisions of appliance/outputs/ntp/server.py and limits.py (whose docstrings specify the
- * algorithms), for the common request: a bare 48-byte client request.  For every datagram it checks the shape,
- * the access rules and the per-client rate; bare requests it then answers itself (basic or interleaved, KoDs
- * included); anything longer (a MAC, extension fields) goes back to the Python server with the admission decision
- * already taken, so each request meets the rate limiter exactly once.  The same tests run against both paths.
+ * algorithms), for the common request: a bare 48-byte client request.  For every datagram it checks the shape (a
+ * MAC or extension-field trailer included), the access rules and the per-client rate; bare requests it then answers
+ * itself (basic or interleaved, KoDs included); anything longer (a MAC, extension fields) goes back to the Python
+ * server with the admission decision already taken, so each request meets the rate limiter exactly once.  The same
+ * tests run against both paths.
  *
  * Clock: the ClockMap published by the appliance in shared memory (appliance/outputs/ntp/shm.py, clockmap.py),
  * read under its sequence counter.  Counters: kept here, merged with the Python ones by fast.py.
@@ -86,8 +87,11 @@ typedef struct {
     int32_t rl_head, rl_tail, rl_size;
     xl_entry *xl;
     uint32_t xl_mask;
-    uint64_t tx_ring[TX_RING];  /* OPT_ID -> receive timestamp of the reply (0: not one of ours) */
+    uint64_t tx_ring[TX_RING];  /* OPT_ID -> receive timestamp of the reply (0: no transmit time kept) */
+    uint8_t tx_slow[TX_RING];   /* OPT_ID -> 1 if that reply was sent by the Python server (its table, not ours) */
+    PyObject *slow_tx;          /* (receive timestamp, kernel transmit ns) of Python-sent replies, for take_kernel_tx */
     uint32_t next_id;
+    uint32_t pending_tx;        /* datagrams sent asking for a transmit timestamp, not yet read back */
     uint64_t counters[C_COUNT];
     uint64_t rl_evictions;
 } FastPath;
@@ -119,7 +123,7 @@ static int64_t served_posix_ns(const clock_map *m, int64_t host_ns) {
     int64_t tai = m->served_anchor_tai_ns + elapsed + (int64_t)nearbyint(((double)elapsed * m->rate_ppb) * 1e-9);
     if (m->leap_at_tai_ns && tai >= m->leap_at_tai_ns)
         return tai - (int64_t)(m->tai_utc_s + m->leap_delta_s) * NS_PER_S;
-    if (m->leap_delta_s > 0 && tai >= m->leap_at_tai_ns - NS_PER_S)
+    if (m->leap_at_tai_ns && m->leap_delta_s > 0 && tai >= m->leap_at_tai_ns - NS_PER_S)
         return tai - (int64_t)(m->tai_utc_s + 1) * NS_PER_S;
     return tai - (int64_t)m->tai_utc_s * NS_PER_S;
 }
@@ -284,7 +288,7 @@ static void xl_update(FastPath *self, uint64_t rx_key, int64_t tx_ns) {
 
 typedef struct {
     uint8_t data[HEADER_LEN];
-    int kod, interleaved;
+    int kod, interleaved, want_tx_ts;
     uint64_t rx_key;
 } reply;
 
@@ -311,6 +315,7 @@ static void make_kod(FastPath *self, reply *r, const uint8_t *req, const clock_m
     build_header(r->data, req, m, 0, 3, (const uint8_t *)code, (int8_t)req[2], 0, 0, 0, get64(req + 40), receive);
     r->kod = 1;
     r->interleaved = 0;
+    r->want_tx_ts = 0;
     r->rx_key = receive;
     self->counters[slot]++;
     self->counters[C_REPLIES]++;
@@ -328,6 +333,10 @@ static void make_reply(FastPath *self, reply *r, const uint8_t *req, const clock
     r->interleaved = 0;
     r->rx_key = receive;
     int version = (req[0] >> 3) & 7;
+    /* Reply.wants_tx_timestamp: a client whose origin is one of our receive timestamps is in the interleaved mode
+       and will want this reply's kernel transmit timestamp next time; nobody else does, and asking the kernel for
+       every reply's timestamp would cost an error-queue message per packet. */
+    r->want_tx_ts = version == 4 && (origin & 1);
     if (version == 4 && (origin & 1) && req_receive != req_transmit) {
         int64_t tx_ns = xl_take(self, origin);
         if (tx_ns) {
@@ -340,6 +349,23 @@ static void make_reply(FastPath *self, reply *r, const uint8_t *req, const clock
     self->counters[C_REPLIES]++;
 }
 
+/* NtpServer._trailer_ok: a MAC in a layout auth.split_mac recognises, or NTPv4 extension fields tiling the rest
+ * (RFC 7822 §7.5: each at least 16 bytes and a multiple of 4). */
+static int trailer_ok(const uint8_t *d, ssize_t len, int version) {
+    ssize_t trailer = len - HEADER_LEN;
+    if (trailer == 20 || trailer == 24) return 1;
+    static const uint8_t zero_key_id[4] = {0, 0, 0, 0};  /* a crypto-NAK */
+    if (trailer == 4 && memcmp(d + HEADER_LEN, zero_key_id, 4) == 0) return 1;
+    if (version != 4) return 0;
+    for (ssize_t pos = HEADER_LEN; pos < len;) {
+        if (len - pos < 16) return 0;
+        ssize_t field = (ssize_t)d[pos + 2] << 8 | d[pos + 3];
+        if (field < 16 || field % 4 || pos + field > len) return 0;
+        pos += field;
+    }
+    return 1;
+}
+
 /* NtpServer._shape: 0 acceptable, else the counter slot of the drop. */
 static int shape(const uint8_t *d, ssize_t len, int port) {
     if (len < HEADER_LEN) return C_DROP_SHORT;
@@ -350,6 +376,7 @@ static int shape(const uint8_t *d, ssize_t len, int port) {
     if (mode == 6 || mode == 7) return C_DROP_CONTROL;
     int v1_client = version == 1 && mode == 0 && port != 123;
     if (mode != 3 && !v1_client) return C_DROP_MODE;
+    if (len > HEADER_LEN && !trailer_ok(d, len, version)) return C_DROP_MALFORMED;
     return 0;
 }
 
@@ -364,8 +391,11 @@ static int64_t rx_timestamp(struct msghdr *mh) {
     return 0;
 }
 
-static void drain_errqueue(FastPath *self) {
-    for (int round = 0; round < 16; round++) {
+static void drain_errqueue(FastPath *self, int force) {
+    /* More than a batch sends: a backlog on the error queue would take receive buffer space from requests.  Without
+       `force` (poll saw POLLERR) the queue is only read while timestamps are outstanding: a syscall saved per batch. */
+    if (self->pending_tx > TX_RING) self->pending_tx = 0;  /* lost in an overflowing queue: they will never come */
+    for (int round = 0; round < 2 * BATCH && (force || self->pending_tx); round++) {
         char ctrl[512];
         char data[64];
         struct iovec iov = {data, sizeof(data)};
@@ -375,6 +405,7 @@ static void drain_errqueue(FastPath *self) {
         mh.msg_control = ctrl;
         mh.msg_controllen = sizeof(ctrl);
         if (recvmsg(self->fd, &mh, MSG_ERRQUEUE | MSG_DONTWAIT) < 0) return;
+        if (self->pending_tx) self->pending_tx--;
         int64_t tx_ns = 0;
         int has_id = 0;
         uint32_t id = 0;
@@ -392,11 +423,18 @@ static void drain_errqueue(FastPath *self) {
         }
         if (!tx_ns || !has_id) continue;
         uint64_t key = self->tx_ring[id % TX_RING];
-        if (key) {
+        if (!key) continue;
+        if (self->tx_slow[id % TX_RING]) {  /* the Python server keeps this one: hand it over */
+            PyObject *item = Py_BuildValue("(KL)", (unsigned long long)key, (long long)tx_ns);
+            if (!item) { PyErr_Clear(); continue; }
+            if (!self->slow_tx) self->slow_tx = PyList_New(0);
+            if (!self->slow_tx || PyList_Append(self->slow_tx, item) < 0) { PyErr_Clear(); Py_DECREF(item); continue; }
+            Py_DECREF(item);
+        } else {
             xl_update(self, key, tx_ns);
-            self->tx_ring[id % TX_RING] = 0;
-            self->counters[C_TX_KERNEL_TS]++;
         }
+        self->tx_ring[id % TX_RING] = 0;
+        self->counters[C_TX_KERNEL_TS]++;
     }
 }
 
@@ -435,6 +473,7 @@ static int serve_batch(FastPath *self, PyObject *slow) {
     clock_map map;
     int have_map = read_map(self, &map);
     static reply replies[BATCH];
+    static char tx_ctrl[BATCH][CMSG_SPACE(sizeof(uint32_t))];
     struct mmsghdr out[BATCH];
     struct iovec out_iov[BATCH];
     int nout = 0;
@@ -442,19 +481,19 @@ static int serve_batch(FastPath *self, PyObject *slow) {
         const uint8_t *d = bufs[i];
         ssize_t len = msgs[i].msg_len;
         if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) len = RECV_SIZE + 1;
-        self->counters[C_REQUESTS]++;
         int64_t rx_ns = rx_timestamp(&msgs[i].msg_hdr);
         if (!rx_ns) { self->counters[C_RX_NO_TS]++; rx_ns = host_now_ns(); }
         uint8_t addr[16];
         int port;
         int family = client_address(&addrs[i], addr, &port);
         int dropped = shape(d, len, port);
-        if (dropped) { self->counters[dropped]++; continue; }
-        if (!have_map) {  /* nothing published yet: let Python answer from its not-ready map */
+        if (!dropped && !have_map) {  /* nothing published yet: Python counts, decides and answers (not-ready map) */
             PyObject *item = Py_BuildValue("(y#NLi)", d, (Py_ssize_t)len, address_tuple(&addrs[i]), (long long)rx_ns, -1);
             if (item) { PyList_Append(slow, item); Py_DECREF(item); }
             continue;
         }
+        self->counters[C_REQUESTS]++;
+        if (dropped) { self->counters[dropped]++; continue; }
         reply *r = &replies[nout];
         if (!is_allowed(self, family, addr)) {
             if (self->deny_action == DENY_DROP) { self->counters[C_DROP_DENIED]++; continue; }
@@ -479,6 +518,16 @@ static int serve_batch(FastPath *self, PyObject *slow) {
         out[nout].msg_hdr.msg_iovlen = 1;
         out[nout].msg_hdr.msg_name = &addrs[i];
         out[nout].msg_hdr.msg_namelen = msgs[i].msg_hdr.msg_namelen;
+        if (r->want_tx_ts) {  /* ask for this datagram's transmit timestamp (and an OPT_ID) only */
+            out[nout].msg_hdr.msg_control = tx_ctrl[nout];
+            out[nout].msg_hdr.msg_controllen = sizeof(tx_ctrl[nout]);
+            struct cmsghdr *c = CMSG_FIRSTHDR(&out[nout].msg_hdr);
+            c->cmsg_level = SOL_SOCKET;
+            c->cmsg_type = SO_TIMESTAMPING;
+            c->cmsg_len = CMSG_LEN(sizeof(uint32_t));
+            uint32_t flags = SOF_TIMESTAMPING_TX_SOFTWARE;
+            memcpy(CMSG_DATA(c), &flags, sizeof(flags));
+        }
         nout++;
     }
     if (nout) {
@@ -495,8 +544,11 @@ static int serve_batch(FastPath *self, PyObject *slow) {
         for (int i = 0; i < nout; i++) {
             reply *r = &replies[i];
             if (!r->kod) xl_put(self, r->rx_key, tx_ns);
-            self->tx_ring[self->next_id % TX_RING] = r->kod ? 0 : r->rx_key;
+            if (!r->want_tx_ts) continue;  /* the kernel numbers only the datagrams that asked for a timestamp */
+            self->tx_ring[self->next_id % TX_RING] = r->rx_key;
+            self->tx_slow[self->next_id % TX_RING] = 0;
             self->next_id++;
+            self->pending_tx++;
         }
     }
     return n;
@@ -504,33 +556,53 @@ static int serve_batch(FastPath *self, PyObject *slow) {
 
 /* ------------------------------------------------------------------------------------------ Python type */
 
+/* Serve until a request needs the Python server, or `budget_ms` has passed (so Python can publish counters and
+   notice a stop), or the socket stays quiet for `timeout_ms`: one poll per drained socket, and in between whole
+   batches of recvmmsg/sendmmsg without returning to Python. */
 static PyObject *fp_serve(FastPath *self, PyObject *args) {
-    int timeout_ms = 200, max_batches = 64;
-    if (!PyArg_ParseTuple(args, "|ii", &timeout_ms, &max_batches)) return NULL;
+    int timeout_ms = 200, budget_ms = 200;
+    if (!PyArg_ParseTuple(args, "|ii", &timeout_ms, &budget_ms)) return NULL;
     PyObject *slow = PyList_New(0);
     if (!slow) return NULL;
-    struct pollfd pfd = {self->fd, POLLIN, 0};
-    int ready;
-    Py_BEGIN_ALLOW_THREADS
-    ready = poll(&pfd, 1, timeout_ms);
-    Py_END_ALLOW_THREADS
-    if (ready < 0 && errno != EINTR) { Py_DECREF(slow); return PyErr_SetFromErrno(PyExc_OSError); }
-    if (ready > 0 && (pfd.revents & POLLERR)) drain_errqueue(self);
-    if (ready > 0 && (pfd.revents & POLLIN)) {
-        for (int b = 0; b < max_batches; b++) {
-            if (serve_batch(self, slow) < BATCH) break;
-            drain_errqueue(self);
+    int64_t deadline = host_now_ns() + (int64_t)budget_ms * 1000000;
+    for (;;) {
+        struct pollfd pfd = {self->fd, POLLIN, 0};
+        int ready;
+        Py_BEGIN_ALLOW_THREADS
+        ready = poll(&pfd, 1, timeout_ms);
+        Py_END_ALLOW_THREADS
+        if (ready < 0 && errno != EINTR) { Py_DECREF(slow); return PyErr_SetFromErrno(PyExc_OSError); }
+        if (ready <= 0) break;
+        if (pfd.revents & POLLERR) drain_errqueue(self, 1);
+        if (pfd.revents & POLLIN) {
+            int n;
+            do {
+                n = serve_batch(self, slow);
+                drain_errqueue(self, 0);
+            } while (n == BATCH && PyList_GET_SIZE(slow) == 0);
         }
-        drain_errqueue(self);
+        if (PyList_GET_SIZE(slow) > 0 || self->slow_tx || host_now_ns() >= deadline) break;
     }
     return slow;
 }
 
-/* A slow-path reply leaves through here, so the datagram IDs of SOF_TIMESTAMPING_OPT_ID stay in step. */
-static PyObject *fp_note_sent(FastPath *self, PyObject *noargs) {
-    self->tx_ring[self->next_id % TX_RING] = 0;
+/* A slow-path reply leaves through here, so the datagram IDs of SOF_TIMESTAMPING_OPT_ID stay in step.  rx_key: the
+ * receive timestamp under which the Python server keeps the reply's transmit time (0: none kept); its kernel
+ * transmit timestamp is then handed back by take_kernel_tx. */
+static PyObject *fp_note_sent(FastPath *self, PyObject *args) {
+    unsigned long long rx_key = 0;
+    if (!PyArg_ParseTuple(args, "|K", &rx_key)) return NULL;
+    self->tx_ring[self->next_id % TX_RING] = rx_key;
+    self->tx_slow[self->next_id % TX_RING] = 1;
     self->next_id++;
+    self->pending_tx++;
     Py_RETURN_NONE;
+}
+
+static PyObject *fp_take_kernel_tx(FastPath *self, PyObject *noargs) {
+    PyObject *out = self->slow_tx ? self->slow_tx : PyList_New(0);
+    self->slow_tx = NULL;
+    return out;
 }
 
 static PyObject *fp_counters(FastPath *self, PyObject *noargs) {
@@ -593,12 +665,16 @@ static void fp_dealloc(FastPath *self) {
     PyMem_Free(self->rl);
     PyMem_Free(self->rl_buckets);
     PyMem_Free(self->xl);
+    Py_XDECREF(self->slow_tx);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static PyMethodDef fp_methods[] = {
     {"serve", (PyCFunction)fp_serve, METH_VARARGS, "serve([timeout_ms, max_batches]) -> slow-path requests"},
-    {"note_sent", (PyCFunction)fp_note_sent, METH_NOARGS, "count a datagram the Python path sent on this socket"},
+    {"note_sent", (PyCFunction)fp_note_sent, METH_VARARGS,
+     "note_sent([rx_key]): count a datagram the Python path sent on this socket (rx_key: its interleaved key)"},
+    {"take_kernel_tx", (PyCFunction)fp_take_kernel_tx, METH_NOARGS,
+     "[(rx_key, kernel tx ns)] of Python-sent replies since the last call"},
     {"counters", (PyCFunction)fp_counters, METH_NOARGS, "the fast path's counters, in shm.COUNTER_NAMES order"},
     {"limiter", (PyCFunction)fp_limiter, METH_NOARGS, "(clients tracked, evictions)"},
     {NULL, NULL, 0, NULL},

@@ -51,7 +51,7 @@ class ClockMap:
         tai = self.served_tai_ns(host_ns)
         if self.leap_at_tai_ns and tai >= self.leap_at_tai_ns:
             return tai - (self.tai_utc_s + self.leap_delta_s) * NS_PER_S
-        if self.leap_delta_s > 0 and tai >= self.leap_at_tai_ns - NS_PER_S:
+        if self.leap_at_tai_ns and self.leap_delta_s > 0 and tai >= self.leap_at_tai_ns - NS_PER_S:
             return tai - (self.tai_utc_s + 1) * NS_PER_S  # inside 23:59:60: repeat 23:59:59
         return tai - self.tai_utc_s * NS_PER_S
 

@@ -2,8 +2,9 @@
 
 I/O edge.  ``_fastpath.FastPath.serve`` polls the socket, reads and answers whole batches of datagrams with
 recvmmsg/sendmmsg, and returns the requests it leaves to Python (those carrying a MAC or extension fields, with the
-access and rate decisions already taken, or everything while no clock map is published yet).  Counters of both
-paths are merged into the worker's shared-memory row.
+access and rate decisions already taken, or everything while no clock map is published yet).  It also drains the
+socket's error queue, so the kernel transmit timestamps of replies the Python server sent come back through
+``take_kernel_tx`` for its interleaved table.  Counters of both paths are merged into the worker's shared-memory row.
 """
 
 from __future__ import annotations
@@ -41,7 +42,10 @@ def serve_fast(worker: Any, should_stop: Callable[[], bool], publish_every_s: fl
     worker.after_send = fast.note_sent
     next_publish = 0.0
     while not should_stop():
-        for data, addr, rx_ns, admission in fast.serve(200, 64):
+        slow = fast.serve(200, 64)
+        for rx_key, tx_ns in fast.take_kernel_tx():  # before the requests that may ask for them (interleaved)
+            worker.server.kernel_tx(rx_key, tx_ns)
+        for data, addr, rx_ns, admission in slow:
             worker.extra["slow_path"] += 1
             worker.handle_datagram(data, addr, rx_ns, ADMISSION[admission])
         now = time.monotonic()

@@ -58,6 +58,8 @@ class Reply:
     interleaved: bool = False
     kod: str = ""
 
+    wants_tx_timestamp: bool = False  # a client in the interleaved mode will want this reply's kernel transmit time
+
     @property
     def rx_key(self) -> int:
         """The receive timestamp this reply carries: the key under which its transmit timestamp is kept."""
@@ -149,6 +151,8 @@ class NtpServer:
                            clock.root_dispersion, clock.reference_id, clock.reference_ts, request.transmit_ts,
                            receive, 0)
         reply = Reply(header, key, crypto_nak)
+        # The client sent one of our receive timestamps as origin: it is in the interleaved mode.
+        reply.wants_tx_timestamp = not crypto_nak and request.version == 4 and request.origin_ts & LOW_BIT == 1
         if not crypto_nak and _looks_interleaved(request):
             tx_ns = self._tx.pop(request.origin_ts, None)
             if tx_ns:

@@ -74,7 +74,7 @@ class NtpService:
         ctx = multiprocessing.get_context("spawn")
         proc = ctx.Process(target=worker_main, name=f"ntp-worker-{index}", daemon=True,
                            args=(index, self.segment.name, s.listen, s.port, config_dict(s.server), s.keys_file,
-                                 _use_fast_path(s.fast_path)))
+                                 _use_fast_path(s.fast_path), len(self.slots)))
         proc.start()
         self.slots[index].process = proc
 

@@ -1,12 +1,15 @@
 """An NTP worker process: a UDP socket with kernel timestamps, feeding the sans-I/O server.
 
-I/O edge.  Several workers bind the same address with SO_REUSEPORT and the kernel spreads clients over them (one
-client always reaches the same worker, so per-client state stays consistent).  Receive timestamps come from the
-kernel (SO_TIMESTAMPING, software): the moment the packet arrived, not when Python got to it.  Each reply's transmit
-timestamp is read just before ``sendto``, and the kernel's own transmit timestamp comes back on the socket's error
-queue (SOF_TIMESTAMPING_OPT_ID numbers the datagrams) to be kept for interleaved replies.  The hot loop can be the
-C fast path (``_fastpath``) when it is built; it makes the same decisions as ``server.py`` on the common path and
-hands everything else here.
+I/O edge.  Several workers bind the same address with SO_REUSEPORT and the kernel spreads clients over them.  Left to
+itself the kernel picks the worker from the 4-tuple, and clients such as chronyd and ntplib send each request from a
+fresh source port, so a classic BPF program (SO_ATTACH_REUSEPORT_CBPF) makes it pick by the client's IPv4 address or
+IPv6 /64 instead, the rate limiter's key: one client always reaches the same worker, so per-client state (rate
+limit, interleaved timestamps) stays consistent.  Receive timestamps come from the kernel (SO_TIMESTAMPING,
+software): the moment the packet arrived, not when Python got to it.  Each reply's transmit timestamp is read just
+before ``sendto``, and the kernel's own transmit timestamp comes back on the socket's error queue
+(SOF_TIMESTAMPING_OPT_ID numbers the datagrams) to be kept for interleaved replies.  The hot loop can be the C fast
+path (``_fastpath``) when it is built; it makes the same decisions as ``server.py`` on the common path and hands
+everything else here.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any
 
 from appliance.outputs.ntp import auth
 from appliance.outputs.ntp.clockmap import ClockMap, not_ready
-from appliance.outputs.ntp.server import Drop, NtpServer, ServerConfig
+from appliance.outputs.ntp.server import LOW_BIT, Drop, NtpServer, ServerConfig
 from appliance.outputs.ntp.shm import ClockReader
 
 log = logging.getLogger("appliance.ntp.worker")
@@ -34,7 +37,11 @@ SO_TIMESTAMPING = 37
 SCM_TIMESTAMPING = SO_TIMESTAMPING
 SOF_TX_SOFTWARE, SOF_RX_SOFTWARE, SOF_SOFTWARE = 1 << 1, 1 << 3, 1 << 4
 SOF_OPT_ID, SOF_OPT_TSONLY = 1 << 7, 1 << 11
-TIMESTAMPING_FLAGS = SOF_TX_SOFTWARE | SOF_RX_SOFTWARE | SOF_SOFTWARE | SOF_OPT_ID | SOF_OPT_TSONLY
+# Receive timestamps for every datagram; transmit timestamps only for the replies that ask (per-message control
+# message), so that a busy server does not pay an error-queue message per reply.  The kernel numbers (OPT_ID) only
+# the datagrams that ask.
+TIMESTAMPING_FLAGS = SOF_RX_SOFTWARE | SOF_SOFTWARE | SOF_OPT_ID | SOF_OPT_TSONLY
+TX_TIMESTAMP_CMSG = [(socket.SOL_SOCKET, SO_TIMESTAMPING, struct.pack("I", SOF_TX_SOFTWARE))]
 IP_RECVERR, IPV6_RECVERR = 11, 25
 MSG_ERRQUEUE = 0x2000
 SO_EE_ORIGIN_TIMESTAMPING = 4
@@ -42,10 +49,31 @@ ANC_SIZE = socket.CMSG_SPACE(48) + socket.CMSG_SPACE(64)
 RECV_SIZE = 1100  # larger than the largest request we accept, so oversize is seen as such
 BATCH = 64
 PR_SET_PDEATHSIG = 1
+SO_ATTACH_REUSEPORT_CBPF = 51
+SKF_NET_OFF = -0x100000  # classic BPF: loads relative to the network (IP) header
+ORIGIN_END = 32  # the origin timestamp is bytes 24-31 of a request
 
 
-def open_socket(listen: str, port: int, reuseport: bool = True) -> socket.socket:
-    """A UDP socket bound to ``listen:port`` with kernel receive and transmit timestamps."""
+def client_affinity_filter(workers: int) -> list[tuple[int, int, int, int]]:
+    """Classic BPF choosing a worker socket from the client's address, modulo ``workers``: the source IPv4 address,
+    or the first 8 bytes (the /64) of an IPv6 one XOR-folded.  Instructions are (code, jt, jf, k)."""
+    ld_b, ld_w, rsh, jeq, mod, xor_x, tax, ret_a = 0x30, 0x20, 0x74, 0x15, 0x94, 0xAC, 0x07, 0x16
+    return [(ld_b, 0, 0, SKF_NET_OFF), (rsh, 0, 0, 4), (jeq, 3, 0, 6),  # IP version 6: skip the IPv4 part
+            (ld_w, 0, 0, SKF_NET_OFF + 12), (mod, 0, 0, workers), (ret_a, 0, 0, 0),  # IPv4 source address
+            (ld_w, 0, 0, SKF_NET_OFF + 8), (tax, 0, 0, 0), (ld_w, 0, 0, SKF_NET_OFF + 12), (xor_x, 0, 0, 0),
+            (mod, 0, 0, workers), (ret_a, 0, 0, 0)]
+
+
+def _attach_client_affinity(sock: socket.socket, workers: int) -> None:
+    code = client_affinity_filter(workers)
+    insns = (ctypes.c_uint8 * (8 * len(code))).from_buffer_copy(
+        b"".join(struct.pack("=HBBI", op, jt, jf, k & 0xFFFFFFFF) for op, jt, jf, k in code))
+    sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, struct.pack("HL", len(code), ctypes.addressof(insns)))
+
+
+def open_socket(listen: str, port: int, reuseport: bool = True, workers: int = 1) -> socket.socket:
+    """A UDP socket bound to ``listen:port`` with kernel receive and transmit timestamps; with ``workers`` > 1, the
+    reuseport group picks the socket by client address (``client_affinity_filter``)."""
     family = socket.AF_INET6 if ipaddress.ip_address(listen).version == 6 else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_DGRAM)
     try:
@@ -55,6 +83,11 @@ def open_socket(listen: str, port: int, reuseport: bool = True) -> socket.socket
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING, TIMESTAMPING_FLAGS)
         sock.bind((listen, port))
+        if reuseport and workers > 1:
+            try:
+                _attach_client_affinity(sock, workers)  # after bind: the program belongs to the reuseport group
+            except OSError as exc:  # Linux < 4.5: served all the same, but spread by 4-tuple
+                log.warning("clients spread over workers by source port, not address: %s", exc)
         sock.setblocking(False)
     except OSError:
         sock.close()
@@ -92,7 +125,9 @@ class Worker:
         self.extra = {"rx_without_kernel_timestamp": 0, "tx_kernel_timestamps": 0, "slow_path": 0}
         self._next_id = 0
         self._pending: dict[int, int] = {}  # OPT_ID of a sent reply -> its receive timestamp (interleaved key)
-        self.after_send: Any = None  # the fast path numbers datagrams itself: it is told of every send here
+        # The fast path numbers datagrams itself: it is told of every send here, with the interleaved key of the
+        # reply (0 for a KoD or crypto-NAK, whose transmit times are not kept).
+        self.after_send: Any = None
 
     def clock(self, now_ns: int) -> ClockMap:
         cmap = self.reader.read() if self.reader is not None else None
@@ -108,14 +143,17 @@ class Worker:
             return
         tx_ns = time.time_ns()  # as late as possible: right before the reply leaves
         wire = self.server.finalize(result, tx_ns, clock)
+        want_tx = result.wants_tx_timestamp
         try:
-            self.sock.sendto(wire, addr)
+            self.sock.sendmsg([wire], TX_TIMESTAMP_CMSG if want_tx else [], 0, addr)
         except OSError as exc:
             log.debug("send to %s failed: %s", addr, exc)
             return
         self.server.sent(result, tx_ns)
+        if not want_tx:
+            return
         if self.after_send is not None:
-            self.after_send()
+            self.after_send(result.rx_key)
             return
         self._pending[self._next_id] = result.rx_key
         self._next_id = (self._next_id + 1) & 0xFFFFFFFF
@@ -135,6 +173,10 @@ class Worker:
                 raise
             if flags & socket.MSG_TRUNC:
                 data = data + b"\0" * (RECV_SIZE + 1 - len(data))  # seen as oversize by the server
+            if self._pending and len(data) >= ORIGIN_END and data[ORIGIN_END - 1] & LOW_BIT:
+                # Its origin may be one of our receive timestamps (interleaved): the client may be answering a reply
+                # of this very batch, whose kernel transmit timestamp is already on the error queue.
+                self.drain_errqueue()
             self.handle_datagram(data, addr, _timestamp_ns(anc))
             handled += 1
         return handled
@@ -192,8 +234,8 @@ def _opt_id(ancdata: list[tuple[int, int, bytes]]) -> int | None:
 
 
 def worker_main(index: int, shm_name: str, listen: str, port: int, config: dict[str, Any], keys_path: str,
-                fast_path: bool) -> None:
-    """Entry point of a worker process (spawned by the appliance)."""
+                fast_path: bool, workers: int = 1) -> None:
+    """Entry point of a worker process (spawned by the appliance); ``workers``: how many share the port."""
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s %(levelname)s ntp-worker-{index}: %(message)s")
     _die_with_parent()
     stopping = {"now": False}
@@ -202,7 +244,7 @@ def worker_main(index: int, shm_name: str, listen: str, port: int, config: dict[
     keys = auth.load_keys_file(keys_path) if keys_path else None
     server = NtpServer(ServerConfig(**config), keys)
     reader = ClockReader(shm_name, index)
-    sock = open_socket(listen, port)
+    sock = open_socket(listen, port, workers=workers)
     worker = Worker(sock, server, reader)
     log.info("serving NTP on %s port %d (pid %d, %s)", listen, port, os.getpid(),
              "fast path" if fast_path else "python path")

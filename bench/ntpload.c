@@ -1,0 +1,146 @@
+/*
+ * ntpload: a closed-loop NTPv4 load generator and reply validator for the throughput benchmark.
+ *
+ *   ntpload -h 127.0.0.1 -p 11123 -d 5 -w 32 [-t 200]
+ *
+ * Keeps W client requests in flight on one UDP socket: every valid reply (mode 4, origin equal to the request's
+ * transmit cookie, non-zero receive and transmit timestamps) is immediately replaced by a new request; a request
+ * unanswered after the timeout counts as lost and is replaced too.  Prints one JSON line: requests sent, valid
+ * replies, lost, replies per second, loss %, KoD and unsynchronized replies, and round-trip percentiles.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAXW 1024
+#define BATCH 64
+
+static int64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+typedef struct { uint64_t cookie; int64_t sent_ns; int busy; } slot_t;
+
+static slot_t slots[MAXW];
+static uint64_t next_cookie = 1;  /* a cookie is (serial << 10) | slot */
+
+static uint64_t new_cookie(int slot) { return next_cookie++ << 10 | (uint64_t)slot; }
+static int64_t *rtts;
+static size_t nrtt, rtt_cap;
+
+static void fill_request(uint8_t *pkt, uint64_t cookie) {
+    memset(pkt, 0, 48);
+    pkt[0] = 0x23; /* LI 0, VN 4, mode 3 */
+    for (int i = 0; i < 8; i++) pkt[40 + i] = (uint8_t)(cookie >> (56 - 8 * i));
+}
+
+static uint64_t get64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v = v << 8 | p[i];
+    return v;
+}
+
+static int cmp64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv) {
+    const char *host = "127.0.0.1";
+    int port = 123, window = 32, timeout_ms = 200;
+    double duration = 5.0;
+    int opt;
+    while ((opt = getopt(argc, argv, "h:p:d:w:t:")) != -1) {
+        switch (opt) {
+            case 'h': host = optarg; break;
+            case 'p': port = atoi(optarg); break;
+            case 'd': duration = atof(optarg); break;
+            case 'w': window = atoi(optarg); break;
+            case 't': timeout_ms = atoi(optarg); break;
+            default: fprintf(stderr, "usage: %s -h HOST -p PORT -d SECONDS -w WINDOW [-t TIMEOUT_MS]\n", argv[0]); return 2;
+        }
+    }
+    if (window < 1 || window > MAXW) { fprintf(stderr, "window must be 1..%d\n", MAXW); return 2; }
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    if (fd < 0 || inet_pton(AF_INET, host, &sa.sin_addr) != 1 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        perror("ntpload: socket");
+        return 1;
+    }
+    int buf = 4 << 20;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+    rtt_cap = 1 << 20;
+    rtts = malloc(rtt_cap * sizeof(int64_t));
+    uint64_t sent = 0, valid = 0, lost = 0, invalid = 0, kod = 0, unsync = 0;
+    uint8_t pkt[48];
+    int64_t start = mono_ns(), end = start + (int64_t)(duration * 1e9), timeout_ns = (int64_t)timeout_ms * 1000000;
+    for (int i = 0; i < window; i++) {
+        slots[i].cookie = new_cookie(i);
+        fill_request(pkt, slots[i].cookie);
+        slots[i].sent_ns = mono_ns();
+        slots[i].busy = 1;
+        if (send(fd, pkt, 48, 0) == 48) sent++;
+    }
+    static uint8_t bufs[BATCH][128];
+    struct mmsghdr msgs[BATCH];
+    struct iovec iovs[BATCH];
+    while (mono_ns() < end) {
+        struct pollfd p = {fd, POLLIN, 0};
+        poll(&p, 1, 10);
+        for (int i = 0; i < BATCH; i++) {
+            iovs[i].iov_base = bufs[i];
+            iovs[i].iov_len = sizeof(bufs[i]);
+            memset(&msgs[i], 0, sizeof(msgs[i]));
+            msgs[i].msg_hdr.msg_iov = &iovs[i];
+            msgs[i].msg_hdr.msg_iovlen = 1;
+        }
+        int n = recvmmsg(fd, msgs, BATCH, MSG_DONTWAIT, NULL);
+        int64_t now = mono_ns();
+        for (int i = 0; i < n; i++) {
+            const uint8_t *r = bufs[i];
+            if (msgs[i].msg_len < 48 || (r[0] & 7) != 4) { invalid++; continue; }
+            uint64_t origin = get64(r + 24);
+            int s = (int)(origin & (MAXW - 1));  /* cookies carry their slot in the low bits */
+            if (s >= window || slots[s].cookie != origin || !get64(r + 32) || !get64(r + 40)) { invalid++; continue; }
+            if (r[1] == 0) kod++;
+            else if ((r[0] >> 6) == 3) unsync++;
+            valid++;
+            if (nrtt < rtt_cap) rtts[nrtt++] = now - slots[s].sent_ns;
+            slots[s].cookie = new_cookie(s);
+            fill_request(pkt, slots[s].cookie);
+            slots[s].sent_ns = mono_ns();
+            if (send(fd, pkt, 48, 0) == 48) sent++;
+        }
+        for (int k = 0; k < window; k++) {
+            if (slots[k].busy && now - slots[k].sent_ns > timeout_ns) {
+                lost++;
+                slots[k].cookie = new_cookie(k);
+                fill_request(pkt, slots[k].cookie);
+                slots[k].sent_ns = mono_ns();
+                if (send(fd, pkt, 48, 0) == 48) sent++;
+            }
+        }
+    }
+    double elapsed = (mono_ns() - start) / 1e9;
+    qsort(rtts, nrtt, sizeof(int64_t), cmp64);
+    double p50 = nrtt ? rtts[nrtt / 2] / 1e3 : 0, p99 = nrtt ? rtts[nrtt * 99 / 100] / 1e3 : 0;
+    /* requests still in flight at the end are neither valid nor lost */
+    uint64_t answered_or_lost = valid + lost;
+    printf("{\"window\":%d,\"seconds\":%.3f,\"sent\":%llu,\"valid\":%llu,\"lost\":%llu,\"invalid\":%llu,\"kod\":%llu,"
+           "\"unsync\":%llu,\"replies_per_s\":%.1f,\"loss_pct\":%.4f,\"rtt_us_p50\":%.1f,\"rtt_us_p99\":%.1f}\n",
+           window, elapsed, (unsigned long long)sent, (unsigned long long)valid, (unsigned long long)lost,
+           (unsigned long long)invalid, (unsigned long long)kod, (unsigned long long)unsync, valid / elapsed,
+           answered_or_lost ? 100.0 * lost / answered_or_lost : 0.0, p50, p99);
+    return 0;
+}
