@@ -109,10 +109,11 @@ class NtpService:
             row = self.segment.counters(index)
             for name in totals:
                 totals[name] += row[name]
+            counters = {k: v for k, v in row.items() if k not in ("heartbeat_ns", "pid", "fast_path")}
             out["workers"].append({"index": index, "pid": row["pid"], "alive": bool(slot.process and
                                                                                   slot.process.is_alive()),
                                    "restarts": slot.restarts, "fast_path": bool(row["fast_path"]),
-                                   "requests": row["requests"], "replies": row["replies"]})
+                                   "requests": row["requests"], "replies": row["replies"], "counters": counters})
         out["totals"] = totals
         return out
 
