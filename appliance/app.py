@@ -14,7 +14,6 @@ import logging
 import signal
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from appliance import __version__, leap

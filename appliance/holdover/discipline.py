@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from appliance.events import ClockStateChanged, SetFrequency, StepClock
 from appliance.holdover.oscillator import OscillatorSpec, PowerLaw, power_law
