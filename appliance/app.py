@@ -87,6 +87,7 @@ class Appliance:
         # NTP workers need to stamp packets.  Default: the clock's counter is the host clock.
         self.served_at_host = served_at_host or (lambda h: (backend.served_ns(h), backend.freq_ppb))
         self.ntp: Any = None  # the NTP service edge, when serving
+        self.ptp: Any = None  # the PTP service edge, when enabled
         self._ntp_refid = "GNSS"
         self._ntp_generation = 0
         self.pps_source, self.pps_edges = "none", 0
@@ -218,8 +219,16 @@ class Appliance:
                 log.error("cannot save the learned clock state: %s", exc)
 
     def _publish_ntp(self) -> None:
+        """Hand the clock to the network outputs: NTP workers and the PTP port read the same map."""
+        if self.ntp is None and self.ptp is None:
+            return
+        cmap = self.ntp_clock_map(time.time_ns())
         if self.ntp is not None:
-            self.ntp.publish(self.ntp_clock_map(time.time_ns()))
+            self.ntp.publish(cmap)
+        if self.ptp is not None:
+            from appliance.outputs.ptp.datasets import gm_view
+
+            self.ptp.publish(cmap, gm_view(self.status()))
 
     def ntp_clock_map(self, host_ns: int) -> Any:
         """The map NTP workers serve from, anchored at host time ``host_ns``."""
@@ -258,7 +267,8 @@ class Appliance:
             snap.forced_holdover, snap.time_constant_s, snap.learned_s, snap.predicted_frequency_ppb,
             snap.predicted_aging_ppb_per_day, snap.steps, snap.advertised,
             None if self._sim_time_error is None else self._sim_time_error())
-        outputs = {"ntp": self.ntp.status() if self.ntp is not None else {"enabled": False}}
+        outputs = {"ntp": self.ntp.status() if self.ntp is not None else {"enabled": False},
+                   "ptp": self.ptp.status() if self.ptp is not None else {"enabled": False}}
         return TimeStatus(now, leap.tai_to_utc(now, table).iso_ms(), self.mode, __version__, self.started_at_ns,
                           rx, self._last_sats, summarize(self._last_sats), pps, leap_status, clock,
                           tuple(self.alarms.active.values()), outputs=outputs)
@@ -324,6 +334,12 @@ async def _main(config: Config) -> int:
         app.restore(learned, app.now_tai_ns(), _clock_kept_time(app))
     if config["ntp.enabled"]:
         parts.append(_ntp(config, app))
+    if config["ptp.interface"]:
+        try:
+            parts.append(_ptp(config, app))
+        except ValueError as exc:
+            log.error("cannot start: %s", exc)
+            return 1
     server = ControlServer(config.control_socket_path(), app.handle_command)
     try:
         await server.start()
@@ -392,6 +408,51 @@ def _ntp(config: Config, app: Appliance) -> _NtpPart:
     settings = NtpSettings(str(config["ntp.listen"]), int(config["ntp.port"]), int(config["ntp.workers"]),
                            str(config["ntp.fast_path"]), server, str(config["ntp.keys_file"]))
     return _NtpPart(NtpService(settings), app)
+
+
+class _PtpPart:
+    """Starts the PTP port with the runner's other parts; its faults and state changes become alarms and log."""
+
+    def __init__(self, service: Any, app: Appliance):
+        self.service, self.app = service, app
+
+    def start(self) -> None:
+        self.app.ptp = self.service
+        self.service.start()
+        self.app._publish_ntp()
+
+    def on_event(self, kind: str, text: str) -> None:
+        now = self.app.now_tai_ns()
+        if kind == "ptp-fault":
+            self.app._alarms([Alarm("ptp-not-serving", Severity.MAJOR, True, f"PTP not served: {text}", now)])
+        elif kind == "ptp-state" and "-> FAULTY" not in text:
+            self.app._alarms([Alarm("ptp-not-serving", Severity.MAJOR, False, f"PTP port {text}", now)])
+
+    def stop(self) -> None:
+        self.app.ptp = None
+        self.service.stop()
+
+
+def ptp_settings(config: Config) -> dict[str, Any]:
+    return {k[4:]: v for k, v in config.values.items() if k.startswith("ptp.")}
+
+
+def _ptp(config: Config, app: Appliance) -> _PtpPart:
+    """The PTP port from the profile and the settings; a profile conflict is a start-up error."""
+    from appliance.outputs.ptp.datasets import gm_view
+    from appliance.outputs.ptp.profiles import port_config_from
+    from appliance.outputs.ptp.service import PtpService
+
+    port_config, errors, warnings = port_config_from(ptp_settings(config))
+    if errors:
+        raise ValueError("; ".join(errors))
+    for warning in warnings:
+        log.warning("%s", warning)
+    service = PtpService(port_config, str(config["ptp.interface"]), app.ntp_clock_map(time.time_ns()),
+                         gm_view(app.status()), tuple(config["ptp.management_allow"]))
+    part = _PtpPart(service, app)
+    service.on_event = part.on_event
+    return part
 
 
 def _fresh(learned: LearnedState | None, now_tai_ns: int, max_age_s: int) -> LearnedState | None:

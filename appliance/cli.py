@@ -180,6 +180,17 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     args.config = args.file
     config = load_config(args)
+    if config["ptp.interface"]:
+        from appliance.app import ptp_settings
+        from appliance.outputs.ptp.profiles import port_config_from
+
+        _ptp, errors, warnings = port_config_from(ptp_settings(config))
+        for warning in warnings:
+            print(f"{args.file}: warning: {warning}", file=sys.stderr)
+        if errors:
+            for error in errors:
+                print(f"appliance: config: {args.file}: {error}", file=sys.stderr)
+            return EXIT_CONFIG
     changed = config.changed_from_default()
     print(f"{args.file}: OK ({len(changed)} setting(s) differ from the default)")
     for name, value in sorted(changed.items()):

@@ -123,10 +123,39 @@ SETTINGS: tuple[Setting, ...] = (
       minimum=1, maximum=1_000_000),
     S("ntp.keys_file", "path", "", "Symmetric keys (MD5, SHA1, AES128 CMAC) for authenticated clients"),
     S("ptp.interface", "str", "", "Network interface of the PTP port; empty: PTP disabled"),
-    S("ptp.transport", "enum", "udp4", "PTP transport", choices=("udp4", "udp6", "l2")),
-    S("ptp.profile", "enum", "default-e2e", "PTP profile (a file in deploy/ptp-profiles)",
-      choices=("default-e2e", "default-p2p", "g8275.1", "g8275.2", "c37.238")),
-    S("ptp.domain", "int", 0, "PTP domain number", minimum=0, maximum=255),
+    S("ptp.transport", "enum", "auto", "PTP transport: UDP over IPv4 or IPv6 (ports 319/320), or Ethernet "
+      "(EtherType 0x88F7); auto: the profile's first (l2 for G.8275.1 and C37.238, else udp4)",
+      choices=("auto", "udp4", "udp6", "l2")),
+    S("ptp.profile", "enum", "default-e2e", "PTP profile (a file in deploy/ptp-profiles); also sets the clockClass "
+      "rules", choices=("default-e2e", "default-p2p", "g8275.1", "g8275.2", "c37.238")),
+    S("ptp.domain", "int", -1, "PTP domain number; -1: the profile's", minimum=-1, maximum=255),
+    S("ptp.delay_mechanism", "enum", "auto", "Delay mechanism; auto: the profile's", choices=("auto", "e2e", "p2p")),
+    S("ptp.priority1", "int", -1, "priority1 of the default data set; -1: the profile's", minimum=-1, maximum=255),
+    S("ptp.priority2", "int", -1, "priority2 of the default data set; -1: the profile's", minimum=-1, maximum=255),
+    S("ptp.local_priority", "int", -1, "G.8275.x localPriority; -1: the profile's", minimum=-1, maximum=255),
+    S("ptp.log_sync_interval", "int", 127, "log2 of the Sync interval (-4: 16/s); 127: the profile's",
+      minimum=-7, maximum=127),
+    S("ptp.log_announce_interval", "int", 127, "log2 of the Announce interval; 127: the profile's",
+      minimum=-3, maximum=127),
+    S("ptp.log_min_delay_req_interval", "int", 127, "log2 of the shortest Delay_Req / Pdelay_Req interval asked "
+      "of slaves; 127: the profile's", minimum=-7, maximum=127),
+    S("ptp.announce_receipt_timeout", "int", 0, "Announce intervals without a foreign master's Announce before it "
+      "is forgotten; 0: the profile's", minimum=0, maximum=255),
+    S("ptp.l2_destination", "enum", "auto", "Ethernet destination of non-peer messages: the forwardable "
+      "01:1B:19:00:00:00 or the non-forwardable 01:80:C2:00:00:0E; auto: the profile's",
+      choices=("auto", "forwardable", "non-forwardable")),
+    S("ptp.unicast_max_clients", "int", 0, "Most unicast-negotiated clients granted at once; 0: the profile's",
+      minimum=0, maximum=100_000),
+    S("ptp.grandmaster_id", "int", -1, "C37.238 grandmasterID in the IEEE_C37_238 TLV; -1: the profile's",
+      minimum=-1, maximum=255),
+    S("ptp.management", "enum", "get", "PTP management messages: off, answer GET only, or also accept SET of "
+      "priority1/priority2 (where the profile allows) from ptp.management_allow", choices=("off", "get", "get-set")),
+    S("ptp.management_allow", "networks", ("127.0.0.0/8", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16",
+                                             "::1/128", "fc00::/7", "fe80::/10"),
+      "Sources over UDP whose management messages are answered (GET, and SET when enabled); over Ethernet the "
+      "link is the boundary"),
+    S("ptp.rate_limit_per_s", "float", 200.0, "Average PTP requests per second one source may send (Delay_Req, "
+      "Pdelay_Req, management, signaling); beyond it they are dropped and counted", minimum=1.0, maximum=1_000_000.0),
     S("web.listen", "address", "127.0.0.1", "Address the web console binds"),
     S("web.port", "int", 8443, "TCP port of the web console (HTTPS)", minimum=1, maximum=65535),
     S("snmp.port", "int", 161, "UDP port of the SNMP agent", minimum=1, maximum=65535),

@@ -164,6 +164,9 @@ def render(d: dict[str, Any]) -> str:
     ntp = (d.get("outputs") or {}).get("ntp")
     if ntp:
         lines.append("NTP             : " + _ntp_line(ntp))
+    ptp = (d.get("outputs") or {}).get("ptp")
+    if ptp and ptp.get("enabled"):
+        lines.append("PTP             : " + _ptp_line(ptp))
     alarms = [a for a in d.get("alarms", []) if a["raised"]]
     lines.append("Alarms          : " + ("; ".join(f"[{a['severity']}] {a['text']}" for a in alarms) or "none"))
     return "\n".join(lines)
@@ -184,6 +187,22 @@ def _ntp_line(ntp: dict[str, Any]) -> str:
             f"requests, {t.get('replies', 0)} replies ({t.get('interleaved', 0)} interleaved, "
             f"{t.get('authenticated', 0)} authenticated), {kods} KoD, {t.get('crypto_nak', 0)} crypto-NAK, "
             f"{drops} dropped")
+
+
+def _ptp_line(ptp: dict[str, Any]) -> str:
+    where = f"{ptp.get('profile')} {ptp.get('transport')} on {ptp['interface']} domain {ptp.get('domain')}"
+    if ptp.get("error"):
+        return f"{ptp.get('state', 'FAULTY')} {where}: {ptp['error']}"
+    counters = ptp.get("counters") or {}
+    drops = sum(v for k, v in counters.items() if k.startswith("drop_"))
+    masters = [m for m in ptp.get("foreign_masters", []) if m.get("qualified")]
+    return (f"{ptp['state']} ({ptp.get('reason', '')}), {where}, port {ptp.get('port_identity')}, "
+            f"{ptp.get('timestamping')} timestamps; {ptp.get('slaves_active', 0)} slaves active"
+            f" ({ptp.get('slaves_seen', 0)} seen), {ptp.get('unicast_clients', 0)} unicast clients, "
+            f"{counters.get('tx_sync', 0)} Sync, {counters.get('tx_delay_resp', 0)} Delay_Resp, "
+            f"{counters.get('tx_pdelay_resp', 0)} Pdelay_Resp, {drops} dropped"
+            + (f"; better master {masters[0]['grandmaster']} class {masters[0]['clock_class']}" if masters and
+               ptp["state"] == "PASSIVE" else ""))
 
 
 def _fix_name(epoch: dict[str, Any]) -> str:

@@ -28,6 +28,8 @@ EDGES = {
     "outputs.ntp.service": "starts and watches the NTP worker processes",
     "outputs.ntp.shm": "the shared memory between the appliance and its NTP workers",
     "outputs.ntp.fast": "drives the native fast path from a worker",
+    "outputs.ptp.transport": "PTP sockets (UDP and raw Ethernet), kernel timestamps, error queue, ethtool ioctl",
+    "outputs.ptp.service": "runs the PTP port on the event loop: readers, timers, host clock reads",
 }
 FORBIDDEN_IMPORTS = {"socket", "serial", "scapy", "flask", "pysnmp", "threading", "asyncio", "subprocess",
                      "select", "selectors", "fcntl", "multiprocessing", "signal", "termios", "tty", "pty"}

@@ -1,0 +1,63 @@
+"""What the grandmaster says about its time, taken from ``TimeStatus`` and never from configuration.
+
+Pure core.  ``gm_view`` reads the one quality mapping (``holdover.quality.advertise``, already in the status) and the
+UTC-offset state, so that clockClass, clockAccuracy, offsetScaledLogVariance, timeSource, the traceability flags,
+currentUtcOffset and the leap flags in every Announce and management answer agree with NTP, IRIG-B and the console.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from appliance.holdover.quality import OSLV_UNKNOWN, TIME_SOURCE_INTERNAL_OSCILLATOR
+from appliance.status import TimeStatus
+
+NS_PER_S = 1_000_000_000
+DAY_S = 86_400
+
+
+@dataclass(frozen=True, slots=True)
+class GrandmasterView:
+    """The clock's side of the default and time-properties data sets (IEEE 1588-2019 8.2.1, 8.2.4)."""
+
+    clock_class: int = 248
+    clock_accuracy: int = 0xFE
+    offset_scaled_log_variance: int = OSLV_UNKNOWN
+    time_source: int = TIME_SOURCE_INTERNAL_OSCILLATOR
+    current_utc_offset: int = 37
+    utc_offset_valid: bool = False
+    leap61: bool = False
+    leap59: bool = False
+    time_traceable: bool = False
+    frequency_traceable: bool = False
+    ptp_timescale: bool = True
+    error_bound_ns: int | None = None  # C37.238 totalTimeInaccuracy; the console
+    state: str = "FREERUN"
+
+
+def leap_flags(pending_change_s: int, pending_at_tai_ns: int | None, now_tai_ns: int) -> tuple[bool, bool]:
+    """(leap61, leap59): set through the UTC day whose last minute has 61 (59) seconds (IEEE 1588-2019 8.2.4.3/4),
+    i.e. while the change is at most a day away; cleared once the new offset is in force."""
+    if not pending_change_s or pending_at_tai_ns is None:
+        return False, False
+    left_ns = pending_at_tai_ns - now_tai_ns
+    if not 0 < left_ns <= (DAY_S + max(pending_change_s, 0)) * NS_PER_S:
+        return False, False
+    return pending_change_s > 0, pending_change_s < 0
+
+
+def gm_view(status: TimeStatus) -> GrandmasterView:
+    adv = status.clock.advertised
+    leap = status.leap
+    leap61, leap59 = leap_flags(leap.pending_change_s, leap.pending_at_tai_ns, status.at_tai_ns)
+    if adv is None:
+        return GrandmasterView(current_utc_offset=leap.tai_utc_s, leap61=leap61, leap59=leap59,
+                               state=status.clock.state)
+    # The offset is valid when it is known to be right: from an unexpired table or the receiver's broadcast.
+    valid = leap.source == "receiver" or not leap.table_expired
+    return GrandmasterView(
+        clock_class=adv.clock_class, clock_accuracy=adv.clock_accuracy,
+        offset_scaled_log_variance=adv.offset_scaled_log_variance, time_source=adv.time_source,
+        current_utc_offset=leap.tai_utc_s, utc_offset_valid=valid, leap61=leap61, leap59=leap59,
+        time_traceable=adv.time_traceable, frequency_traceable=adv.frequency_traceable, ptp_timescale=True,
+        error_bound_ns=status.clock.error_bound_ns, state=status.clock.state)

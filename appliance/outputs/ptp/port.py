@@ -1,0 +1,702 @@
+"""One PTP port of the grandmaster, sans-IO: bytes and timestamps in, actions out.
+
+Pure core.  ``handle_rx(data, source, rx_ts_ns, now_ns)``, ``handle_timer(now_ns, served_ns)`` and
+``handle_tx_timestamp(token, tx_ts_ns)`` return lists of actions (``Send``); the edge (transport.py) sends them and
+reports transmit timestamps back.  ``now_ns`` is a monotonic clock for timers; ``rx_ts_ns``, ``tx_ts_ns`` and
+``served_ns`` are on the served clock (TAI ns, the PTP timescale), which the edge maps from kernel timestamps.
+
+The port state machine is a table (``TRANSITIONS``, IEEE 1588-2019 9.2.5 Figure 30 for a port that never becomes a
+slave); the BMCA (bmca.py) recommends MASTER or PASSIVE.  The port is two-step: a Sync leaves with an estimate and
+its Follow_Up carries the transmit timestamp; the same for Pdelay_Resp and Pdelay_Resp_Follow_Up.  Both delay
+mechanisms are served, and unicast negotiation (16.1) grants Announce, Sync and Delay_Resp streams to clients within
+the profile's limits.  Anything malformed, from another domain, from ourselves, over a client's rate or outside the
+allowed networks is dropped and counted by reason, never raised.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from appliance.outputs.ntp.limits import AccessRules, Limit, RateLimiter
+from appliance.outputs.ptp import codec as c
+from appliance.outputs.ptp.bmca import Candidate, Decision, ForeignMasters, best, decide
+from appliance.outputs.ptp.datasets import GrandmasterView
+from appliance.outputs.ptp.profiles import PortConfig
+
+NS_PER_S = 1_000_000_000
+TX_TIMESTAMP_TIMEOUT_NS = NS_PER_S  # a transmit timestamp later than this is given up (and counted)
+MAX_SLAVES_SEEN = 1024
+ALL_PORTS = c.PortIdentity(b"\xff" * 8, 0xFFFF)
+
+# Port states (Table 20) and the transitions a grandmaster port takes (Figure 30, without the slave side).
+INITIALIZING, FAULTY, DISABLED, LISTENING, PRE_MASTER, MASTER, PASSIVE = (
+    "INITIALIZING", "FAULTY", "DISABLED", "LISTENING", "PRE_MASTER", "MASTER", "PASSIVE")
+STATE_CODES = {INITIALIZING: 1, FAULTY: 2, DISABLED: 3, LISTENING: 4, PRE_MASTER: 5, MASTER: 6, PASSIVE: 7}
+TRANSITIONS: dict[tuple[str, str], str] = {
+    (INITIALIZING, "INIT_COMPLETE"): LISTENING,
+    (LISTENING, "ANNOUNCE_RECEIPT_TIMEOUT"): MASTER,
+    (LISTENING, "RS_MASTER"): MASTER,
+    (LISTENING, "RS_PASSIVE"): PASSIVE,
+    (PRE_MASTER, "QUALIFICATION_TIMEOUT"): MASTER,
+    (PRE_MASTER, "RS_PASSIVE"): PASSIVE,
+    (MASTER, "RS_PASSIVE"): PASSIVE,
+    (PASSIVE, "RS_MASTER"): MASTER,
+    (PASSIVE, "ANNOUNCE_RECEIPT_TIMEOUT"): MASTER,
+}
+for _s in (INITIALIZING, LISTENING, PRE_MASTER, MASTER, PASSIVE):
+    TRANSITIONS[(_s, "FAULT_DETECTED")] = FAULTY
+    TRANSITIONS[(_s, "DESIGNATED_DISABLED")] = DISABLED
+TRANSITIONS[(FAULTY, "FAULT_CLEARED")] = INITIALIZING
+TRANSITIONS[(FAULTY, "DESIGNATED_DISABLED")] = DISABLED
+TRANSITIONS[(DISABLED, "DESIGNATED_ENABLED")] = INITIALIZING
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    data: bytes
+    event: bool  # event message (port 319, timestamped) or general (320)
+    to: Any = None  # None: the port's multicast destination; else a transport address (unicast)
+    peer: bool = False  # a peer delay message (Ethernet: 01:80:C2:00:00:0E)
+    token: int | None = None  # the transport reports this message's transmit timestamp under this token
+
+
+@dataclass
+class Grant:
+    log_interval: int
+    expires_ns: int
+
+
+@dataclass
+class UnicastClient:
+    address: Any
+    port: c.PortIdentity
+    grants: dict[int, Grant] = field(default_factory=dict)  # by message type
+    sequence: dict[int, int] = field(default_factory=dict)  # next sequenceId per message type
+    sent_sync: int = 0
+    first_granted_ns: int = 0
+
+
+@dataclass
+class SlaveSeen:
+    port: c.PortIdentity
+    address: str
+    first_seen_ns: int
+    last_seen_ns: int
+    requests: int = 0
+    mechanism: str = "e2e"
+
+
+def _interval_ns(log: int) -> int:
+    return int(NS_PER_S * 2.0 ** log)
+
+
+def _address_text(address: Any) -> str:
+    if isinstance(address, tuple):
+        return str(address[0])
+    if isinstance(address, bytes | bytearray) and len(address) == 6:
+        return ":".join(f"{b:02x}" for b in address)
+    return str(address)
+
+
+class PtpPort:
+    def __init__(self, config: PortConfig, clock_identity: bytes, view: GrandmasterView, now_ns: int,
+                 port_number: int = 1, address_key: Callable[[Any], Any] | None = None,
+                 management_rules: AccessRules | None = None):
+        self.config = config
+        self.identity = c.PortIdentity(clock_identity, port_number)
+        self.view = view
+        self.priority1, self.priority2 = config.priority1, config.priority2
+        self.state, self.state_since_ns, self.reason = INITIALIZING, now_ns, "starting"
+        self.decision: Decision | None = None
+        self.foreign = ForeignMasters(clock_identity, config.announce_receipt_timeout)
+        self.address_key = address_key or (lambda a: a[0] if isinstance(a, tuple) else a)
+        self.limiter = RateLimiter(config.rate_limit_per_s, max(8, int(config.rate_limit_per_s)), 65536)
+        self.management_rules = management_rules
+        self.counters: dict[str, int] = {}
+        self.slaves: OrderedDict[tuple[c.PortIdentity, str], SlaveSeen] = OrderedDict()
+        self.clients: dict[tuple[Any, c.PortIdentity], UnicastClient] = {}
+        self.peer_delay_ns: int | None = None
+        self._seq: dict[int, int] = {}
+        self._tokens = itertools.count(1)
+        self._pending: dict[int, tuple[int, Any, int]] = {}  # token -> (kind, context, deadline)
+        self._pdelay_out: dict[int, dict[str, int]] = {}  # our Pdelay_Req sequenceId -> timestamps
+        self._timers: list[tuple[int, int, str, Any]] = []
+        self._timer_seq = itertools.count()
+        self._due: dict[tuple[str, Any], int] = {}  # live due time per timer key (older heap entries are stale)
+        self.transitions: list[tuple[int, str, str, str]] = []  # (now, old, new, reason), the latest 32
+        self.log_sync = config.log_sync_interval
+        self.log_announce = config.log_announce_interval
+
+    # --- state --------------------------------------------------------------------------------------------
+    def _event(self, event: str, now_ns: int, reason: str) -> list[Send]:
+        new = TRANSITIONS.get((self.state, event))
+        if new is None or new == self.state:
+            return []
+        old, self.state, self.state_since_ns, self.reason = self.state, new, now_ns, reason
+        self.transitions = (self.transitions + [(now_ns, old, new, reason)])[-32:]
+        out: list[Send] = []
+        if new == MASTER:
+            self._at(now_ns, "announce")
+            if self.config.multicast:
+                self._at(now_ns, "sync")
+            for key, client in self.clients.items():  # negotiated streams resume
+                for mtype, kind in ((c.MsgType.SYNC, "u-sync"), (c.MsgType.ANNOUNCE, "u-announce")):
+                    if mtype in client.grants:
+                        self._at(now_ns, kind, key)
+        elif new == LISTENING:
+            self._at(now_ns + self._receipt_timeout_ns(), "listening")
+        if new in (LISTENING, MASTER, PASSIVE) and self.config.delay_mechanism == "p2p":
+            self._at(now_ns, "pdelay")
+        return out
+
+    def start(self, now_ns: int) -> list[Send]:
+        out = self._event("INIT_COMPLETE", now_ns, "initialized")
+        if self.config.master_only:  # a masterOnly port does not wait to hear a better master (G.8275.x)
+            out += self._event("RS_MASTER", now_ns, "masterOnly port (profile)")
+        return out
+
+    def fault(self, now_ns: int, reason: str) -> list[Send]:
+        return self._event("FAULT_DETECTED", now_ns, reason)
+
+    def fault_cleared(self, now_ns: int) -> list[Send]:
+        self._event("FAULT_CLEARED", now_ns, "transport usable again")
+        return self.start(now_ns)
+
+    def _receipt_timeout_ns(self) -> int:
+        return self.config.announce_receipt_timeout * _interval_ns(self.log_announce)
+
+    def _run_bmca(self, now_ns: int) -> list[Send]:
+        qualified = self.foreign.qualified(now_ns)
+        erbest = best([Candidate.from_announce(a, self.identity, self.config.local_priority) for a in qualified],
+                      self.config.dataset_comparison == "g8275")
+        d = decide(self._d0(), erbest, self.state == LISTENING, self.config.master_only,
+                   self.config.dataset_comparison == "g8275")
+        self.decision = d
+        if d.state == MASTER:
+            return self._event("RS_MASTER", now_ns, d.reason)
+        if d.state == PASSIVE:
+            return self._event("RS_PASSIVE", now_ns, d.reason)
+        return []
+
+    def _d0(self) -> Candidate:
+        v = self.view
+        return Candidate(self.priority1, self.identity.clock_identity, v.clock_class, v.clock_accuracy,
+                         v.offset_scaled_log_variance, self.priority2, 0, self.identity, self.identity,
+                         self.config.local_priority)
+
+    def update_view(self, view: GrandmasterView, now_ns: int) -> list[Send]:
+        """The clock's quality changed (or the second ticked): re-run the BMCA when what we announce changed, and
+        tell the network at once rather than at the next Announce."""
+        changed = _announced(view) != _announced(self.view)
+        quality_changed = (view.clock_class, view.clock_accuracy, view.offset_scaled_log_variance) != (
+            self.view.clock_class, self.view.clock_accuracy, self.view.offset_scaled_log_variance)
+        self.view = view
+        out: list[Send] = []
+        if quality_changed and self.state in (MASTER, PASSIVE):
+            out += self._run_bmca(now_ns)
+        if changed and self.state == MASTER:
+            self._at(now_ns, "announce")
+        return out
+
+    # --- timers -------------------------------------------------------------------------------------------
+    def _at(self, at_ns: int, kind: str, key: Any = None) -> None:
+        self._due[(kind, key)] = at_ns
+        heapq.heappush(self._timers, (at_ns, next(self._timer_seq), kind, key))
+
+    def next_due_ns(self) -> int | None:
+        while self._timers:
+            at, _, kind, key = self._timers[0]
+            if self._due.get((kind, key)) == at:
+                return at
+            heapq.heappop(self._timers)
+        return None
+
+    def handle_timer(self, now_ns: int, served_ns: int) -> list[Send]:
+        out: list[Send] = []
+        while self._timers and self._timers[0][0] <= now_ns:
+            at, _, kind, key = heapq.heappop(self._timers)
+            if self._due.get((kind, key)) != at:
+                continue
+            del self._due[(kind, key)]
+            out += self._fire(kind, key, at, now_ns, served_ns)
+        self._expire_pending(now_ns)
+        return out
+
+    def _fire(self, kind: str, key: Any, at: int, now_ns: int, served_ns: int) -> list[Send]:
+        if kind == "listening":
+            if self.state == LISTENING:
+                if self.foreign.qualified(now_ns):
+                    self.state_since_ns = now_ns  # leave LISTENING through the BMCA below
+                    return self._bmca_after_listening(now_ns)
+                return self._event("ANNOUNCE_RECEIPT_TIMEOUT", now_ns, "no better master heard")
+            return []
+        if kind == "foreign":
+            out = []
+            if self.foreign.expire(now_ns) and self.state in (MASTER, PASSIVE):
+                out = self._run_bmca(now_ns)
+            self._schedule_foreign()
+            return out
+        if kind == "announce" and self.state == MASTER:
+            nxt = at + _interval_ns(self.log_announce)
+            self._at(nxt if nxt > now_ns else now_ns + _interval_ns(self.log_announce), "announce")
+            return [self._announce(served_ns)] if self.config.multicast else []
+        if kind == "sync" and self.state == MASTER and self.config.multicast:
+            nxt = at + _interval_ns(self.log_sync)
+            self._at(nxt if nxt > now_ns else now_ns + _interval_ns(self.log_sync), "sync")
+            return self._sync(served_ns, None, self.log_sync, now_ns)
+        if kind == "pdelay" and self.state in (LISTENING, MASTER, PASSIVE):
+            self._at(now_ns + _interval_ns(self.config.log_min_pdelay_req_interval), "pdelay")
+            return self._pdelay_req(served_ns, now_ns)
+        if kind.startswith("u-"):
+            return self._unicast_timer(kind, key, at, now_ns, served_ns)
+        return []
+
+    def _bmca_after_listening(self, now_ns: int) -> list[Send]:
+        d = self._run_bmca(now_ns)
+        if self.state == LISTENING:  # the BMCA kept it listening (cannot happen with a qualified master)
+            return self._event("ANNOUNCE_RECEIPT_TIMEOUT", now_ns, "listening ended")
+        return d
+
+    def _schedule_foreign(self) -> None:
+        nxt = self.foreign.next_expiry_ns()
+        if nxt is not None:
+            self._at(nxt, "foreign")
+
+    # --- sending ------------------------------------------------------------------------------------------
+    def _next_seq(self, msg_type: int, client: UnicastClient | None = None) -> int:
+        table = client.sequence if client is not None else self._seq
+        seq = table.get(msg_type, 0)
+        table[msg_type] = (seq + 1) & 0xFFFF
+        return seq
+
+    def _header(self, msg_type: c.MsgType, seq: int, log_interval: int = 0x7F, flags: int = 0,
+                correction: int = 0) -> c.Header:
+        return c.Header(msg_type, self.config.domain, self.identity, seq, flags=flags, correction=correction,
+                        log_interval=log_interval)
+
+    def _count(self, name: str, n: int = 1) -> None:
+        self.counters[name] = self.counters.get(name, 0) + n
+
+    def _announce(self, served_ns: int, client: UnicastClient | None = None, log_interval: int | None = None) -> Send:
+        v = self.view
+        flags = ((c.FLAG_LEAP61 if v.leap61 else 0) | (c.FLAG_LEAP59 if v.leap59 else 0)
+                 | (c.FLAG_UTC_OFFSET_VALID if v.utc_offset_valid else 0)
+                 | (c.FLAG_PTP_TIMESCALE if v.ptp_timescale else 0)
+                 | (c.FLAG_TIME_TRACEABLE if v.time_traceable else 0)
+                 | (c.FLAG_FREQUENCY_TRACEABLE if v.frequency_traceable else 0)
+                 | (c.FLAG_UNICAST if client is not None else 0))
+        tlvs: tuple[Any, ...] = ()
+        if self.config.c37238_tlv:
+            bound = v.error_bound_ns
+            tlvs = (c.c37238_2017_tlv(self.config.grandmaster_id,
+                                      0xFFFFFFFF if bound is None else min(bound, 0xFFFFFFFE)),)
+        msg = c.Announce(
+            self._header(c.MsgType.ANNOUNCE, self._next_seq(c.MsgType.ANNOUNCE, client),
+                         self.log_announce if log_interval is None else log_interval, flags),
+            max(0, served_ns), v.current_utc_offset, self.priority1,
+            c.ClockQuality(v.clock_class, v.clock_accuracy, v.offset_scaled_log_variance), self.priority2,
+            self.identity.clock_identity, 0, v.time_source, tlvs)
+        self._count("tx_announce")
+        return Send(c.encode(msg), False, client.address if client else None)
+
+    def _sync(self, served_ns: int, client: UnicastClient | None, log_interval: int, now_ns: int) -> list[Send]:
+        seq = self._next_seq(c.MsgType.SYNC, client)
+        flags = c.FLAG_TWO_STEP | (c.FLAG_UNICAST if client is not None else 0)
+        token = next(self._tokens)
+        to = client.address if client is not None else None
+        self._pending[token] = (c.MsgType.SYNC, (seq, to, log_interval, flags), now_ns + TX_TIMESTAMP_TIMEOUT_NS)
+        self._count("tx_sync")
+        return [Send(c.encode(c.Sync(self._header(c.MsgType.SYNC, seq, log_interval, flags), max(0, served_ns))),
+                     True, to, token=token)]
+
+    def handle_tx_timestamp(self, token: int, tx_ts_ns: int) -> list[Send]:
+        pending = self._pending.pop(token, None)
+        if pending is None:
+            self._count("tx_timestamp_late")
+            return []
+        kind, ctx, _deadline = pending
+        if kind == c.MsgType.SYNC:
+            seq, to, log_interval, flags = ctx
+            self._count("tx_follow_up")
+            msg = c.FollowUp(self._header(c.MsgType.FOLLOW_UP, seq, log_interval, flags & c.FLAG_UNICAST), tx_ts_ns)
+            return [Send(c.encode(msg), False, to)]
+        if kind == c.MsgType.PDELAY_RESP:
+            seq, to, requester, correction, domain = ctx
+            self._count("tx_pdelay_resp_follow_up")
+            header = c.Header(c.MsgType.PDELAY_RESP_FOLLOW_UP, domain, self.identity, seq, correction=correction)
+            return [Send(c.encode(c.PdelayRespFollowUp(header, tx_ts_ns, requester)), False, to, peer=True)]
+        if kind == c.MsgType.PDELAY_REQ:
+            out = self._pdelay_out.get(ctx)
+            if out is not None:
+                out["t1"] = tx_ts_ns
+                self._peer_delay(ctx)
+        return []
+
+    def _expire_pending(self, now_ns: int) -> None:
+        late = [t for t, (_, _, deadline) in self._pending.items() if deadline <= now_ns]
+        for token in late:
+            del self._pending[token]
+        if late:
+            self._count("tx_timestamp_missing", len(late))
+
+    # --- peer delay ---------------------------------------------------------------------------------------
+    def _pdelay_req(self, served_ns: int, now_ns: int) -> list[Send]:
+        seq = self._next_seq(c.MsgType.PDELAY_REQ)
+        token = next(self._tokens)
+        self._pending[token] = (c.MsgType.PDELAY_REQ, seq, now_ns + TX_TIMESTAMP_TIMEOUT_NS)
+        self._pdelay_out = {k: v for k, v in self._pdelay_out.items() if (seq - k) & 0xFFFF < 8}
+        self._pdelay_out[seq] = {}
+        self._count("tx_pdelay_req")
+        return [Send(c.encode(c.PdelayReq(self._header(c.MsgType.PDELAY_REQ, seq), max(0, served_ns))), True,
+                     None, peer=True, token=token)]
+
+    def _peer_delay(self, seq: int) -> None:
+        t = self._pdelay_out.get(seq, {})
+        if {"t1", "t2", "t3", "t4"} <= t.keys():
+            delay = ((t["t4"] - t["t1"]) - (t["t3"] - t["t2"]) - t.get("corr", 0)) // 2
+            self.peer_delay_ns = delay if self.peer_delay_ns is None else (self.peer_delay_ns * 7 + delay) // 8
+            del self._pdelay_out[seq]
+
+    # --- receiving ----------------------------------------------------------------------------------------
+    def handle_rx(self, data: bytes, source: Any, rx_ts_ns: int | None, now_ns: int) -> list[Send]:
+        try:
+            msg = c.decode(data)
+        except c.PtpDecodeError as exc:
+            self._count("drop_" + exc.reason)
+            return []
+        h = msg.header
+        if h.source_port.clock_identity == self.identity.clock_identity:
+            self._count("drop_own")  # our own multicast, looped back
+            return []
+        if h.domain != self.config.domain:
+            self._count("drop_other_domain")
+            return []
+        if h.major_sdo_id != 0:
+            self._count("drop_other_sdo")
+            return []
+        self._count("rx_" + type(msg).__name__.lower())
+        if self.state in (INITIALIZING, FAULTY, DISABLED):
+            self._count("drop_port_not_ready")
+            return []
+        if isinstance(msg, c.Announce):
+            return self._on_announce(msg, now_ns)
+        if isinstance(msg, (c.DelayReq, c.PdelayReq, c.Management, c.Signaling)):
+            if self.limiter.check(self.address_key(source), now_ns) is not Limit.PASS:
+                self._count("drop_rate_limited")
+                return []
+        if isinstance(msg, c.DelayReq):
+            return self._on_delay_req(msg, source, rx_ts_ns, now_ns)
+        if isinstance(msg, c.PdelayReq):
+            return self._on_pdelay_req(msg, source, rx_ts_ns, now_ns)
+        if isinstance(msg, c.PdelayResp):
+            return self._on_pdelay_resp(msg, rx_ts_ns)
+        if isinstance(msg, c.PdelayRespFollowUp):
+            return self._on_pdelay_resp_fup(msg)
+        if isinstance(msg, c.Management):
+            return self._on_management(msg, source, now_ns)
+        if isinstance(msg, c.Signaling):
+            return self._on_signaling(msg, source, now_ns)
+        self._count("ignored_" + type(msg).__name__.lower())  # Sync/Follow_Up/Delay_Resp of another master
+        return []
+
+    def _on_announce(self, msg: c.Announce, now_ns: int) -> list[Send]:
+        newly = self.foreign.on_announce(msg, now_ns)
+        self._schedule_foreign()
+        if self.state == LISTENING:
+            return self._run_bmca(now_ns) if newly else []
+        if self.state in (MASTER, PASSIVE, PRE_MASTER):
+            return self._run_bmca(now_ns)
+        return []
+
+    def _seen(self, port: c.PortIdentity, source: Any, now_ns: int, mechanism: str) -> None:
+        key = (port, _address_text(source))
+        entry = self.slaves.get(key)
+        if entry is None:
+            if len(self.slaves) >= MAX_SLAVES_SEEN:
+                self.slaves.popitem(last=False)
+            entry = self.slaves[key] = SlaveSeen(port, key[1], now_ns, now_ns, mechanism=mechanism)
+        else:
+            self.slaves.move_to_end(key)
+        entry.last_seen_ns = now_ns
+        entry.requests += 1
+
+    def _on_delay_req(self, msg: c.DelayReq, source: Any, rx_ts_ns: int | None, now_ns: int) -> list[Send]:
+        if self.state != MASTER:
+            self._count("drop_not_master")
+            return []
+        if self.config.delay_mechanism != "e2e":
+            self._count("drop_wrong_delay_mechanism")
+            return []
+        if rx_ts_ns is None:
+            self._count("drop_no_rx_timestamp")
+            return []
+        unicast = bool(msg.header.flags & c.FLAG_UNICAST)
+        if unicast and self.config.unicast_negotiation:
+            client = self.clients.get((self.address_key(source), msg.header.source_port))
+            if client is None or c.MsgType.DELAY_RESP not in client.grants:
+                self._count("drop_no_grant")
+                return []
+        self._seen(msg.header.source_port, source, now_ns, "e2e")
+        log_interval = self.config.log_min_delay_req_interval
+        if unicast and self.config.unicast_negotiation:
+            log_interval = client.grants[c.MsgType.DELAY_RESP].log_interval  # type: ignore[union-attr]
+        header = self._header(c.MsgType.DELAY_RESP, msg.header.sequence_id, log_interval,
+                              c.FLAG_UNICAST if unicast else 0, msg.header.correction)
+        self._count("tx_delay_resp")
+        return [Send(c.encode(c.DelayResp(header, rx_ts_ns, msg.header.source_port)), False,
+                     source if unicast else None)]
+
+    def _on_pdelay_req(self, msg: c.PdelayReq, source: Any, rx_ts_ns: int | None, now_ns: int) -> list[Send]:
+        if self.config.delay_mechanism != "p2p":
+            self._count("drop_wrong_delay_mechanism")
+            return []
+        if rx_ts_ns is None:
+            self._count("drop_no_rx_timestamp")
+            return []
+        self._seen(msg.header.source_port, source, now_ns, "p2p")
+        unicast = bool(msg.header.flags & c.FLAG_UNICAST)
+        to = source if unicast else None
+        seq = msg.header.sequence_id
+        token = next(self._tokens)
+        self._pending[token] = (c.MsgType.PDELAY_RESP, (seq, to, msg.header.source_port, msg.header.correction,
+                                                        msg.header.domain), now_ns + TX_TIMESTAMP_TIMEOUT_NS)
+        header = c.Header(c.MsgType.PDELAY_RESP, msg.header.domain, self.identity, seq, flags=c.FLAG_TWO_STEP)
+        self._count("tx_pdelay_resp")
+        return [Send(c.encode(c.PdelayResp(header, rx_ts_ns, msg.header.source_port)), True, to, peer=True,
+                     token=token)]
+
+    def _on_pdelay_resp(self, msg: c.PdelayResp, rx_ts_ns: int | None) -> list[Send]:
+        t = self._pdelay_out.get(msg.header.sequence_id)
+        if t is None or msg.requesting_port != self.identity or rx_ts_ns is None:
+            return []
+        t["t2"], t["t4"], t["corr"] = msg.request_receipt_ts_ns, rx_ts_ns, msg.header.correction >> 16
+        if not msg.header.flags & c.FLAG_TWO_STEP:
+            t["t3"] = msg.request_receipt_ts_ns
+        self._peer_delay(msg.header.sequence_id)
+        return []
+
+    def _on_pdelay_resp_fup(self, msg: c.PdelayRespFollowUp) -> list[Send]:
+        t = self._pdelay_out.get(msg.header.sequence_id)
+        if t is None or msg.requesting_port != self.identity:
+            return []
+        t["t3"] = msg.response_origin_ts_ns
+        t["corr"] = t.get("corr", 0) + (msg.header.correction >> 16)
+        self._peer_delay(msg.header.sequence_id)
+        return []
+
+    # --- management (15) ------------------------------------------------------------------------------------
+    def _on_management(self, msg: c.Management, source: Any, now_ns: int) -> list[Send]:
+        cfg = self.config
+        if cfg.management == "off":
+            self._count("drop_management_off")
+            return []
+        if msg.target_port.clock_identity not in (self.identity.clock_identity, ALL_PORTS.clock_identity) or \
+                msg.target_port.port_number not in (self.identity.port_number, 0xFFFF):
+            self._count("drop_management_not_for_us")
+            return []
+        if self.management_rules is not None and isinstance(source, tuple) and \
+                not self.management_rules.is_allowed(source[0]):
+            self._count("drop_management_denied")
+            return []
+        if msg.action not in (c.GET, c.SET) or len(msg.tlvs) != 1 or not isinstance(msg.tlvs[0], c.ManagementTlv):
+            self._count("drop_management_unsupported")
+            return []
+        tlv = msg.tlvs[0]
+        if msg.action == c.SET:
+            reply_tlv = self._management_set(tlv, source)
+        else:
+            reply_tlv = self._management_get(tlv.management_id)
+        header = c.Header(c.MsgType.MANAGEMENT, cfg.domain, self.identity, msg.header.sequence_id,
+                          flags=msg.header.flags & c.FLAG_UNICAST)
+        hops = max(0, msg.starting_boundary_hops - msg.boundary_hops)
+        reply = c.Management(header, msg.header.source_port, hops, hops,
+                             c.RESPONSE if msg.action == c.GET else c.ACKNOWLEDGE, (reply_tlv,))
+        self._count("tx_management")
+        return [Send(c.encode(reply), False, source)]
+
+    def _management_get(self, mid: int) -> Any:
+        body = self._dataset(mid)
+        if body is None:
+            self._count("management_no_such_id")
+            return c.ManagementErrorStatusTlv(c.NOT_SUPPORTED, mid)
+        return c.ManagementTlv(mid, body)
+
+    def _management_set(self, tlv: c.ManagementTlv, source: Any) -> Any:
+        mid = tlv.management_id
+        names = {c.PRIORITY1: "priority1", c.PRIORITY2: "priority2"}
+        name = names.get(mid)
+        if self.config.management != "get-set" or name is None or name not in self.config.management_set:
+            self._count("management_set_refused")
+            return c.ManagementErrorStatusTlv(c.NOT_SETABLE, mid)
+        try:
+            value = c.OneOctetBody.unpack(tlv.data).value
+        except c.PtpDecodeError:
+            return c.ManagementErrorStatusTlv(c.WRONG_LENGTH, mid)
+        old = getattr(self, name)
+        setattr(self, name, value)
+        self._count("management_set")
+        self.last_set = (name, old, value, _address_text(source))
+        return c.ManagementTlv(mid, c.OneOctetBody(value).pack())
+
+    def _dataset(self, mid: int) -> bytes | None:
+        v, cfg = self.view, self.config
+        quality = c.ClockQuality(v.clock_class, v.clock_accuracy, v.offset_scaled_log_variance)
+        if mid == c.DEFAULT_DATA_SET:
+            return c.DefaultDataSetBody(True, cfg.slave_only, 1, self.priority1, quality, self.priority2,
+                                        self.identity.clock_identity, cfg.domain).pack()
+        if mid == c.CURRENT_DATA_SET:
+            return c.CurrentDataSetBody(0, 0, 0).pack()
+        if mid == c.PARENT_DATA_SET:
+            return c.ParentDataSetBody(self.identity, False, 0xFFFF, 0x7FFFFFFF, self.priority1, quality,
+                                       self.priority2, self.identity.clock_identity).pack()
+        if mid == c.TIME_PROPERTIES_DATA_SET:
+            return c.TimePropertiesDataSetBody(v.current_utc_offset, v.leap61, v.leap59, v.utc_offset_valid,
+                                               v.ptp_timescale, v.time_traceable, v.frequency_traceable,
+                                               v.time_source).pack()
+        if mid == c.PORT_DATA_SET:
+            return c.PortDataSetBody(self.identity, STATE_CODES[self.state], cfg.log_min_delay_req_interval,
+                                     (self.peer_delay_ns or 0) << 16, self.log_announce, cfg.announce_receipt_timeout,
+                                     self.log_sync, 1 if cfg.delay_mechanism == "e2e" else 2,
+                                     cfg.log_min_pdelay_req_interval, 0x12).pack()
+        if mid == c.PRIORITY1:
+            return c.OneOctetBody(self.priority1).pack()
+        if mid == c.PRIORITY2:
+            return c.OneOctetBody(self.priority2).pack()
+        if mid == c.DOMAIN:
+            return c.OneOctetBody(cfg.domain).pack()
+        if mid == c.NULL_MANAGEMENT:
+            return b""
+        return None
+
+    # --- unicast negotiation (16.1) --------------------------------------------------------------------------
+    def _on_signaling(self, msg: c.Signaling, source: Any, now_ns: int) -> list[Send]:
+        if msg.target_port not in (self.identity, ALL_PORTS) and msg.target_port.clock_identity != b"\xff" * 8:
+            self._count("drop_signaling_not_for_us")
+            return []
+        replies: list[Any] = []
+        key = (self.address_key(source), msg.header.source_port)
+        for tlv in msg.tlvs:
+            if isinstance(tlv, c.RequestUnicastTransmissionTlv):
+                replies.append(self._grant(key, source, tlv, now_ns))
+            elif isinstance(tlv, c.CancelUnicastTransmissionTlv):
+                client = self.clients.get(key)
+                if client is not None:
+                    client.grants.pop(int(tlv.message_type), None)
+                    if not client.grants:
+                        del self.clients[key]
+                self._count("unicast_cancelled")
+                replies.append(c.AcknowledgeCancelUnicastTransmissionTlv(tlv.message_type))
+        if not replies:
+            return []
+        header = self._header(c.MsgType.SIGNALING, self._next_seq(c.MsgType.SIGNALING), flags=c.FLAG_UNICAST)
+        self._count("tx_signaling")
+        return [Send(c.encode(c.Signaling(header, msg.header.source_port, tuple(replies))), False, source)]
+
+    def _grant(self, key: tuple[Any, c.PortIdentity], source: Any, tlv: Any, now_ns: int) -> Any:
+        cfg = self.config
+        mtype = int(tlv.message_type)
+        limits = {c.MsgType.ANNOUNCE: cfg.unicast_log_announce_interval, c.MsgType.SYNC: cfg.unicast_log_sync_interval,
+                  c.MsgType.DELAY_RESP: cfg.unicast_log_delay_resp_interval}
+        rng = limits.get(c.MsgType(mtype)) if mtype in limits else None
+
+        def deny(why: str) -> Any:
+            self._count("unicast_denied_" + why)
+            return c.GrantUnicastTransmissionTlv(tlv.message_type, tlv.log_inter_message_period, 0, False)
+
+        if not cfg.unicast_negotiation:
+            return deny("not_offered")
+        if rng is None:
+            return deny("message_type")
+        if not rng[0] <= tlv.log_inter_message_period <= rng[1]:
+            return deny("rate")
+        if self.state != MASTER:
+            return deny("not_master")
+        client = self.clients.get(key)
+        if client is None:
+            if len(self.clients) >= cfg.unicast_max_clients:
+                return deny("capacity")
+            client = self.clients[key] = UnicastClient(source, key[1], first_granted_ns=now_ns)
+        duration = min(max(tlv.duration_s, cfg.unicast_duration_s[0]), cfg.unicast_duration_s[1])
+        expires = now_ns + duration * NS_PER_S
+        old = client.grants.get(mtype)
+        client.grants[mtype] = Grant(tlv.log_inter_message_period, expires)
+        self._at(expires, "u-expire", (key, mtype))
+        if mtype in (c.MsgType.SYNC, c.MsgType.ANNOUNCE) and (old is None or old.log_interval !=
+                                                                tlv.log_inter_message_period):
+            self._at(now_ns, "u-sync" if mtype == c.MsgType.SYNC else "u-announce", key)
+        self._count("unicast_granted")
+        return c.GrantUnicastTransmissionTlv(tlv.message_type, tlv.log_inter_message_period, duration, True)
+
+    def _unicast_timer(self, kind: str, key: Any, at: int, now_ns: int, served_ns: int) -> list[Send]:
+        if kind == "u-expire":
+            client_key, mtype = key
+            client = self.clients.get(client_key)
+            if client is not None:
+                grant = client.grants.get(mtype)
+                if grant is not None and grant.expires_ns <= now_ns:
+                    del client.grants[mtype]
+                    self._count("unicast_expired")
+                if not client.grants:
+                    del self.clients[client_key]
+            return []
+        client = self.clients.get(key)
+        mtype = c.MsgType.SYNC if kind == "u-sync" else c.MsgType.ANNOUNCE
+        grant = client.grants.get(mtype) if client is not None else None
+        if client is None or grant is None or self.state != MASTER:
+            return []
+        step = _interval_ns(grant.log_interval)
+        nxt = at + step
+        self._at(nxt if nxt > now_ns else now_ns + step, kind, key)
+        if mtype == c.MsgType.SYNC:
+            client.sent_sync += 1
+            return self._sync(served_ns, client, grant.log_interval, now_ns)
+        return [self._announce(served_ns, client, grant.log_interval)]
+
+    # --- the read model ----------------------------------------------------------------------------------------
+    def snapshot(self, now_ns: int) -> dict[str, Any]:
+        cfg = self.config
+        masters = []
+        qualified = {id(a) for a in self.foreign.qualified(now_ns)}
+        for sender, entry in self.foreign.masters.items():
+            a = entry.announce
+            masters.append({
+                "port_identity": _pid(sender), "grandmaster": a.gm_identity.hex(),
+                "clock_class": a.gm_clock_quality.clock_class, "clock_accuracy": a.gm_clock_quality.clock_accuracy,
+                "priority1": a.gm_priority1, "priority2": a.gm_priority2, "steps_removed": a.steps_removed,
+                "qualified": id(a) in qualified, "last_seen_s_ago": round((now_ns - entry.received_ns[-1]) / 1e9, 1)})
+        slaves = [{"port_identity": _pid(s.port), "address": s.address, "mechanism": s.mechanism,
+                   "requests": s.requests, "last_seen_s_ago": round((now_ns - s.last_seen_ns) / 1e9, 1)}
+                  for s in reversed(self.slaves.values())][:64]
+        return {
+            "state": self.state, "reason": self.reason, "state_for_s": round((now_ns - self.state_since_ns) / 1e9, 1),
+            "port_identity": _pid(self.identity), "profile": cfg.profile, "transport": cfg.transport,
+            "domain": cfg.domain, "delay_mechanism": cfg.delay_mechanism, "priority1": self.priority1,
+            "priority2": self.priority2, "log_sync_interval": self.log_sync,
+            "log_announce_interval": self.log_announce, "clock_class": self.view.clock_class,
+            "clock_accuracy": self.view.clock_accuracy, "time_source": self.view.time_source,
+            "peer_delay_ns": self.peer_delay_ns, "foreign_masters": masters,
+            "slaves_seen": len(self.slaves), "slaves_active": sum(1 for s in self.slaves.values()
+                                                                  if now_ns - s.last_seen_ns < 60 * NS_PER_S),
+            "slaves": slaves, "unicast_clients": len(self.clients),
+            "counters": dict(sorted(self.counters.items())),
+            "transitions": [{"s_ago": round((now_ns - t) / 1e9, 1), "from": a, "to": b, "reason": r}
+                            for t, a, b, r in self.transitions[-8:]],
+        }
+
+
+def _announced(v: GrandmasterView) -> tuple[Any, ...]:
+    """What, when it changes, is worth an Announce at once: the state-level fields.  clockAccuracy and
+    offsetScaledLogVariance follow the measured bound and stability second by second; they go out with the next
+    regular Announce (so do the C37.238 TLV's inaccuracy)."""
+    return (v.clock_class, v.time_source, v.current_utc_offset, v.utc_offset_valid, v.leap61, v.leap59,
+            v.time_traceable, v.frequency_traceable, v.ptp_timescale)
+
+
+def _pid(p: c.PortIdentity) -> str:
+    ident = p.clock_identity.hex()
+    return f"{ident[:6]}.{ident[6:10]}.{ident[10:]}-{p.port_number}"
