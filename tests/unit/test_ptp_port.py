@@ -8,7 +8,7 @@ import pytest
 
 from appliance.outputs.ntp.limits import AccessRules
 from appliance.outputs.ptp import codec as c
-from appliance.outputs.ptp.datasets import GrandmasterView, leap_flags
+from appliance.outputs.ptp.datasets import AnnouncedQuality, GrandmasterView, leap_flags
 from appliance.outputs.ptp.port import (LISTENING, MASTER, PASSIVE, TRANSITIONS, PtpPort, Send)
 from appliance.outputs.ptp.profiles import load_profile, resolve
 
@@ -82,7 +82,7 @@ def test_announce_says_what_the_clock_status_says() -> None:
     port = make()
     sent = run(port, 7 * S)
     ann = next(m for m in sent if isinstance(m, c.Announce))
-    assert ann.gm_clock_quality == c.ClockQuality(6, 0x21, 0x4E5D)
+    assert ann.gm_clock_quality == c.ClockQuality(6, 0x21, 0x4F00)  # variance rounded up to a whole step
     assert ann.time_source == 0x20 and ann.current_utc_offset == 37 and ann.steps_removed == 0
     assert ann.gm_identity == OWN
     flags = ann.header.flags
@@ -332,3 +332,17 @@ def test_a_flood_from_one_source_is_rate_limited() -> None:
     run(port, 7 * S)
     answered = sum(1 for i in range(100) if port.handle_rx(delay_req(i), SRC, 5, 8 * S))
     assert answered == 10 and port.counters["drop_rate_limited"] == 90
+
+
+def test_announced_quality_worsens_at_once_improves_only_after_holding() -> None:
+    q = AnnouncedQuality()
+    assert q.apply(LOCKED, 0).offset_scaled_log_variance == 0x4F00
+    assert q.apply(dataclasses.replace(LOCKED, offset_scaled_log_variance=0x4E01), 1 * S).offset_scaled_log_variance \
+        == 0x4F00  # same step: no change at all
+    worse = q.apply(dataclasses.replace(LOCKED, clock_accuracy=0x22), 2 * S)
+    assert worse.clock_accuracy == 0x22  # worse: at once
+    for t in range(3, 32):
+        assert q.apply(LOCKED, t * S).clock_accuracy == 0x22  # better: not yet
+    assert q.apply(LOCKED, 33 * S).clock_accuracy == 0x21  # better for 30 s: now
+    assert q.apply(HOLDOVER, 34 * S).clock_accuracy == 0x23  # a class change takes the values of the moment
+    assert q.apply(dataclasses.replace(HOLDOVER, clock_class=6, clock_accuracy=0x20), 35 * S).clock_accuracy == 0x20

@@ -61,3 +61,49 @@ def gm_view(status: TimeStatus) -> GrandmasterView:
         current_utc_offset=leap.tai_utc_s, utc_offset_valid=valid, leap61=leap61, leap59=leap59,
         time_traceable=adv.time_traceable, frequency_traceable=adv.frequency_traceable, ptp_timescale=True,
         error_bound_ns=status.clock.error_bound_ns, state=status.clock.state)
+
+
+IMPROVE_AFTER_NS = 30 * NS_PER_S
+OSLV_STEP = 0x100  # one step of offsetScaledLogVariance is a factor of 2 in variance (2**8 per log2)
+
+
+class AnnouncedQuality:
+    """clockAccuracy and offsetScaledLogVariance as the BMCA should see them: honest, but not jittering.
+
+    The clock's bound and measured stability move a little every second.  Announced raw, two equally good
+    grandmasters would swap places on measurement noise (both fields are compared before priority2), and operators
+    could not make one the preferred one.  So: the variance is rounded up to a whole step (a factor of 2), a worse
+    value is announced at once, a better one only after it has held for ``IMPROVE_AFTER_NS`` (the worst value of
+    that stretch), and a change of clockClass takes the values of the moment."""
+
+    def __init__(self) -> None:
+        self._announced: tuple[int, int] | None = None
+        self._class: int | None = None
+        self._better_since_ns: int | None = None
+        self._better_worst: tuple[int, int] | None = None
+
+    def apply(self, view: GrandmasterView, now_ns: int) -> GrandmasterView:
+        oslv = view.offset_scaled_log_variance
+        if oslv != OSLV_UNKNOWN:
+            oslv = min(OSLV_UNKNOWN, -(-oslv // OSLV_STEP) * OSLV_STEP)
+        raw = (view.clock_accuracy, oslv)
+        if self._announced is None or view.clock_class != self._class:
+            self._announced, self._class, self._better_since_ns = raw, view.clock_class, None
+        elif raw[0] > self._announced[0] or raw[1] > self._announced[1]:
+            self._announced = (max(raw[0], self._announced[0]), max(raw[1], self._announced[1]))
+            self._better_since_ns = None
+        elif raw != self._announced:
+            if self._better_since_ns is None:
+                self._better_since_ns, self._better_worst = now_ns, raw
+            assert self._better_worst is not None
+            self._better_worst = (max(self._better_worst[0], raw[0]), max(self._better_worst[1], raw[1]))
+            if now_ns - self._better_since_ns >= IMPROVE_AFTER_NS:
+                self._announced, self._better_since_ns = self._better_worst, None
+        else:
+            self._better_since_ns = None
+        accuracy, variance = self._announced
+        return GrandmasterView(**{**_fields(view), "clock_accuracy": accuracy, "offset_scaled_log_variance": variance})
+
+
+def _fields(view: GrandmasterView) -> dict[str, object]:
+    return {name: getattr(view, name) for name in GrandmasterView.__slots__}

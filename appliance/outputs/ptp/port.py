@@ -25,7 +25,7 @@ from typing import Any
 from appliance.outputs.ntp.limits import AccessRules, Limit, RateLimiter
 from appliance.outputs.ptp import codec as c
 from appliance.outputs.ptp.bmca import Candidate, Decision, ForeignMasters, best, decide
-from appliance.outputs.ptp.datasets import GrandmasterView
+from appliance.outputs.ptp.datasets import AnnouncedQuality, GrandmasterView
 from appliance.outputs.ptp.profiles import PortConfig
 
 NS_PER_S = 1_000_000_000
@@ -109,7 +109,8 @@ class PtpPort:
                  management_rules: AccessRules | None = None):
         self.config = config
         self.identity = c.PortIdentity(clock_identity, port_number)
-        self.view = view
+        self.quality = AnnouncedQuality()
+        self.view = self.quality.apply(view, now_ns)
         self.priority1, self.priority2 = config.priority1, config.priority2
         self.state, self.state_since_ns, self.reason = INITIALIZING, now_ns, "starting"
         self.decision: Decision | None = None
@@ -192,6 +193,7 @@ class PtpPort:
     def update_view(self, view: GrandmasterView, now_ns: int) -> list[Send]:
         """The clock's quality changed (or the second ticked): re-run the BMCA when what we announce changed, and
         tell the network at once rather than at the next Announce."""
+        view = self.quality.apply(view, now_ns)
         changed = _announced(view) != _announced(self.view)
         quality_changed = (view.clock_class, view.clock_accuracy, view.offset_scaled_log_variance) != (
             self.view.clock_class, self.view.clock_accuracy, self.view.offset_scaled_log_variance)
