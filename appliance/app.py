@@ -449,7 +449,9 @@ def _ptp(config: Config, app: Appliance) -> _PtpPart:
     for warning in warnings:
         log.warning("%s", warning)
     service = PtpService(port_config, str(config["ptp.interface"]), app.ntp_clock_map(time.time_ns()),
-                         gm_view(app.status()), tuple(config["ptp.management_allow"]))
+                         gm_view(app.status()), tuple(config["ptp.management_allow"]),
+                         timestamping=str(config["ptp.timestamping"]),
+                         served_phc=str(config["clock.phc_device"]) if config["clock.backend"] == "phc" else "")
     part = _PtpPart(service, app)
     service.on_event = part.on_event
     return part

@@ -154,6 +154,8 @@ SETTINGS: tuple[Setting, ...] = (
                                              "::1/128", "fc00::/7", "fe80::/10"),
       "Sources over UDP whose management messages are answered (GET, and SET when enabled); over Ethernet the "
       "link is the boundary"),
+    S("ptp.timestamping", "enum", "auto", "PTP timestamps: the NIC's hardware clock, or the kernel's software "
+      "timestamps; auto: hardware when the NIC offers it", choices=("auto", "hardware", "software")),
     S("ptp.rate_limit_per_s", "float", 200.0, "Average PTP requests per second one source may send (Delay_Req, "
       "Pdelay_Req, management, signaling); beyond it they are dropped and counted", minimum=1.0, maximum=1_000_000.0),
     S("web.listen", "address", "127.0.0.1", "Address the web console binds"),

@@ -244,3 +244,16 @@ def test_a_missing_interface_is_reported_not_fatal(tmp_path: Path) -> None:
         assert gm.proc.poll() is None
 
 
+
+
+def test_pmc_set_of_priority2_when_the_operator_enabled_it(tmp_path: Path) -> None:
+    with h.NetnsPair("ps") as net, ApplianceGm(net.ns_a, net.if_a, tmp_path / "gm", "ptp.management=get-set") as gm:
+        gm.wait(lambda s: s["outputs"]["ptp"].get("state") == "MASTER", 20)
+        acked = h.pmc(net.b, None, "udp4", 0, "SET PRIORITY2 100")
+        assert any(b.get("action") == "ACKNOWLEDGE" and b.get("priority2") == "100" for b in acked), acked
+        assert gm.ptp()["priority2"] == 100
+        assert int(h.pmc(net.b, None, "udp4", 0, "GET DEFAULT_DATA_SET")[0]["priority2"]) == 100
+        # priority1 is settable too; a domain is not
+        h.pmc(net.b, None, "udp4", 0, "SET PRIORITY1 90")
+        assert gm.ptp()["priority1"] == 90
+        assert "management SET" in gm.stop()

@@ -95,6 +95,14 @@ def _interval_ns(log: int) -> int:
     return int(NS_PER_S * 2.0 ** log)
 
 
+def _next_slot(at_ns: int, step_ns: int, now_ns: int) -> int:
+    """The next message of a periodic stream: one interval after the last, or, when the timer fired more than an
+    interval late, one interval from now -- a late Sync is sent late rather than dropped, and a stall is not
+    followed by a burst of catch-up messages."""
+    nxt = at_ns + step_ns
+    return nxt if nxt > now_ns else now_ns + step_ns
+
+
 def _address_text(address: Any) -> str:
     if isinstance(address, tuple):
         return str(address[0])
@@ -244,12 +252,10 @@ class PtpPort:
             self._schedule_foreign()
             return out
         if kind == "announce" and self.state == MASTER:
-            nxt = at + _interval_ns(self.log_announce)
-            self._at(nxt if nxt > now_ns else now_ns + _interval_ns(self.log_announce), "announce")
+            self._at(_next_slot(at, _interval_ns(self.log_announce), now_ns), "announce")
             return [self._announce(served_ns)] if self.config.multicast else []
         if kind == "sync" and self.state == MASTER and self.config.multicast:
-            nxt = at + _interval_ns(self.log_sync)
-            self._at(nxt if nxt > now_ns else now_ns + _interval_ns(self.log_sync), "sync")
+            self._at(_next_slot(at, _interval_ns(self.log_sync), now_ns), "sync")
             return self._sync(served_ns, None, self.log_sync, now_ns)
         if kind == "pdelay" and self.state in (LISTENING, MASTER, PASSIVE):
             self._at(now_ns + _interval_ns(self.config.log_min_pdelay_req_interval), "pdelay")
@@ -652,8 +658,7 @@ class PtpPort:
         if client is None or grant is None or self.state != MASTER:
             return []
         step = _interval_ns(grant.log_interval)
-        nxt = at + step
-        self._at(nxt if nxt > now_ns else now_ns + step, kind, key)
+        self._at(_next_slot(at, step, now_ns), kind, key)
         if mtype == c.MsgType.SYNC:
             client.sent_sync += 1
             return self._sync(served_ns, client, grant.log_interval, now_ns)

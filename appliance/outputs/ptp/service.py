@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -18,8 +19,10 @@ from appliance.outputs.ntp.clockmap import ClockMap
 from appliance.outputs.ntp.limits import AccessRules
 from appliance.outputs.ptp import port as ptp_port
 from appliance.outputs.ptp.datasets import GrandmasterView
+from appliance.outputs.ptp.phcmap import PhcMap, tightest
 from appliance.outputs.ptp.profiles import PortConfig
-from appliance.outputs.ptp.transport import TransportError, clock_identity, hardware_info, open_transport
+from appliance.outputs.ptp.transport import (TransportError, clock_identity, enable_hw_timestamps, hardware_info,
+                                             open_transport)
 
 log = logging.getLogger("appliance.ptp")
 FAULT_RETRY_S = 16.0  # ptp4l's fault_reset_interval is 2**4 s too
@@ -28,7 +31,8 @@ FAULT_RETRY_S = 16.0  # ptp4l's fault_reset_interval is 2**4 s too
 class PtpService:
     def __init__(self, config: PortConfig, iface: str, clock_map: ClockMap, view: GrandmasterView,
                  management_allow: tuple[str, ...] = ("127.0.0.0/8", "::1/128"),
-                 on_event: Callable[[str, str], None] | None = None):
+                 on_event: Callable[[str, str], None] | None = None, timestamping: str = "auto",
+                 served_phc: str = ""):
         self.config, self.iface = config, iface
         self.clock_map, self.view = clock_map, view
         self.management_rules = AccessRules(management_allow)
@@ -37,6 +41,11 @@ class PtpService:
         self.transport: Any = None
         self.error = ""
         self.timestamping = "software"
+        self.want_timestamping = timestamping  # auto | hardware | software
+        self.served_phc = served_phc  # the PHC device the clock steers (clock.backend=phc), if any
+        self.hardware = False
+        self.phc_map: PhcMap | None = None  # NIC PHC -> host clock, unless the PHC is the served clock
+        self._phc_fd: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._retry: asyncio.TimerHandle | None = None
@@ -50,8 +59,9 @@ class PtpService:
     def _open(self) -> None:
         cfg = self.config
         try:
+            self.hardware = self._choose_hardware()
             self.transport = open_transport(cfg.transport, self.iface, cfg.l2_destination,
-                                            cfg.delay_mechanism == "p2p")
+                                            cfg.delay_mechanism == "p2p", self.hardware)
         except (TransportError, OSError) as exc:
             self.error = str(exc.strerror if isinstance(exc, TransportError) and exc.strerror else exc)
             if self.port is not None:
@@ -62,7 +72,6 @@ class PtpService:
             self._retry = self._loop.call_later(FAULT_RETRY_S, self._open)
             return
         self.error = ""
-        self.timestamping = hardware_info(self.iface).describe()
         now = time.monotonic_ns()
         if self.port is None:
             self.port = ptp_port.PtpPort(cfg, clock_identity(self.transport.mac), self.view, now,
@@ -78,6 +87,46 @@ class PtpService:
                  self.iface, cfg.profile, cfg.transport, cfg.domain, self.timestamping)
         self._rearm()
 
+    def _choose_hardware(self) -> bool:
+        """Hardware timestamps when asked for or (auto) offered; the NIC is switched on and its PHC opened."""
+        info = hardware_info(self.iface)
+        if self.want_timestamping == "software" or (self.want_timestamping == "auto" and not info.hardware):
+            offered = f"; {info.describe()}" if info.hardware else ""
+            self.timestamping = f"software{offered}"
+            return False
+        if not info.hardware:
+            raise TransportError(95, f"ptp.timestamping=hardware but {self.iface} offers no hardware timestamps")
+        enable_hw_timestamps(self.iface)
+        device = f"/dev/ptp{info.phc_index}"
+        if self.served_phc and os.path.realpath(self.served_phc) == os.path.realpath(device):
+            self.phc_map = None  # the PHC is the served clock: its timestamps are served time already
+        else:
+            if self._phc_fd is None:
+                self._phc_fd = os.open(device, os.O_RDONLY)
+            self.phc_map = PhcMap()
+            self._sample_phc()
+        self.timestamping = f"hardware ({device}" + (", the served clock)" if self.phc_map is None else ")")
+        return True
+
+    def _sample_phc(self) -> None:
+        if self.phc_map is None or self._phc_fd is None:
+            return
+        clock_id = ((~self._phc_fd) << 3) | 3  # FD_TO_CLOCKID: a dynamic POSIX clock on the PHC's descriptor
+        reads = []
+        for _ in range(5):
+            before = time.clock_gettime_ns(time.CLOCK_REALTIME)
+            phc = time.clock_gettime_ns(clock_id)
+            reads.append((before, phc, time.clock_gettime_ns(time.CLOCK_REALTIME)))
+        self.phc_map.update(*tightest(reads))
+
+    def _served(self, ts_ns: int) -> int:
+        """A transport timestamp on the served clock: host (software) or PHC (hardware) time in."""
+        if not self.hardware:
+            return self.clock_map.served_tai_ns(ts_ns)
+        if self.phc_map is None:
+            return ts_ns
+        return self.clock_map.served_tai_ns(self.phc_map.host_of(ts_ns))
+
     def stop(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
@@ -88,11 +137,15 @@ class PtpService:
                 self._loop.remove_reader(fd)
             self.transport.close()
             self.transport = None
+        if self._phc_fd is not None:
+            os.close(self._phc_fd)
+            self._phc_fd = None
 
     # --- inputs -------------------------------------------------------------------------------------------------
     def publish(self, clock_map: ClockMap, view: GrandmasterView) -> None:
         """The clock's map and quality, every second and at every state change."""
         self.clock_map, self.view = clock_map, view
+        self._sample_phc()
         if self.port is not None:
             self._apply(self.port.update_view(view, time.monotonic_ns()))
             self._rearm()
@@ -102,12 +155,11 @@ class PtpService:
         if port is None or transport is None:
             return
         now = time.monotonic_ns()
-        cmap = self.clock_map
         actions: list[ptp_port.Send] = []
-        for token, host_ns in transport.tx_timestamps():
-            actions += port.handle_tx_timestamp(token, cmap.served_tai_ns(host_ns))
-        for data, source, host_ns in transport.receive(fd):
-            rx = None if host_ns is None else cmap.served_tai_ns(host_ns)
+        for token, ts_ns in transport.tx_timestamps():
+            actions += port.handle_tx_timestamp(token, self._served(ts_ns))
+        for data, source, ts_ns in transport.receive(fd):
+            rx = None if ts_ns is None else self._served(ts_ns)
             actions += port.handle_rx(data, source, rx, now)
         self._apply(actions)
         self._rearm()
@@ -119,8 +171,8 @@ class PtpService:
             return
         # transmit timestamps first: a Follow_Up must not wait for the next readable event
         if self.transport is not None:
-            for token, host_ns in self.transport.tx_timestamps():
-                self._apply(port.handle_tx_timestamp(token, self.clock_map.served_tai_ns(host_ns)))
+            for token, ts_ns in self.transport.tx_timestamps():
+                self._apply(port.handle_tx_timestamp(token, self._served(ts_ns)))
         self._apply(port.handle_timer(time.monotonic_ns(), self.clock_map.served_tai_ns(time.time_ns())))
         self._rearm()
 

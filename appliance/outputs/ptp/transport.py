@@ -2,11 +2,15 @@
 
 I/O edge.  Each transport opens its sockets on one interface with kernel timestamps (SO_TIMESTAMPING): every
 received datagram carries its receive time, and an event message sent with a per-message request comes back on the
-socket's error queue with its transmit time.  UDP sockets number those (SOF_TIMESTAMPING_OPT_ID) so a timestamp is
-matched to its message by count; the Ethernet socket gets the frame back and matches it by messageType and
-sequenceId.  Timestamps are host CLOCK_REALTIME (software) nanoseconds; the service maps them to the served clock.
-``hardware_info`` reads what the NIC offers (ETHTOOL_GET_TS_INFO) for the status page; hardware timestamps count the
-NIC's PHC, so they are used only when that PHC is the served clock (clock.backend=phc on the same device).
+socket's error queue with its transmit time.  Transmit timestamps are switched on for the whole socket, not per
+message: measured on a veth pair, a per-message request (a control message on sendmsg) let about 700 ns pass between
+the timestamp and the packet leaving, which a slave sees as offset.  The UDP event socket sends only event messages,
+numbered by the kernel (SOF_TIMESTAMPING_OPT_ID) so a timestamp is matched to its message by count; the Ethernet
+socket gets each frame back and matches it by messageType and sequenceId.  Timestamps are host CLOCK_REALTIME (software) nanoseconds; the service maps them to the served clock.
+``hardware_info`` reads what the NIC offers (ETHTOOL_GET_TS_INFO).  With ``hardware=True`` the NIC is told to
+timestamp PTP event messages (SIOCSHWTSTAMP) and the sockets report its raw hardware timestamps instead: those count
+the NIC's PHC, which the service maps onto the served clock (phcmap.py) unless the PHC is the served clock itself.
+The system calls go through ``ioctl`` arguments so that tests can stand in for a NIC this machine does not have.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ SCM_TIMESTAMPING = SO_TIMESTAMPING
 SOF_TX_SOFTWARE, SOF_RX_SOFTWARE, SOF_SOFTWARE = 1 << 1, 1 << 3, 1 << 4
 SOF_TX_HARDWARE, SOF_RX_HARDWARE, SOF_RAW_HARDWARE = 1 << 0, 1 << 2, 1 << 6
 SOF_OPT_ID, SOF_OPT_TSONLY = 1 << 7, 1 << 11
-TX_CMSG = [(socket.SOL_SOCKET, SO_TIMESTAMPING, struct.pack("I", SOF_TX_SOFTWARE))]
+SIOCSHWTSTAMP = 0x89B0
+HWTSTAMP_TX_ON = 1
+HWTSTAMP_FILTER_ALL, HWTSTAMP_FILTER_PTP_V2_EVENT = 1, 12
 MSG_ERRQUEUE = 0x2000
 IP_RECVERR, IPV6_RECVERR = 11, 25
 SOL_PACKET, PACKET_ADD_MEMBERSHIP, PACKET_MR_MULTICAST = 263, 1, 0
@@ -34,6 +40,7 @@ SO_EE_ORIGIN_TIMESTAMPING = 4
 ETH_P_1588 = 0x88F7
 ANC_SIZE = socket.CMSG_SPACE(48) + socket.CMSG_SPACE(64)
 RECV_SIZE = 1500
+MAX_PENDING_TX = 65536  # transmit timestamps awaited at once (one per Sync in flight: ample for 20,000 clients)
 SIOCETHTOOL, ETHTOOL_GET_TS_INFO = 0x8946, 0x41
 SIOCGIFHWADDR = 0x8927
 
@@ -72,8 +79,8 @@ class HardwareInfo:
 
     def describe(self) -> str:
         if self.hardware:
-            return f"hardware (PHC /dev/ptp{self.phc_index})"
-        return "software"
+            return f"hardware timestamps offered (PHC /dev/ptp{self.phc_index})"
+        return "software timestamps only"
 
 
 def hardware_info(iface: str) -> HardwareInfo:
@@ -89,10 +96,51 @@ def hardware_info(iface: str) -> HardwareInfo:
     return HardwareInfo(flags, phc)
 
 
-def _rx_ts(ancdata: list[tuple[int, int, bytes]]) -> int | None:
+SO_RCVBUFFORCE, SO_SNDBUFFORCE = 33, 32
+BUFFER_BYTES = 16 << 20
+
+
+def _big_buffers(sock: socket.socket) -> None:
+    """Room for a burst of requests and of transmit timestamps (they share the receive buffer): beyond the
+    rmem_max cap when allowed (root / CAP_NET_ADMIN), else as much as the cap lets."""
+    for force, plain in ((SO_RCVBUFFORCE, socket.SO_RCVBUF), (SO_SNDBUFFORCE, socket.SO_SNDBUF)):
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, force, BUFFER_BYTES)
+        except OSError:
+            sock.setsockopt(socket.SOL_SOCKET, plain, BUFFER_BYTES)
+
+
+def enable_hw_timestamps(iface: str, ioctl: Any = fcntl.ioctl) -> int:
+    """Ask the NIC to timestamp every transmitted packet that asks and the PTP event messages it receives (all
+    packets if it cannot pick out PTP); returns the receive filter it took.  OSError if it refuses both."""
+    last: OSError | None = None
+    for rx_filter in (HWTSTAMP_FILTER_PTP_V2_EVENT, HWTSTAMP_FILTER_ALL):
+        config = ctypes.create_string_buffer(struct.pack("iii", 0, HWTSTAMP_TX_ON, rx_filter))
+        ifreq = struct.pack("16sP", iface.encode()[:15], ctypes.addressof(config))
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            try:
+                ioctl(s.fileno(), SIOCSHWTSTAMP, ifreq)
+            except OSError as exc:
+                last = exc
+                continue
+        return struct.unpack_from("iii", config.raw)[2]
+    raise TransportError(last.errno if last else 95, f"{iface} refuses hardware timestamping: "
+                                                     f"{last.strerror if last else 'unknown'}")
+
+
+def _flags(hardware: bool, tx: bool) -> int:
+    rx = SOF_RX_HARDWARE | SOF_RAW_HARDWARE if hardware else SOF_RX_SOFTWARE | SOF_SOFTWARE
+    if not tx:
+        return rx
+    return rx | (SOF_TX_HARDWARE if hardware else SOF_TX_SOFTWARE)
+
+
+def _rx_ts(ancdata: list[tuple[int, int, bytes]], hardware: bool = False) -> int | None:
+    """The software (first) or raw hardware (third) of the three timespecs of SCM_TIMESTAMPING."""
+    offset = 32 if hardware else 0
     for level, kind, data in ancdata:
-        if level == socket.SOL_SOCKET and kind == SCM_TIMESTAMPING and len(data) >= 16:
-            sec, nsec = struct.unpack_from("qq", data)
+        if level == socket.SOL_SOCKET and kind == SCM_TIMESTAMPING and len(data) >= offset + 16:
+            sec, nsec = struct.unpack_from("qq", data, offset)
             if sec or nsec:
                 return sec * 1_000_000_000 + nsec
     return None
@@ -110,8 +158,8 @@ def _ee_id(ancdata: list[tuple[int, int, bytes]]) -> int | None:
 class UdpTransport:
     """Ports 319 (event) and 320 (general) on one interface, IPv4 or IPv6."""
 
-    def __init__(self, iface: str, family: int, peer_multicast: bool):
-        self.iface, self.family = iface, family
+    def __init__(self, iface: str, family: int, peer_multicast: bool, hardware: bool = False):
+        self.iface, self.family, self.hardware = iface, family, hardware
         self.v6 = family == socket.AF_INET6
         self.primary = PTP_PRIMARY_V6 if self.v6 else PTP_PRIMARY_V4
         self.pdelay = PTP_PDELAY_V6 if self.v6 else PTP_PDELAY_V4
@@ -133,10 +181,9 @@ class UdpTransport:
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, self.iface.encode())
-            flags = SOF_RX_SOFTWARE | SOF_SOFTWARE | (SOF_OPT_ID | SOF_OPT_TSONLY if timestamps else 0)
+            flags = _flags(self.hardware, timestamps) | (SOF_OPT_ID | SOF_OPT_TSONLY if timestamps else 0)
             sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING, flags)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+            _big_buffers(sock)
             if self.v6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
                 sock.bind(("::", port))
@@ -175,17 +222,16 @@ class UdpTransport:
             dest = (to[0], port) + tuple(to[2:4]) if self.v6 else (to[0], port)
         sock = self.event if event else self.general
         try:
-            if token is not None:
-                sock.sendmsg([data], TX_CMSG, 0, dest)
-                self._tokens[self._sent_with_ts] = token
-                self._sent_with_ts += 1
-                if len(self._tokens) > 4096:  # timestamps that never came: forget the oldest
-                    for key in sorted(self._tokens)[:1024]:
-                        del self._tokens[key]
-            else:
-                sock.sendto(data, dest)
+            sock.sendto(data, dest)
         except OSError:
             self.send_errors += 1
+            return
+        if event:  # every datagram of the event socket is numbered, and timestamped
+            if token is not None:
+                self._tokens[self._sent_with_ts] = token
+                if len(self._tokens) > MAX_PENDING_TX:  # a timestamp that never came: forget the oldest
+                    del self._tokens[next(iter(self._tokens))]
+            self._sent_with_ts += 1
 
     def receive(self, fd: int, budget: int = 64) -> list[tuple[bytes, Any, int | None]]:
         sock = self.event if fd == self.event.fileno() else self.general
@@ -197,17 +243,17 @@ class UdpTransport:
                 break
             except OSError:
                 break
-            out.append((data, addr, _rx_ts(anc)))
+            out.append((data, addr, _rx_ts(anc, self.hardware)))
         return out
 
-    def tx_timestamps(self, budget: int = 256) -> list[tuple[int, int]]:
+    def tx_timestamps(self, budget: int = 4096) -> list[tuple[int, int]]:
         out = []
         for _ in range(budget):
             try:
                 _data, anc, _flags, _addr = self.event.recvmsg(1, ANC_SIZE, MSG_ERRQUEUE)
             except (BlockingIOError, InterruptedError, OSError):
                 break
-            ts, ident = _rx_ts(anc), _ee_id(anc)
+            ts, ident = _rx_ts(anc, self.hardware), _ee_id(anc)
             token = self._tokens.pop(ident, None) if ident is not None else None
             if ts is not None and token is not None:
                 out.append((token, ts))
@@ -224,8 +270,8 @@ class UdpTransport:
 class EthernetTransport:
     """EtherType 0x88F7 through a raw packet socket; the profile's multicast destination plus the peer-delay one."""
 
-    def __init__(self, iface: str, destination: str):
-        self.iface = iface
+    def __init__(self, iface: str, destination: str, hardware: bool = False):
+        self.iface, self.hardware = iface, hardware
         self.mac = mac_address(iface)
         self.dest = bytes.fromhex(destination.replace(":", ""))
         self.peer_dest = bytes.fromhex(L2_NON_FORWARDABLE.replace(":", ""))
@@ -236,8 +282,8 @@ class EthernetTransport:
             for mac in {L2_FORWARDABLE, L2_NON_FORWARDABLE, destination}:
                 mreq = struct.pack("iHH8s", ifindex, PACKET_MR_MULTICAST, 6, bytes.fromhex(mac.replace(":", "")))
                 self.sock.setsockopt(SOL_PACKET, PACKET_ADD_MEMBERSHIP, mreq)
-            self.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING, SOF_RX_SOFTWARE | SOF_SOFTWARE)
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+            self.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING, _flags(hardware, tx=True))
+            _big_buffers(self.sock)
             self.sock.setblocking(False)
         except OSError as exc:
             self.sock.close()
@@ -252,15 +298,14 @@ class EthernetTransport:
         dst = to if isinstance(to, (bytes, bytearray)) else (self.peer_dest if peer else self.dest)
         frame = bytes(dst) + self.mac + struct.pack("!H", ETH_P_1588) + data
         try:
-            if token is not None:
-                self._tokens[(data[0] & 0x0F, int.from_bytes(data[30:32], "big"))] = token
-                while len(self._tokens) > 4096:
-                    self._tokens.popitem(last=False)
-                self.sock.sendmsg([frame], TX_CMSG)
-            else:
-                self.sock.send(frame)
+            self.sock.send(frame)
         except OSError:
             self.send_errors += 1
+            return
+        if token is not None:  # every frame comes back timestamped; only these are waited for
+            self._tokens[(data[0] & 0x0F, int.from_bytes(data[30:32], "big"))] = token
+            while len(self._tokens) > MAX_PENDING_TX:
+                self._tokens.popitem(last=False)
 
     def receive(self, fd: int, budget: int = 64) -> list[tuple[bytes, Any, int | None]]:
         out = []
@@ -274,10 +319,10 @@ class EthernetTransport:
             payload = _strip_vlan(frame)
             if payload is None:
                 continue
-            out.append((payload, frame[6:12], _rx_ts(anc)))
+            out.append((payload, frame[6:12], _rx_ts(anc, self.hardware)))
         return out
 
-    def tx_timestamps(self, budget: int = 256) -> list[tuple[int, int]]:
+    def tx_timestamps(self, budget: int = 4096) -> list[tuple[int, int]]:
         out = []
         for _ in range(budget):
             try:
@@ -285,7 +330,7 @@ class EthernetTransport:
             except (BlockingIOError, InterruptedError, OSError):
                 break
             payload = _strip_vlan(frame)
-            ts = _rx_ts(anc)
+            ts = _rx_ts(anc, self.hardware)
             if payload is None or len(payload) < 34 or ts is None:
                 continue
             token = self._tokens.pop((payload[0] & 0x0F, int.from_bytes(payload[30:32], "big")), None)
@@ -309,12 +354,13 @@ def _strip_vlan(frame: bytes) -> bytes | None:
     return frame[offset:] if ethertype == ETH_P_1588 else None
 
 
-def open_transport(kind: str, iface: str, l2_destination: str, peer: bool) -> UdpTransport | EthernetTransport:
+def open_transport(kind: str, iface: str, l2_destination: str, peer: bool,
+                   hardware: bool = False) -> UdpTransport | EthernetTransport:
     if kind == "l2":
-        return EthernetTransport(iface, l2_destination)
+        return EthernetTransport(iface, l2_destination, hardware)
     try:
         socket.if_nametoindex(iface)
     except OSError:
         raise TransportError(19, f"interface {iface} does not exist") from None
-    return UdpTransport(iface, socket.AF_INET6 if kind == "udp6" else socket.AF_INET, peer)
+    return UdpTransport(iface, socket.AF_INET6 if kind == "udp6" else socket.AF_INET, peer, hardware)
 

@@ -1,0 +1,515 @@
+"""PTP unicast capacity: how many ITU-T G.8275.2 unicast-negotiated clients a grandmaster serves at 1 Sync/s
+without a missed Sync, the appliance against ptp4l, same load generator, same run.
+
+    .venv/bin/python bench/ptp_unicast.py [--counts 100,500,1000,2000,4000,8000] [--duration 30] [--json FILE]
+        [--candidate-cmd CMD | --candidate-cmd ptp4l] [--skip-reference] [--repeat 1] [--refine 0] [--max-minutes 15]
+
+Needs root (network namespaces), gcc, ptp4l (linuxptp), taskset and setpriv.  Two network namespaces joined by a
+veth pair: the grandmaster's side has 10.77.255.254/16, the clients' side one address per emulated client from
+10.77.0.1 up.  The load generator (bench/ptpunicast.c, compiled here) runs in the clients' namespace on CPU 1 and
+emulates every client with its own address and clockIdentity: IEEE 1588-2019 clause 16.1 negotiation of Announce,
+Sync and Delay_Resp (one Signaling message with three REQUEST_UNICAST_TRANSMISSION TLVs, --ramp new clients a
+second, grants renewed at half their duration), a Delay_Req a second per client, and CANCEL_UNICAST_TRANSMISSION at
+the end.  The grandmaster runs in its namespace on CPU 0, under `setpriv --bounding-set -sys_time`: nothing here can
+adjust the clock, and no packet leaves the two namespaces.
+
+For each grandmaster, a ladder of client counts, a fresh grandmaster per count, --repeat runs each: ramp, --warmup s,
+then a --duration s measurement window in which each client expects exactly duration x Sync rate Syncs.  The ladder
+stops at the first count with a missed Sync, a denied or unanswered negotiation; --refine N then bisects N times
+between the last count passed and the first failed.  Printed per run: granted, denied, unanswered, missed Syncs (and
+clients missing one), late Sync slots (a gap over 1.5 intervals: a stall, even if the Syncs owed came later),
+Follow_Up, Delay_Resp and Announce ratios, datagrams the grandmaster's sockets dropped (its namespace's UDP
+RcvbufErrors) and the load generator's own drops (0, or the run says nothing about the grandmaster); then for each
+grandmaster the largest count served with zero missed Syncs, the ratio candidate / reference, and the figure to beat:
+4,000 clients, the default unicast client limit of a commercial PTP grandmaster card.  The time bound (--max-minutes)
+is shared equally between the grandmasters; a count that would not fit is skipped and said so.
+
+Reference: ptp4l (free_running 1, kernel_leap 0, software time stamping, UDPv4, unicast_listen 1, domain 44,
+dataset_comparison G.8275.x, clockClass 6).  Candidate: --candidate-cmd, formatted with {python} (this interpreter:
+run the bench with the project's .venv), {iface}, {state_dir}, {gm_ip}, {domain}; the literal `ptp4l` runs the
+reference a second time (to validate the bench: the two figures then show the run-to-run spread).  A grandmaster is
+ready once a single probe client (10.77.255.253) is granted and receives a Sync.
+
+ptp4l 3.1.1 fails by a cliff, not by a slow loss: it sends every client's Sync, Follow_Up and Announce in one burst
+per interval, reading its socket one datagram per poll loop meanwhile; with a Delay_Req a second per client the
+event socket's receive buffer (net.core.rmem_default, 212992 bytes, which ptp4l does not raise) fills during the
+burst, the software transmit timestamps queued on that socket's error queue are dropped with it, ptp4l times out
+waiting for them, the port goes FAULTY, and after the fault reset its unicast Sync/Announce timer is not re-armed:
+the clients get Delay_Resps again but no Sync.  Where the cliff falls depends on the CPU time the burst takes.
+
+Neighbour entries: the IPv4 neighbour table's gc_thresh1/2/3 are global (this kernel shows them only in the initial
+namespace; the default gc_thresh3 of 1024 would overflow at about a thousand clients), so instead of raising them
+the bench installs a permanent neighbour entry per client address in the grandmaster's namespace (permanent entries
+are exempt from the table's garbage collection and its gc_thresh3 limit) and one for the grandmaster in the
+clients'.  No sysctl is changed (net.core.rmem_* cannot be written inside a namespace here); the load generator
+gets its 32 MB socket buffers with SO_RCVBUFFORCE.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+GM_CPU, LOAD_CPU = "0", "1"
+GM_IP = "10.77.255.254"
+FIRST_CLIENT_IP = "10.77.0.1"
+PROBE_IP = "10.77.255.253"
+MAX_CLIENTS = 60000  # 10.77.0.1 .. 10.77.234.96, clear of the probe and grandmaster addresses
+FIGURE_TO_BEAT = 4000
+DEFAULT_CANDIDATE = ("{python} -m appliance run --set ptp.interface={iface} --set ptp.transport=udp4 "
+                     "--set ptp.profile=g8275.2 --set state_dir={state_dir} --set ntp.enabled=false")
+# ptp4l log lines that show the grandmaster struggling (software tx timestamps late, port faults, failed sends)
+GM_TROUBLE = re.compile(r"timed out while polling|FAULT|failed|error", re.IGNORECASE)
+
+
+def log(msg: str) -> None:
+    print(f"[ptp_unicast {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
+
+
+def build_load(workdir: Path) -> Path:
+    exe = workdir / "ptpunicast"
+    subprocess.run(["gcc", "-O2", "-Wall", "-o", str(exe), str(ROOT / "bench" / "ptpunicast.c")], check=True)
+    return exe
+
+
+def ip4(base: str, offset: int) -> str:
+    a, b, c, d = (int(x) for x in base.split("."))
+    v = (a << 24 | b << 16 | c << 8 | d) + offset
+    return f"{v >> 24 & 255}.{v >> 16 & 255}.{v >> 8 & 255}.{v & 255}"
+
+
+class Namespaces:
+    """Two namespaces and a veth pair; teardown() removes both (and with them the veth and every address)."""
+
+    def __init__(self, workdir: Path) -> None:
+        tag = str(os.getpid())
+        self.gm, self.cl = f"ptpu{tag}g", f"ptpu{tag}c"
+        self.gm_if, self.cl_if = f"pug{tag}", f"puc{tag}"
+        self.workdir = workdir
+        self.created: list[str] = []
+        self.n_addrs = 0
+
+    def setup(self) -> None:
+        for ns in (self.gm, self.cl):
+            run(["ip", "netns", "add", ns])
+            self.created.append(ns)
+        run(["ip", "link", "add", self.gm_if, "type", "veth", "peer", "name", self.cl_if])
+        try:
+            run(["ip", "link", "set", self.gm_if, "netns", self.gm])
+            run(["ip", "link", "set", self.cl_if, "netns", self.cl])
+        except subprocess.CalledProcessError:
+            subprocess.run(["ip", "link", "del", self.gm_if], check=False, capture_output=True)
+            raise
+        for ns, ifname in ((self.gm, self.gm_if), (self.cl, self.cl_if)):
+            run(["ip", "-n", ns, "link", "set", "lo", "up"])
+            run(["ip", "-n", ns, "link", "set", ifname, "up"])
+        run(["ip", "-n", self.gm, "addr", "add", f"{GM_IP}/16", "dev", self.gm_if])
+        run(["ip", "-n", self.cl, "addr", "add", f"{PROBE_IP}/16", "dev", self.cl_if])
+        self.gm_mac, self.cl_mac = self.mac(self.gm, self.gm_if), self.mac(self.cl, self.cl_if)
+        run(["ip", "-n", self.cl, "neigh", "replace", GM_IP, "lladdr", self.gm_mac, "dev", self.cl_if,
+             "nud", "permanent"])
+        run(["ip", "-n", self.gm, "neigh", "replace", PROBE_IP, "lladdr", self.cl_mac, "dev", self.gm_if,
+             "nud", "permanent"])
+
+    @staticmethod
+    def mac(ns: str, ifname: str) -> str:
+        return json.loads(run(["ip", "-n", ns, "-j", "link", "show", "dev", ifname]).stdout)[0]["address"]
+
+    def add_clients(self, n: int) -> None:
+        """Client addresses FIRST_CLIENT_IP .. + n-1 on the clients' veth, and a permanent neighbour entry for each
+        in the grandmaster's namespace, with `ip -batch` (a few seconds for tens of thousands)."""
+        if n <= self.n_addrs:
+            return
+        t = time.monotonic()
+        addrs = [ip4(FIRST_CLIENT_IP, i) for i in range(self.n_addrs, n)]
+        batch_cl, batch_gm = self.workdir / "addr.batch", self.workdir / "neigh.batch"
+        batch_cl.write_text("".join(f"address add {a}/16 dev {self.cl_if}\n" for a in addrs))
+        batch_gm.write_text("".join(f"neigh replace {a} lladdr {self.cl_mac} dev {self.gm_if} nud permanent\n"
+                                    for a in addrs))
+        run(["ip", "-n", self.cl, "-batch", str(batch_cl)])
+        run(["ip", "-n", self.gm, "-batch", str(batch_gm)])
+        self.n_addrs = n
+        log(f"{n} client addresses and permanent neighbour entries in {time.monotonic() - t:.1f} s")
+
+    def udp_counters(self) -> dict[str, int]:
+        """The grandmaster namespace's UDP counters (per namespace): RcvbufErrors counts datagrams its sockets had
+        no room for, and the drops of the sockets on ports 319 and 320 (while they are open)."""
+        snmp = run(["ip", "netns", "exec", self.gm, "cat", "/proc/net/snmp"]).stdout.splitlines()
+        names, values = [ln.split()[1:] for ln in snmp if ln.startswith("Udp:")][:2]
+        out = {k: int(v) for k, v in zip(names, values)}
+        for ln in run(["ip", "netns", "exec", self.gm, "cat", "/proc/net/udp"]).stdout.splitlines()[1:]:
+            f = ln.split()
+            port = int(f[1].split(":")[1], 16)
+            if port in (319, 320):
+                out[f"socket_{port}_drops"] = out.get(f"socket_{port}_drops", 0) + int(f[-1])
+        return out
+
+    def teardown(self) -> None:
+        for ns in reversed(self.created):
+            subprocess.run(["ip", "netns", "del", ns], check=False, capture_output=True)
+        self.created.clear()
+
+
+PTP4L_CONFIG = """\
+[global]
+# ITU-T G.8275.2 grandmaster (cf. linuxptp configs/G.8275.2.cfg), unicast negotiation only
+domainNumber            44
+clockClass              6
+clockAccuracy           0x21
+offsetScaledLogVariance 0x4E5D
+priority2               128
+dataset_comparison      G.8275.x
+G.8275.defaultDS.localPriority 128
+G.8275.portDS.localPriority    128
+maxStepsRemoved         255
+network_transport       UDPv4
+delay_mechanism         E2E
+time_stamping           software
+unicast_listen          1
+hybrid_e2e              1
+inhibit_multicast_service 1
+logAnnounceInterval     0
+logSyncInterval         0
+logMinDelayReqInterval  0
+# never touch this machine's clock (ptp4l also runs without CAP_SYS_TIME)
+free_running            1
+kernel_leap             0
+uds_address             {uds}
+logging_level           6
+"""
+
+
+class Grandmaster:
+    def __init__(self, name: str, ns: Namespaces, workdir: Path, cmd: str | None) -> None:
+        self.name, self.ns, self.workdir, self.cmd = name, ns, workdir, cmd  # cmd None: ptp4l
+        self.proc: subprocess.Popen | None = None
+        self.logfile: Path | None = None
+        self.config_text = ""
+        self.drop_dataset_comparison = False
+
+    def start(self, tag: str) -> None:
+        d = self.workdir / f"{self.name}-{tag}"
+        d.mkdir()
+        self.logfile = d / "gm.log"
+        if self.cmd is None:
+            cfg = PTP4L_CONFIG.format(uds=d / "ptp4l.sock")
+            if self.drop_dataset_comparison:
+                cfg = cfg.replace("dataset_comparison      G.8275.x\n", "")
+            self.config_text = cfg
+            (d / "ptp4l.cfg").write_text(cfg)
+            argv = ["ptp4l", "-f", str(d / "ptp4l.cfg"), "-i", self.ns.gm_if, "-m", "-q"]
+        else:
+            state = d / "state"
+            state.mkdir(mode=0o700)
+            argv = shlex.split(self.cmd.format(python=sys.executable, iface=self.ns.gm_if, state_dir=state,
+                                               gm_ip=GM_IP, domain=44))
+        full = ["ip", "netns", "exec", self.ns.gm, "taskset", "-c", GM_CPU, "setpriv", "--bounding-set", "-sys_time",
+                *argv]
+        with open(self.logfile, "w") as out:
+            self.proc = subprocess.Popen(full, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                         cwd=ROOT)
+
+    def log_text(self) -> str:
+        return self.logfile.read_text(errors="replace") if self.logfile and self.logfile.exists() else ""
+
+    def wait_master(self, timeout_s: float) -> bool:
+        """ptp4l only: its port turns master after announceReceiptTimeout without a foreign master."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if "assuming the grand master role" in self.log_text():
+                return True
+            if self.proc.poll() is not None:
+                return False
+            time.sleep(0.2)
+        return False
+
+    def state_changes(self) -> list[str]:
+        return [ln for ln in self.log_text().splitlines() if re.search(r"port 1: .* to .* on ", ln)]
+
+    def trouble_lines(self) -> list[str]:
+        return [ln for ln in self.log_text().splitlines() if GM_TROUBLE.search(ln)
+                and "hybrid_e2e only works with E2E" not in ln]
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.proc = None
+
+
+def run_load(exe: Path, ns: Namespaces, n: int, duration: float, warmup: float, ramp: float, log_sync: int,
+             first_ip: str = FIRST_CLIENT_IP) -> dict:
+    cmd = ["ip", "netns", "exec", ns.cl, "taskset", "-c", LOAD_CPU, str(exe), "-g", GM_IP, "-n", str(n),
+           "-d", str(duration), "-w", str(warmup), "-r", str(ramp), "-a", first_ip, "-l", str(log_sync),
+           "-D", "44", "-T", "0"]
+    timeout = run_seconds(n, duration, warmup, ramp) + 90
+    out = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout)
+    lines = out.stdout.strip().splitlines()
+    if out.returncode != 0 or not lines:
+        raise RuntimeError(f"ptpunicast failed ({out.returncode}): {out.stderr.strip()[-500:]}")
+    return json.loads(lines[-1])
+
+
+def run_seconds(n: int, duration: float, warmup: float, ramp: float) -> float:
+    """The load generator's own length: ramp, warm-up, window, the last shifted client window, cancels, ack wait."""
+    return n / ramp + warmup + duration + 1.5 + n / (4 * ramp) + 1.0
+
+
+def make_ready(gm: Grandmaster, exe: Path, ns: Namespaces, timeout_s: float, log_sync: int) -> str | None:
+    """None when the grandmaster grants a probe client and sends it Syncs, else the reason it is not ready."""
+    deadline = time.monotonic() + timeout_s
+    if gm.cmd is None and not gm.wait_master(min(timeout_s, 30)):
+        return "ptp4l did not assume the grand master role: " + " | ".join(gm.log_text().splitlines()[-3:])
+    while time.monotonic() < deadline:
+        if gm.proc.poll() is not None:
+            return f"exited with {gm.proc.returncode}: " + " | ".join(gm.log_text().splitlines()[-3:])
+        try:
+            probe = run_load(exe, ns, 1, 1, 0.5 + 2.0 ** max(log_sync, 0), 100, log_sync, PROBE_IP)
+        except (RuntimeError, subprocess.TimeoutExpired) as e:
+            return f"probe failed: {e}"
+        if probe["granted"] == 1 and probe["syncs_total"] > 0:
+            return None
+        time.sleep(1)
+    return f"no grant and Sync for a probe client within {timeout_s:.0f} s"
+
+
+def served(r: dict) -> bool:
+    """Every client granted and every Sync on time with its Follow_Up: a two-step Sync without its Follow_Up, or a
+    Sync that comes in a late burst, is no use to a slave, so both count as missed."""
+    return (r["granted"] == r["clients_requested"] and r["denied"] == 0 and r["no_reply"] == 0
+            and r["syncs_missed"] == 0 and r["sync_late_slots"] == 0
+            and r["follow_ups"] >= r["syncs_received"] * 0.999)
+
+
+class NotReady(Exception):
+    pass
+
+
+def one_run(gm: Grandmaster, exe: Path, ns: Namespaces, n: int, args) -> dict:
+    """A fresh grandmaster, made ready, then one load run of n clients; its log is kept when asked."""
+    gm.start(f"{n}")
+    try:
+        why = make_ready(gm, exe, ns, args.ready_timeout, args.log_sync)
+        if why is not None and gm.cmd is None and "dataset_comparison" in gm.log_text() \
+                and not gm.drop_dataset_comparison:
+            gm.drop_dataset_comparison = True  # this ptp4l does not know G.8275.x: retry without it
+            gm.stop()
+            gm.start(f"{n}-without-G8275x")
+            why = make_ready(gm, exe, ns, args.ready_timeout, args.log_sync)
+        if why is not None:
+            raise NotReady(why)
+        log(f"{gm.name}: {n} clients, ramp {n / args.ramp:.1f} s + warm-up {args.warmup:g} s + window "
+            f"{args.duration:g} s")
+        before = ns.udp_counters()
+        r = run_load(exe, ns, n, args.duration, args.warmup, args.ramp, args.log_sync)
+        r["gm_alive_at_end"] = gm.proc.poll() is None
+        after = ns.udp_counters()
+    finally:
+        gm.stop()
+        if args.keep_logs and gm.logfile:
+            args.keep_logs.mkdir(parents=True, exist_ok=True)
+            shutil.copy(gm.logfile, args.keep_logs / f"{gm.name}-{n}.log")
+    trouble = gm.trouble_lines()
+    r["gm_udp"] = {k: v - before.get(k, 0) if not k.startswith("socket_") else v for k, v in after.items()}
+    r["gm_trouble_lines"] = len(trouble)
+    r["gm_trouble_sample"] = trouble[:5]
+    r["gm_port_states"] = gm.state_changes()[-6:]
+    r["served"] = served(r)
+    return r
+
+
+def ladder(gm: Grandmaster, exe: Path, ns: Namespaces, counts: list[int], args, deadline: float, res: dict) -> None:
+    """Counts in order until the first failure; a count passes when all its --repeat runs serve every client
+    without a missed Sync.  Then --refine bisection steps between the last count passed and the first failed.
+    Results go into res as they come (an interrupted bench still reports the runs done)."""
+    if gm.cmd is None:
+        res["ptp4l_config"] = PTP4L_CONFIG
+
+    def attempt(n: int, refine: bool) -> bool | None:  # None: not run (time budget, grandmaster not ready)
+        for k in range(args.repeat):
+            need = run_seconds(n, args.duration, args.warmup, args.ramp) + 15
+            if time.monotonic() + need > deadline:
+                res["stopped"] = f"time budget: {n} clients need about {need:.0f} s more"
+                log(f"{gm.name}: {res['stopped']}")
+                return None
+            ns.add_clients(n)
+            try:
+                r = one_run(gm, exe, ns, n, args)
+            except NotReady as e:
+                res["stopped"] = f"not ready: {e}"
+                log(f"{gm.name}: {res['stopped']}")
+                return None
+            r["repeat"], r["refine"] = k + 1, refine
+            res["runs"].append(r)
+            log(f"{gm.name}: {n} clients: granted {r['granted']}, denied {r['denied']}, no reply {r['no_reply']}, "
+                f"missed Syncs {r['syncs_missed']} ({r['clients_missed']} clients), delay_resp "
+                f"{r['delay_resp_ratio']:.4f}, load-side rx drops {r['rx_queue_drops']}, grandmaster UDP "
+                f"receive-buffer errors {r['gm_udp'].get('RcvbufErrors', 0)}, grandmaster log trouble "
+                f"{r['gm_trouble_lines']}")
+            if not r["served"]:
+                return False
+        return True
+
+    for n in counts:
+        ok = attempt(n, False)
+        if ok is None:
+            break
+        if ok:
+            res["best"] = n
+        else:
+            res["broke_at"] = n
+            break
+    bad = res["broke_at"]
+    for _ in range(args.refine if bad else 0):
+        gap = bad - res["best"]
+        step = 100 if gap > 200 else 10 if gap > 20 else 1
+        n = (res["best"] + bad) // 2 // step * step
+        if n <= res["best"] or n >= bad:
+            break
+        ok = attempt(n, True)
+        if ok is None:
+            break
+        if ok:
+            res["best"] = n
+        else:
+            bad = n
+    res["first_failure"] = bad
+    if gm.cmd is None:
+        res["ptp4l_config"] = gm.config_text or res["ptp4l_config"]
+
+
+def ratio(a: float, b: float) -> float:
+    return a / b if b else float("nan")
+
+
+def print_table(results: list[dict], args) -> None:
+    print(f"PTP unicast capacity (G.8275.2 negotiation over UDPv4 in network namespaces, Sync 2^{args.log_sync} s, "
+          f"Delay_Req 1/s per client, window {args.duration:g} s after ramp at {args.ramp:g}/s + {args.warmup:g} s)")
+    print("  late slots: Sync slots with no Sync in time (a gap over 1.5 intervals) even if it came later; GM rcvbuf: "
+          "datagrams the grandmaster's sockets dropped; load drops: the load generator's own (must be 0)")
+    print(f"  {'grandmaster':12} {'clients':>7} {'granted':>7} {'denied':>6} {'no reply':>8} {'missed Syncs':>12} "
+          f"{'(clients)':>9} {'late slots':>10} {'FUP ratio':>9} {'Delay_Resp':>10} {'Announce':>8} {'GM rcvbuf':>9} "
+          f"{'load drops':>10}")
+    for res in results:
+        for r in res["runs"]:
+            fup = ratio(r["follow_ups"], r["syncs_received"])
+            ann = ratio(r["announce_received"], r["announce_expected"])
+            print(f"  {res['name']:12} {r['clients_requested']:7d} {r['granted']:7d} {r['denied']:6d} "
+                  f"{r['no_reply']:8d} {r['syncs_missed']:12d} {r['clients_missed']:9d} {r['sync_late_slots']:10d} "
+                  f"{fup:9.4f} {r['delay_resp_ratio']:10.4f} {ann:8.4f} {r['gm_udp'].get('RcvbufErrors', 0):9d} "
+                  f"{r['rx_queue_drops']:10d}{'  (bisection)' if r.get('refine') else ''}")
+        if res.get("stopped"):
+            print(f"  {res['name']:12} ladder stopped: {res['stopped']}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--counts", default="100,500,1000,2000,4000,8000")
+    ap.add_argument("--duration", type=float, default=30.0, help="measurement window per run, s")
+    ap.add_argument("--warmup", type=float, default=5.0, help="after the ramp, before the window, s")
+    ap.add_argument("--ramp", type=float, default=500.0, help="new negotiations per second")
+    ap.add_argument("--log-sync", type=int, default=0, help="log2 of the Sync interval requested (0: 1/s)")
+    ap.add_argument("--candidate-cmd", default=DEFAULT_CANDIDATE,
+                    help="grandmaster under test, run in its namespace; 'ptp4l' runs the reference again")
+    ap.add_argument("--skip-reference", action="store_true")
+    ap.add_argument("--skip-candidate", action="store_true")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per count; a count passes only if all pass")
+    ap.add_argument("--refine", type=int, default=0,
+                    help="bisection steps between the last count passed and the first failed")
+    ap.add_argument("--ready-timeout", type=float, default=120.0, help="s for a grandmaster to serve a probe")
+    ap.add_argument("--max-minutes", type=float, default=15.0, help="total time bound; the reference gets half")
+    ap.add_argument("--json", type=Path, help="write the results here")
+    ap.add_argument("--keep-logs", type=Path, help="copy each grandmaster's log into this directory")
+    args = ap.parse_args()
+    counts = sorted({int(c) for c in args.counts.split(",")})
+    if not counts or counts[0] < 1 or counts[-1] > MAX_CLIENTS:
+        ap.error(f"client counts must be 1..{MAX_CLIENTS}")
+    if args.repeat < 1 or args.refine < 0:
+        ap.error("--repeat must be >= 1 and --refine >= 0")
+    if os.geteuid() != 0:
+        print("ptp_unicast: needs root (network namespaces, ports 319/320)", file=sys.stderr)
+        return 2
+    for tool in ("gcc", "ip", "taskset", "setpriv", "ptp4l"):
+        if shutil.which(tool) is None:
+            print(f"ptp_unicast: {tool} is needed (scripts/test-all installs the Debian peers)", file=sys.stderr)
+            return 2
+    version = subprocess.run(["ptp4l", "-v"], check=False, capture_output=True, text=True).stdout.strip()
+    start = time.monotonic()
+    end = start + args.max_minutes * 60
+    results: list[dict] = []
+    stopping = []
+
+    def on_signal(signum, frame):  # run the finally blocks: processes stopped, namespaces removed
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_signal)
+    with tempfile.TemporaryDirectory(prefix="ptp_unicast-") as tmp:
+        workdir = Path(tmp)
+        os.chmod(workdir, 0o700)
+        exe = build_load(workdir)
+        ns = Namespaces(workdir)
+        try:
+            ns.setup()
+            plan = []
+            if not args.skip_reference:
+                plan.append(("ptp4l", None))
+            if not args.skip_candidate:
+                cmd = None if args.candidate_cmd.strip() == "ptp4l" else args.candidate_cmd
+                plan.append(("candidate", cmd))
+            for i, (name, cmd) in enumerate(plan):
+                share = (end - time.monotonic()) / (len(plan) - i)  # an equal share of what is left
+                gm = Grandmaster(name, ns, workdir, cmd)
+                res = {"name": name, "runs": [], "best": 0, "broke_at": None, "first_failure": None, "stopped": None}
+                results.append(res)
+                try:
+                    ladder(gm, exe, ns, counts, args, time.monotonic() + share, res)
+                finally:
+                    gm.stop()
+        except KeyboardInterrupt:
+            stopping.append("interrupted")
+            log("interrupted: reporting the runs done")
+        finally:
+            ns.teardown()
+    print_table(results, args)
+    by_name = {r["name"]: r for r in results}
+    ref, cand = by_name.get("ptp4l"), by_name.get("candidate")
+    for res in results:
+        broke = f"first failure at {res['first_failure']:,}" if res.get("first_failure") else "no failure"
+        print(f"  {res['name']:12} largest client count with zero missed Syncs: {res['best']:,} ({broke})")
+    r = ratio(cand["best"], ref["best"]) if ref and cand else float("nan")
+    if ref and cand:
+        print(f"  ratio candidate / ptp4l: {r:.2f}")
+    if cand:
+        beat = cand["best"] >= FIGURE_TO_BEAT
+        print(f"  figure to beat: {FIGURE_TO_BEAT:,} clients (default unicast client limit of a commercial PTP card): "
+              f"candidate {'reaches' if beat else 'does not reach'} it")
+    if args.json:
+        args.json.write_text(json.dumps({
+            "ptp4l_version": version, "counts": counts, "duration_s": args.duration, "warmup_s": args.warmup,
+            "ramp_per_s": args.ramp, "log_sync_interval": args.log_sync, "candidate_cmd": args.candidate_cmd,
+            "figure_to_beat": FIGURE_TO_BEAT, "ratio_candidate_to_reference": r, "elapsed_s":
+            time.monotonic() - start, "results": results}, indent=2, default=str) + "\n")
+    return 130 if stopping else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
