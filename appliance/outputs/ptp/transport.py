@@ -212,6 +212,11 @@ class UdpTransport:
     def fds(self) -> list[int]:
         return [self.event.fileno(), self.general.fileno()]
 
+    @property
+    def timestamped_fd(self) -> int:
+        """The socket whose sends are timestamped (see PtpService._apply)."""
+        return self.event.fileno()
+
     def send(self, data: bytes, event: bool, to: Any, peer: bool, token: int | None) -> None:
         port = EVENT_PORT if event else GENERAL_PORT
         if to is None:
@@ -293,6 +298,10 @@ class EthernetTransport:
 
     def fds(self) -> list[int]:
         return [self.sock.fileno()]
+
+    @property
+    def timestamped_fd(self) -> int:
+        return self.sock.fileno()
 
     def send(self, data: bytes, event: bool, to: Any, peer: bool, token: int | None) -> None:
         dst = to if isinstance(to, (bytes, bytearray)) else (self.peer_dest if peer else self.dest)
