@@ -55,6 +55,28 @@ def build_parser() -> argparse.ArgumentParser:
     _settings_args(p)
     p.add_argument("--link", required=True, help="path of the symlink to the pty slave, e.g. /tmp/gnss0")
     p.add_argument("--seconds", type=int, default=None, help="stop after this many seconds")
+    p = sub.add_parser("irig", help="render what the IRIG-B output would send, or decode an IRIG-B signal file")
+    isub = p.add_subparsers(dest="irig_command", required=True, metavar="SUBCOMMAND")
+    pr = isub.add_parser("render", help="write IRIG-B frames as DC level shift edges or an AM WAV file")
+    _settings_args(pr)
+    pr.add_argument("--format", required=True, help="B000-B007 (DC level shift) or B120-B127 (AM on 1 kHz)")
+    pr.add_argument("--start", required=True, metavar="ISO-TIME", help="UTC start on a whole second, e.g. "
+                    "2016-12-31T23:59:55Z (23:59:60 is accepted where a leap second was inserted)")
+    pr.add_argument("--seconds", type=int, required=True, help="number of frames (seconds), 1-86400")
+    out = pr.add_mutually_exclusive_group(required=True)
+    out.add_argument("--wav", metavar="FILE", help="AM samples as a 16-bit mono WAV (B12x)")
+    out.add_argument("--edges", metavar="FILE", help="edge file (B00x): '<ns from start> <level>' per line")
+    pr.add_argument("--rate", type=int, default=48_000, help="WAV sample rate, samples/s (default 48000)")
+    pr.add_argument("--bound-ns", type=int, default=100, help="clock error bound that sets the time quality "
+                    "(default 100 ns; -1: not synchronized, quality 15)")
+    pr.add_argument("--timezone", default="UTC", help="IANA time zone of the coded time (default UTC)")
+    pd = isub.add_parser("decode", help="decode an edge file or a WAV file and print each frame")
+    _settings_args(pd)
+    pd.add_argument("file")
+    pd.add_argument("--format", default=None, help="B00x/B12x; default: from the file's header, else detected")
+    pd.add_argument("--year", type=int, default=None, help="year for codes without one (default: the file's "
+                    "start, else this year)")
+    pd.add_argument("--json", action="store_true", help="one JSON object per frame")
     return parser
 
 
@@ -77,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler = {"run": cmd_run, "status": cmd_status, "replay": cmd_replay, "check-config": cmd_check_config,
                "config": cmd_config, "sim-receiver": cmd_sim_receiver, "holdover": cmd_holdover,
-               "sim": cmd_sim}[args.command]
+               "sim": cmd_sim, "irig": cmd_irig}[args.command]
     try:
         return handler(args)
     except BrokenPipeError:
@@ -236,3 +258,18 @@ def cmd_sim_receiver(args: argparse.Namespace) -> int:
     finally:
         pty.close()
     return 0
+
+
+def cmd_irig(args: argparse.Namespace) -> int:
+    from appliance.app import load_leap_table
+    from appliance.outputs.irig import cli as irig_cli
+
+    config = load_config(args)
+    table = load_leap_table(config)
+    try:
+        if args.irig_command == "render":
+            return irig_cli.render(args, table)
+        return irig_cli.decode(args, table)
+    except ValueError as exc:  # bad format, time, zone or file: one clear line
+        print(f"appliance: irig: {exc}", file=sys.stderr)
+        return EXIT_CONFIG

@@ -261,6 +261,16 @@ def _civil_from_days(days: int) -> tuple[int, int, int]:
     return yoe + era * 400 + (month <= 2), month, day
 
 
+def days_from_civil(year: int, month: int, day: int) -> int:
+    """Days since 1970-01-01 of a proleptic Gregorian date."""
+    return _days_from_civil(year, month, day)
+
+
+def civil_from_days(days: int) -> tuple[int, int, int]:
+    """(year, month, day) of a day count since 1970-01-01."""
+    return _civil_from_days(days)
+
+
 def _days_in_month(year: int, month: int) -> int:
     return _days_from_civil(year + month // 12, month % 12 + 1, 1) - _days_from_civil(year, month, 1)
 

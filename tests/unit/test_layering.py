@@ -30,6 +30,8 @@ EDGES = {
     "outputs.ntp.fast": "drives the native fast path from a worker",
     "outputs.ptp.transport": "PTP sockets (UDP and raw Ethernet), kernel timestamps, error queue, ethtool ioctl",
     "outputs.ptp.service": "runs the PTP port on the event loop: readers, timers, host clock reads",
+    "outputs.irig.files": "reads and writes IRIG-B edge files and WAV files",
+    "outputs.irig.cli": "appliance irig render/decode: time zones, files, this year as the default year",
 }
 FORBIDDEN_IMPORTS = {"socket", "serial", "scapy", "flask", "pysnmp", "threading", "asyncio", "subprocess",
                      "select", "selectors", "fcntl", "multiprocessing", "signal", "termios", "tty", "pty"}
