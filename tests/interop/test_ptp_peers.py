@@ -191,7 +191,7 @@ def test_a_better_grandmaster_makes_the_appliance_passive_and_its_loss_master_ag
         gm.wait(lambda s: s["outputs"]["ptp"].get("state") == "MASTER", 20)
         # a worse one (clockClass 248) leaves it master
         with h.Ptp4l(net.b, role="master", extra={"clockClass": "248", "priority1": "200", "masterOnly": "1"}):
-            ptp = gm.wait(lambda s: any(m["qualified"] for m in s["outputs"]["ptp"]["foreign_masters"]), 20)
+            gm.wait(lambda s: any(m["qualified"] for m in s["outputs"]["ptp"]["foreign_masters"]), 20)
             time.sleep(3)
             assert gm.ptp()["state"] == "MASTER"
 
