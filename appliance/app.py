@@ -88,6 +88,9 @@ class Appliance:
         self.served_at_host = served_at_host or (lambda h: (backend.served_ns(h), backend.freq_ppb))
         self.ntp: Any = None  # the NTP service edge, when serving
         self.ptp: Any = None  # the PTP service edge, when enabled
+        self.time_outputs: dict[str, Any] = {}  # serial time string (and others): name -> edge with .status()
+        self.pulse_outputs, self.pps_record, self.irig_record = pulse_outputs_from(config)
+        self.pulse_sinks: dict[str, Any] = {}  # "pps" / "irig" -> a hardware sink (PHC, GPIO) with .status()
         self._ntp_refid = "GNSS"
         self._ntp_generation = 0
         self.pps_source, self.pps_edges = "none", 0
@@ -191,6 +194,8 @@ class Appliance:
     def _second(self) -> None:
         self._route(self.clock.tick(self.raw_now()))
         self._publish_ntp()
+        if self.pulse_outputs is not None:
+            self._plan_pulses()
         publish = getattr(self.clock.backend, "publish", None)
         if publish is not None:
             snap = self.clock.snapshot(self.raw_now())
@@ -217,6 +222,18 @@ class Appliance:
                 self._save_state(learned)
             except OSError as exc:
                 log.error("cannot save the learned clock state: %s", exc)
+
+    def _plan_pulses(self) -> None:
+        """1PPS and IRIG-B edges for the next second, as counter instants."""
+        assert self.pulse_outputs is not None
+        backend = self.clock.backend
+        raw = self.raw_now()
+        served = backend.served_ns(raw)
+        inverse = getattr(backend, "raw_ns_at", None)
+        raw_at = inverse if inverse is not None else (lambda s: raw + s - served)  # a kernel clock runs at rate 1
+        snap = self.clock.snapshot(raw)
+        self.pulse_outputs.on_second(served, raw_at, snap.advertised.ntp_stratum == 1, snap.error_bound_ns,
+                                     self.utc.table)
 
     def _publish_ntp(self) -> None:
         """Hand the clock to the network outputs: NTP workers and the PTP port read the same map."""
@@ -268,7 +285,12 @@ class Appliance:
             snap.predicted_aging_ppb_per_day, snap.steps, snap.advertised,
             None if self._sim_time_error is None else self._sim_time_error())
         outputs = {"ntp": self.ntp.status() if self.ntp is not None else {"enabled": False},
-                   "ptp": self.ptp.status() if self.ptp is not None else {"enabled": False}}
+                   "ptp": self.ptp.status() if self.ptp is not None else {"enabled": False},
+                   **{name: out.status() for name, out in self.time_outputs.items()},
+                   **(self.pulse_outputs.status() if self.pulse_outputs is not None else {})}
+        for name, sink in self.pulse_sinks.items():
+            if name in outputs:
+                outputs[name] = {**outputs[name], "sink": sink.status()}
         return TimeStatus(now, leap.tai_to_utc(now, table).iso_ms(), self.mode, __version__, self.started_at_ns,
                           rx, self._last_sats, summarize(self._last_sats), pps, leap_status, clock,
                           tuple(self.alarms.active.values()), outputs=outputs)
@@ -340,6 +362,13 @@ async def _main(config: Config) -> int:
         except ValueError as exc:
             log.error("cannot start: %s", exc)
             return 1
+    if config["serial_out.device"]:
+        parts.append(_serial_out(config, app))
+    try:
+        parts.append(_pulse_sinks(config, app))
+    except ValueError as exc:
+        log.error("cannot start: %s", exc)
+        return 1
     server = ControlServer(config.control_socket_path(), app.handle_command)
     try:
         await server.start()
@@ -455,6 +484,98 @@ def _ptp(config: Config, app: Appliance) -> _PtpPart:
     part = _PtpPart(service, app)
     service.on_event = part.on_event
     return part
+
+
+def pulse_outputs_from(config: Config) -> tuple[Any, Any, Any]:
+    """The 1PPS and IRIG-B outputs the settings ask for (None if neither), and their recording sinks."""
+    from appliance.outputs.irig.timecode import CodedExpression
+    from appliance.outputs.pulses import IrigConfig, PpsConfig, RecordingSink, TimeOutputs
+
+    pps = irig = pps_record = irig_record = None
+    if config["pps_out.sink"] != "none":
+        pps = PpsConfig(int(config["pps_out.width_ms"]) * NS_PER_MS, int(config["pps_out.cable_delay_ns"]),
+                        str(config["pps_out.policy"]), int(config["pps_out.flag_width_ms"]) * NS_PER_MS)
+        pps_record = RecordingSink()
+    if config["irig_out.format"] != "none":
+        irig = IrigConfig(CodedExpression(int(str(config["irig_out.format"])[3])),
+                          int(config["irig_out.cable_delay_ns"]))
+        irig_record = RecordingSink()
+    if pps is None and irig is None:
+        return None, None, None
+    outputs = TimeOutputs(pps, pps_record.emit if pps_record else None, irig, irig_record.emit if irig_record else None)
+    return outputs, pps_record, irig_record
+
+
+class _TimeOutputPart:
+    """A time output (serial string ...) started and stopped with the runner's other parts, shown in status."""
+
+    def __init__(self, name: str, output: Any, app: Appliance):
+        self.name, self.output, self.app = name, output, app
+
+    def start(self) -> None:
+        self.app.time_outputs[self.name] = self.output
+        self.output.start()
+
+    def stop(self) -> None:
+        self.app.time_outputs.pop(self.name, None)
+        self.output.stop()
+
+
+class _PulseSinksPart:
+    """The hardware sinks of the 1PPS and IRIG-B outputs (PHC periodic output, GPIO lines), started and closed with
+    the runner's other parts; the planner hands them each second's edges."""
+
+    def __init__(self, app: Appliance, sinks: dict[str, Any]):
+        self.app, self.sinks = app, sinks
+
+    def start(self) -> None:
+        outputs = self.app.pulse_outputs
+        for name, sink in self.sinks.items():
+            getattr(sink, "start", lambda: None)()
+            if name == "pps":
+                outputs.pps_sink = sink.emit
+            else:
+                outputs.irig_sink = sink.emit
+        self.app.pulse_sinks = dict(self.sinks)
+
+    def stop(self) -> None:
+        for sink in self.sinks.values():
+            sink.close()
+
+
+def _pulse_sinks(config: Config, app: Appliance) -> _PulseSinksPart:
+    """PHC and GPIO sinks the settings ask for; a PHC sink needs the PHC to be the served clock."""
+    sinks: dict[str, Any] = {}
+
+    def to_host(raw_ns: int) -> int:  # edges are planned at most two seconds ahead: the rate error is negligible
+        return time.time_ns() + raw_ns - app.raw_now()
+
+    if config["pps_out.sink"] == "phc":
+        if config["clock.backend"] != "phc" or not config["gnss.device"]:
+            raise ValueError("pps_out.sink=phc needs the PHC to be the served clock (clock.backend=phc and a "
+                             "receiver, gnss.device): its periodic output runs on the PHC's own seconds")
+        from appliance.outputs.perout import PeroutSink
+
+        sinks["pps"] = PeroutSink(str(config["clock.phc_device"]), int(config["pps_out.phc_channel"]),
+                                  int(config["pps_out.phc_pin"]), int(config["pps_out.cable_delay_ns"]))
+    from appliance.outputs.gpio import GpioSink
+
+    if config["pps_out.sink"] == "gpio":
+        sinks["pps"] = GpioSink(str(config["pps_out.gpio_chip"]), int(config["pps_out.gpio_line"]), to_host,
+                                "appliance-1pps")
+    if config["irig_out.format"] != "none" and config["irig_out.sink"] == "gpio":
+        sinks["irig"] = GpioSink(str(config["irig_out.gpio_chip"]), int(config["irig_out.gpio_line"]), to_host,
+                                 "appliance-irig")
+    return _PulseSinksPart(app, sinks)
+
+
+def _serial_out(config: Config, app: Appliance) -> _TimeOutputPart:
+    from appliance.outputs.serialout import SerialTimeOutput
+
+    output = SerialTimeOutput(str(config["serial_out.device"]), int(config["serial_out.baud"]),
+                              str(config["serial_out.format"]), int(config["serial_out.offset_ms"]),
+                              lambda: app.utc.table, app.status, app.served_at_host)
+    return _TimeOutputPart("serial", output, app)
 
 
 def _fresh(learned: LearnedState | None, now_tai_ns: int, max_age_s: int) -> LearnedState | None:

@@ -167,6 +167,22 @@ def render(d: dict[str, Any]) -> str:
     ptp = (d.get("outputs") or {}).get("ptp")
     if ptp and ptp.get("enabled"):
         lines.append("PTP             : " + _ptp_line(ptp))
+    serial = (d.get("outputs") or {}).get("serial")
+    if serial and serial.get("enabled"):
+        lines.append("Serial time     : " + (f"NOT WRITING to {serial['device']}: {serial['error']}" if serial["error"]
+                                             else f"{serial['format']} on {serial['device']} at {serial['baud']} "
+                                                  f"baud, +{serial['offset_ms']} ms: {serial['written']} written"
+                                                  f" ({serial['write_errors']} failed); last {serial['last']!r}"))
+    pps_out = (d.get("outputs") or {}).get("pps")
+    if pps_out and pps_out.get("enabled"):
+        lines.append(f"1PPS out        : {pps_out['seconds']} s planned, {pps_out['squelched']} squelched "
+                     f"(policy {pps_out['policy']}), width {pps_out['width_ms']:g} ms, cable "
+                     f"{pps_out['cable_delay_ns']} ns" + (f", {pps_out['lost']} lost" if pps_out["lost"] else ""))
+    irig_out = (d.get("outputs") or {}).get("irig")
+    if irig_out and irig_out.get("enabled"):
+        lines.append(f"IRIG-B out      : {irig_out['format']}, {irig_out['frames']} frames, time quality "
+                     f"{irig_out['time_quality']}, cable {irig_out['cable_delay_ns']} ns"
+                     + (f", {irig_out['lost']} lost" if irig_out["lost"] else ""))
     alarms = [a for a in d.get("alarms", []) if a["raised"]]
     lines.append("Alarms          : " + ("; ".join(f"[{a['severity']}] {a['text']}" for a in alarms) or "none"))
     return "\n".join(lines)

@@ -27,6 +27,12 @@ class SoftClock:
         whole, frac = self._exact(raw_ns)
         return whole + round(frac)
 
+    def raw_ns_at(self, served_ns: int) -> int:
+        """The counter reading at which the served clock reads ``served_ns`` on the current segment (the inverse of
+        ``served_ns``, to within a nanosecond): where an output edge for a served instant belongs."""
+        return self._anchor_raw_ns + round((served_ns - self._anchor_served_ns - self._anchor_frac_ns)
+                                           / (1 + self.freq_ppb * 1e-9))
+
     def set_frequency(self, freq_ppb: float, at_raw_ns: int) -> None:
         """From ``at_raw_ns`` on, the served clock runs at (1 + freq_ppb * 1e-9) times the counter's rate."""
         self._reanchor(at_raw_ns, 0)

@@ -30,6 +30,9 @@ EDGES = {
     "outputs.ntp.fast": "drives the native fast path from a worker",
     "outputs.ptp.transport": "PTP sockets (UDP and raw Ethernet), kernel timestamps, error queue, ethtool ioctl",
     "outputs.ptp.service": "runs the PTP port on the event loop: readers, timers, host clock reads",
+    "outputs.serialout": "writes the serial time string with pyserial on event-loop timers (host clock reads)",
+    "outputs.perout": "PTP_PEROUT_REQUEST and PTP_PIN_SETFUNC ioctls on a PHC for 1PPS",
+    "outputs.gpio": "drives a GPIO line (gpiod) from a thread that sleeps until each edge's host instant",
     "outputs.irig.files": "reads and writes IRIG-B edge files and WAV files",
     "outputs.irig.cli": "appliance irig render/decode: time zones, files, this year as the default year",
 }

@@ -1,0 +1,148 @@
+"""Second-locked outputs: 1PPS and IRIG-B DC level shift, planned a second ahead on the local counter.
+
+Pure core.  Once a second the appliance hands ``TimeOutputs.on_second`` the served time now, the map from served
+time back to the counter (``raw_at``) and its status; for the next second S of the served clock each output plans its
+edges as counter (raw) instants, and its sink carries them out: a PHC's periodic output or a GPIO line at those
+instants, or a recording for tests.  An edge meant for served time T is put at raw_at(T - cable delay), so it
+arrives at the far end of the cable on time; the residual is the clock's own error, which its error bound states.
+
+1PPS: a rising edge on each second, falling ``width`` later.  While the clock is not synchronized (not serving as
+stratum 1: free-running, or in holdover beyond its spec) the policy decides: ``squelch`` sends nothing, ``always``
+carries on, ``flag`` carries on with the other width (``flag_width``) so a receiver can tell by the pulse.
+IRIG-B (B00x): the frame of second S (``timecode.fields_for_second``) with the time quality taken from the error
+bound, its 200 edges from S on.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from appliance.leap import LeapTable
+from appliance.outputs.irig.timecode import (ELEMENT_NS, WIDTH_NS, CodedExpression, encode, fields_for_second,
+                                             quality_from_bound)
+
+NS_PER_S = 1_000_000_000
+MAX_CATCH_UP_S = 2  # after a stall, plan at most this many past seconds; older ones are lost, and counted
+
+
+@dataclass(frozen=True)
+class PlannedEdge:
+    raw_ns: int  # when, on the local counter
+    level: int  # 1 rising, 0 falling
+    served_ns: int  # the served instant the edge stands for (before cable-delay compensation)
+
+
+@dataclass(frozen=True)
+class PpsConfig:
+    width_ns: int = 100_000_000
+    cable_delay_ns: int = 0
+    policy: str = "squelch"  # squelch | always | flag
+    flag_width_ns: int = 500_000_000
+
+    def __post_init__(self) -> None:
+        if self.policy not in ("squelch", "always", "flag"):
+            raise ValueError(f"1PPS policy {self.policy!r}: expected squelch, always or flag")
+        for name, width in (("width", self.width_ns), ("flag width", self.flag_width_ns)):
+            if not 0 < width < NS_PER_S:
+                raise ValueError(f"1PPS {name} {width} ns: must be between 0 and 1 s")
+
+
+@dataclass(frozen=True)
+class IrigConfig:
+    expression: CodedExpression
+    cable_delay_ns: int = 0
+
+
+@dataclass
+class RecordingSink:
+    """Keeps the planned edges (the most recent ``limit``): what a test or the console looks at."""
+
+    limit: int = 100_000
+    edges: deque[PlannedEdge] = field(default_factory=deque)
+
+    def emit(self, edges: list[PlannedEdge]) -> None:
+        self.edges.extend(edges)
+        while len(self.edges) > self.limit:
+            self.edges.popleft()
+
+
+Sink = Callable[[list[PlannedEdge]], None]
+
+
+def pps_edges(second_ns: int, synchronized: bool, cfg: PpsConfig, raw_at: Callable[[int], int]) -> list[PlannedEdge]:
+    if not synchronized and cfg.policy == "squelch":
+        return []
+    width = cfg.flag_width_ns if not synchronized and cfg.policy == "flag" else cfg.width_ns
+    lead = cfg.cable_delay_ns
+    return [PlannedEdge(raw_at(second_ns - lead), 1, second_ns),
+            PlannedEdge(raw_at(second_ns + width - lead), 0, second_ns + width)]
+
+
+def irig_edges(second_ns: int, elements: list[int], cable_delay_ns: int,
+               raw_at: Callable[[int], int]) -> list[PlannedEdge]:
+    out = []
+    for i, element in enumerate(elements):
+        start = second_ns + i * ELEMENT_NS
+        out.append(PlannedEdge(raw_at(start - cable_delay_ns), 1, start))
+        out.append(PlannedEdge(raw_at(start + WIDTH_NS[element] - cable_delay_ns), 0, start + WIDTH_NS[element]))
+    return out
+
+
+@dataclass
+class OutputCounters:
+    seconds: int = 0
+    squelched: int = 0
+    lost: int = 0  # seconds that went by unplanned (the appliance stalled for longer than MAX_CATCH_UP_S)
+    last_quality: int | None = None
+
+
+class TimeOutputs:
+    def __init__(self, pps: PpsConfig | None = None, pps_sink: Sink | None = None, irig: IrigConfig | None = None,
+                 irig_sink: Sink | None = None):
+        self.pps, self.pps_sink, self.irig, self.irig_sink = pps, pps_sink, irig, irig_sink
+        self.pps_counters, self.irig_counters = OutputCounters(), OutputCounters()
+        self._planned_through: int | None = None  # the last second planned
+
+    def on_second(self, served_now_ns: int, raw_at: Callable[[int], int], synchronized: bool,
+                  error_bound_ns: int | None, table: LeapTable) -> None:
+        """Plan every second from the one after the last planned up to the next one."""
+        target = (served_now_ns // NS_PER_S + 1) * NS_PER_S
+        first = target if self._planned_through is None else self._planned_through + NS_PER_S
+        if first < target - MAX_CATCH_UP_S * NS_PER_S:
+            lost = (target - MAX_CATCH_UP_S * NS_PER_S - first) // NS_PER_S
+            self.pps_counters.lost += lost
+            self.irig_counters.lost += lost
+            first = target - MAX_CATCH_UP_S * NS_PER_S
+        for second in range(first, target + 1, NS_PER_S):
+            self._plan(second, raw_at, synchronized, error_bound_ns, table)
+        self._planned_through = max(target, self._planned_through or target)
+
+    def _plan(self, second: int, raw_at: Callable[[int], int], synchronized: bool, error_bound_ns: int | None,
+              table: LeapTable) -> None:
+        if self.pps is not None and self.pps_sink is not None:
+            edges = pps_edges(second, synchronized, self.pps, raw_at)
+            self.pps_counters.seconds += 1
+            self.pps_counters.squelched += not edges
+            self.pps_sink(edges)  # an empty plan too: a sink that runs by itself (a PHC's periodic output) stops
+        if self.irig is not None and self.irig_sink is not None:
+            quality = quality_from_bound(error_bound_ns)
+            frame = encode(fields_for_second(second, table, quality), self.irig.expression)
+            self.irig_counters.seconds += 1
+            self.irig_counters.last_quality = quality
+            self.irig_sink(irig_edges(second, frame, self.irig.cable_delay_ns, raw_at))
+
+    def status(self) -> dict[str, object]:
+        out: dict[str, object] = {}
+        if self.pps is not None:
+            c = self.pps_counters
+            out["pps"] = {"enabled": True, "policy": self.pps.policy, "width_ms": self.pps.width_ns / 1e6,
+                          "cable_delay_ns": self.pps.cable_delay_ns, "seconds": c.seconds, "squelched": c.squelched,
+                          "lost": c.lost}
+        if self.irig is not None:
+            c = self.irig_counters
+            out["irig"] = {"enabled": True, "format": f"B00{self.irig.expression.digit}",
+                           "cable_delay_ns": self.irig.cable_delay_ns, "frames": c.seconds, "lost": c.lost,
+                           "time_quality": c.last_quality}
+        return out
