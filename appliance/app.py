@@ -488,18 +488,29 @@ def _ptp(config: Config, app: Appliance) -> _PtpPart:
 
 def pulse_outputs_from(config: Config) -> tuple[Any, Any, Any]:
     """The 1PPS and IRIG-B outputs the settings ask for (None if neither), and their recording sinks."""
+    from appliance.outputs.irig.cli import offset_function
     from appliance.outputs.irig.timecode import CodedExpression
-    from appliance.outputs.pulses import IrigConfig, PpsConfig, RecordingSink, TimeOutputs
+    from appliance.outputs.pulses import BlockRecording, IrigConfig, PpsConfig, RecordingSink, TimeOutputs
 
     pps = irig = pps_record = irig_record = None
     if config["pps_out.sink"] != "none":
         pps = PpsConfig(int(config["pps_out.width_ms"]) * NS_PER_MS, int(config["pps_out.cable_delay_ns"]),
                         str(config["pps_out.policy"]), int(config["pps_out.flag_width_ms"]) * NS_PER_MS)
         pps_record = RecordingSink()
-    if config["irig_out.format"] != "none":
-        irig = IrigConfig(CodedExpression(int(str(config["irig_out.format"])[3])),
-                          int(config["irig_out.cable_delay_ns"]))
-        irig_record = RecordingSink()
+    fmt = str(config["irig_out.format"])
+    if fmt != "none":
+        am, sink = fmt.startswith("B12"), str(config["irig_out.sink"])
+        if sink == ("gpio" if am else "wav"):
+            raise ValueError(f"irig_out.sink={sink} cannot carry {fmt}: a GPIO line carries DC level shift "
+                             f"(B000-B007), a WAV file or stream amplitude modulation (B120-B127)")
+        zone = str(config["irig_out.timezone"])
+        try:
+            offset_of = offset_function(zone)
+        except ValueError as exc:
+            raise ValueError(f"irig_out.timezone: {exc}") from None
+        irig = IrigConfig(CodedExpression(int(fmt[3])), int(config["irig_out.cable_delay_ns"]),
+                          int(config["irig_out.sample_rate"]) if am else None, offset_of, zone)
+        irig_record = BlockRecording() if am else RecordingSink()
     if pps is None and irig is None:
         return None, None, None
     outputs = TimeOutputs(pps, pps_record.emit if pps_record else None, irig, irig_record.emit if irig_record else None)
@@ -566,6 +577,12 @@ def _pulse_sinks(config: Config, app: Appliance) -> _PulseSinksPart:
     if config["irig_out.format"] != "none" and config["irig_out.sink"] == "gpio":
         sinks["irig"] = GpioSink(str(config["irig_out.gpio_chip"]), int(config["irig_out.gpio_line"]), to_host,
                                  "appliance-irig")
+    if config["irig_out.format"] != "none" and config["irig_out.sink"] == "wav":
+        from appliance.outputs.irig.wavout import WavSink
+
+        path = str(config["irig_out.wav_path"]) or str(config.state_path() / "irig" / "irig-am.wav")
+        sinks["irig"] = WavSink(path, int(config["irig_out.sample_rate"]), int(config["irig_out.wav_segment_s"]),
+                                int(config["irig_out.wav_keep"]), lambda served: leap.tai_to_utc(served, app.utc.table))
     return _PulseSinksPart(app, sinks)
 
 

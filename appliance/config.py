@@ -127,10 +127,21 @@ SETTINGS: tuple[Setting, ...] = (
       "or flag (pulses of pps_out.flag_width_ms)", choices=("squelch", "always", "flag")),
     S("pps_out.flag_width_ms", "int", 500, "1PPS pulse width that flags an unsynchronized clock (policy flag)",
       minimum=1, maximum=900),
-    S("irig_out.format", "enum", "none", "IRIG-B DC level shift output: none, or B000-B007",
-      choices=("none", *(f"B00{d}" for d in range(8)))),
-    S("irig_out.sink", "enum", "record", "Where the IRIG-B edges go: gpio (irig_out.gpio_chip/gpio_line), or record "
-      "(kept in memory: status and tests)", choices=("gpio", "record")),
+    S("irig_out.format", "enum", "none", "IRIG-B output: none; B000-B007 DC level shift (irig_out.sink gpio or "
+      "record); B120-B127 amplitude-modulated on 1 kHz (irig_out.sink wav or record)",
+      choices=("none", *(f"B00{d}" for d in range(8)), *(f"B12{d}" for d in range(8)))),
+    S("irig_out.sink", "enum", "record", "Where the IRIG-B output goes: gpio (DC level shift on irig_out.gpio_chip/"
+      "gpio_line), wav (AM samples to irig_out.wav_path), or record (kept in memory: status and tests)",
+      choices=("gpio", "wav", "record")),
+    S("irig_out.timezone", "str", "UTC", "Time coded by IRIG-B: UTC, or an IANA zone (e.g. Europe/Berlin); the "
+      "control functions carry the offset and daylight saving"),
+    S("irig_out.sample_rate", "int", 48_000, "Samples per second of the IRIG-B AM output", minimum=8_000,
+      maximum=192_000),
+    S("irig_out.wav_path", "path", "", "IRIG-B AM output: a FIFO (one endless WAV stream for a player, e.g. aplay), "
+      "or a file name whose segments <stem>-<UTC>.wav are written beside it; empty: <state_dir>/irig/irig-am.wav"),
+    S("irig_out.wav_segment_s", "int", 60, "Seconds of IRIG-B AM per WAV segment file", minimum=10, maximum=3600),
+    S("irig_out.wav_keep", "int", 10, "IRIG-B AM segment files kept (the oldest are removed)", minimum=1,
+      maximum=10_000),
     S("irig_out.gpio_chip", "path", "/dev/gpiochip0", "GPIO chip of the IRIG-B line (irig_out.sink=gpio)"),
     S("irig_out.gpio_line", "int", 1, "GPIO line offset of the IRIG-B line", minimum=0, maximum=1023),
     S("irig_out.cable_delay_ns", "int", 0, "IRIG-B cable delay to compensate", minimum=0, maximum=10_000_000),

@@ -177,15 +177,38 @@ def render(d: dict[str, Any]) -> str:
     if pps_out and pps_out.get("enabled"):
         lines.append(f"1PPS out        : {pps_out['seconds']} s planned, {pps_out['squelched']} squelched "
                      f"(policy {pps_out['policy']}), width {pps_out['width_ms']:g} ms, cable "
-                     f"{pps_out['cable_delay_ns']} ns" + (f", {pps_out['lost']} lost" if pps_out["lost"] else ""))
+                     f"{pps_out['cable_delay_ns']} ns" + (f", {pps_out['lost']} lost" if pps_out["lost"] else "")
+                     + _sink_text(pps_out.get("sink")))
     irig_out = (d.get("outputs") or {}).get("irig")
     if irig_out and irig_out.get("enabled"):
-        lines.append(f"IRIG-B out      : {irig_out['format']}, {irig_out['frames']} frames, time quality "
+        lines.append(f"IRIG-B out      : {irig_out['format']} ({irig_out.get('timezone', 'UTC')}"
+                     + (f", {irig_out['sample_rate_hz']} samples/s" if irig_out.get("sample_rate_hz") else "")
+                     + f"), {irig_out['frames']} frames, time quality "
                      f"{irig_out['time_quality']}, cable {irig_out['cable_delay_ns']} ns"
-                     + (f", {irig_out['lost']} lost" if irig_out["lost"] else ""))
+                     + (f", {irig_out['lost']} lost" if irig_out["lost"] else "") + _sink_text(irig_out.get("sink")))
     alarms = [a for a in d.get("alarms", []) if a["raised"]]
     lines.append("Alarms          : " + ("; ".join(f"[{a['severity']}] {a['text']}" for a in alarms) or "none"))
     return "\n".join(lines)
+
+
+def _sink_text(sink: dict[str, Any] | None) -> str:
+    """Where a 1PPS or IRIG-B output goes (nothing for the in-memory recording)."""
+    if not sink:
+        return ""
+    if sink.get("error"):
+        return f"; NOT OUTPUT: {sink['error']}"
+    if sink.get("kind") == "wav":
+        where = f"WAV {sink['mode']} {sink['path']}"
+        extra = (f", {sink['current']}" if sink["mode"] == "stream" else
+                 f", {sink['segments']} segment(s) of {sink['segment_s']} s") + \
+            (f", {sink['overruns']} overruns" if sink["overruns"] else "")
+        return f"; {where}: {sink['frames']} frames{extra}"
+    if "chip" in sink:
+        return (f"; GPIO {sink['chip']} line {sink['line']}: {sink['edges']} edges, worst {sink['worst_late_us']} µs "
+                f"late" + (f", {sink['dropped']} dropped" if sink["dropped"] else ""))
+    if "device" in sink:
+        return f"; PHC {sink['device']} channel {sink['channel']}" + ("" if sink["running"] else " (stopped)")
+    return ""
 
 
 def _ntp_line(ntp: dict[str, Any]) -> str:

@@ -10,18 +10,24 @@ arrives at the far end of the cable on time; the residual is the clock's own err
 stratum 1: free-running, or in holdover beyond its spec) the policy decides: ``squelch`` sends nothing, ``always``
 carries on, ``flag`` carries on with the other width (``flag_width``) so a receiver can tell by the pulse.
 IRIG-B (B00x): the frame of second S (``timecode.fields_for_second``) with the time quality taken from the error
-bound, its 200 edges from S on.
+bound, its 200 edges from S on.  IRIG-B AM (B12x): the same frame as 16-bit samples on a grid of the counter (a DAC
+clocked from the oscillator): each sample's counter instant is mapped to the served clock and the waveform is
+evaluated there, so the reference marker's positive-going zero crossing falls on the served second.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
 
 from appliance.leap import LeapTable
-from appliance.outputs.irig.timecode import (ELEMENT_NS, WIDTH_NS, CodedExpression, encode, fields_for_second,
-                                             quality_from_bound)
+from appliance.outputs.irig.timecode import (ELEMENT_NS, WIDTH_NS, CodedExpression, OffsetOf, encode,
+                                             fields_for_second, quality_from_bound, utc_offset)
+from appliance.outputs.irig.waveform import CARRIER_HZ, am_frame_values
 
 NS_PER_S = 1_000_000_000
 MAX_CATCH_UP_S = 2  # after a stall, plan at most this many past seconds; older ones are lost, and counted
@@ -53,6 +59,85 @@ class PpsConfig:
 class IrigConfig:
     expression: CodedExpression
     cable_delay_ns: int = 0
+    sample_rate_hz: int | None = None  # AM (B12x) at this many samples/s; None: DC level shift (B00x)
+    offset_of: OffsetOf = utc_offset  # the local time coded (IRIG time), and its offset field
+    timezone: str = "UTC"  # the name of offset_of, for status
+
+    def __post_init__(self) -> None:
+        if self.sample_rate_hz is not None and not 8 * CARRIER_HZ <= self.sample_rate_hz <= 192_000:
+            raise ValueError(f"IRIG-B AM sample rate {self.sample_rate_hz}/s: must be 8000 to 192000")
+
+    @property
+    def name(self) -> str:
+        return f"B{'12' if self.sample_rate_hz else '00'}{self.expression.digit}"
+
+
+@dataclass(frozen=True)
+class AmBlock:
+    """One frame of the AM output as samples on the output's sample grid."""
+
+    first_index: int  # of the first sample on the grid (counted from the output's first sample)
+    first_raw_ns: int  # when the first sample is due, on the local counter
+    served_ns: int  # the frame's on-time point (the served second, before cable-delay compensation)
+    rate_hz: int
+    samples: bytes  # 16-bit little-endian mono
+    first_tau_ns: float = 0.0  # the first sample's instant from the on-time point, on the served clock
+
+
+class AmPlanner:
+    """Keeps the AM output's sample grid on the counter (sample k at origin + k/rate) and fills each frame's samples.
+
+    Frames follow each other on the same grid; a frame's first sample is the one after the previous frame's last,
+    unless seconds were lost (then the grid skips ahead and the block's first_index says how far)."""
+
+    def __init__(self, rate_hz: int):
+        self.rate_hz = rate_hz
+        self._origin_raw: int | None = None
+        self._next = 0
+
+    def raw_of(self, index: int) -> int:
+        assert self._origin_raw is not None
+        return self._origin_raw + index * NS_PER_S // self.rate_hz
+
+    def _index_at(self, raw_ns: int) -> int:
+        """The first grid index at or after ``raw_ns``."""
+        assert self._origin_raw is not None
+        k = max(0, -(-(raw_ns - self._origin_raw) * self.rate_hz // NS_PER_S))
+        while k > 0 and self.raw_of(k - 1) >= raw_ns:
+            k -= 1
+        while self.raw_of(k) < raw_ns:
+            k += 1
+        return k
+
+    def block(self, second_ns: int, frame: Sequence[int], cable_delay_ns: int,
+              raw_at: Callable[[int], int]) -> AmBlock:
+        r0 = raw_at(second_ns - cable_delay_ns)
+        r1 = raw_at(second_ns + NS_PER_S - cable_delay_ns)
+        if self._origin_raw is None:
+            self._origin_raw, self._next = r0, 0
+        first = self._next
+        if self.raw_of(first) < r0 - ELEMENT_NS:  # a gap: seconds went by unplanned
+            first = self._index_at(r0)
+        end = max(first, self._index_at(r1))
+        start_raw = self.raw_of(first)
+        offsets = np.arange(end - first, dtype=np.float64) * (NS_PER_S / self.rate_hz)
+        tau = (start_raw - r0 + offsets) * (NS_PER_S / (r1 - r0))
+        self._next = end
+        return AmBlock(first, start_raw, second_ns, self.rate_hz, am_frame_values(frame, tau).astype("<i2").tobytes(),
+                       float(tau[0]) if len(tau) else 0.0)
+
+
+@dataclass
+class BlockRecording:
+    """Keeps the most recent AM blocks: what a test looks at."""
+
+    limit: int = 120
+    blocks: deque[AmBlock] = field(default_factory=deque)
+
+    def emit(self, block: AmBlock) -> None:
+        self.blocks.append(block)
+        while len(self.blocks) > self.limit:
+            self.blocks.popleft()
 
 
 @dataclass
@@ -69,6 +154,7 @@ class RecordingSink:
 
 
 Sink = Callable[[list[PlannedEdge]], None]
+IrigSink = Callable[[Any], None]  # list[PlannedEdge] (DC level shift) or AmBlock (AM)
 
 
 def pps_edges(second_ns: int, synchronized: bool, cfg: PpsConfig, raw_at: Callable[[int], int]) -> list[PlannedEdge]:
@@ -100,9 +186,10 @@ class OutputCounters:
 
 class TimeOutputs:
     def __init__(self, pps: PpsConfig | None = None, pps_sink: Sink | None = None, irig: IrigConfig | None = None,
-                 irig_sink: Sink | None = None):
+                 irig_sink: IrigSink | None = None):
         self.pps, self.pps_sink, self.irig, self.irig_sink = pps, pps_sink, irig, irig_sink
         self.pps_counters, self.irig_counters = OutputCounters(), OutputCounters()
+        self._am = AmPlanner(irig.sample_rate_hz) if irig is not None and irig.sample_rate_hz else None
         self._planned_through: int | None = None  # the last second planned
 
     def on_second(self, served_now_ns: int, raw_at: Callable[[int], int], synchronized: bool,
@@ -128,10 +215,13 @@ class TimeOutputs:
             self.pps_sink(edges)  # an empty plan too: a sink that runs by itself (a PHC's periodic output) stops
         if self.irig is not None and self.irig_sink is not None:
             quality = quality_from_bound(error_bound_ns)
-            frame = encode(fields_for_second(second, table, quality), self.irig.expression)
+            frame = encode(fields_for_second(second, table, quality, self.irig.offset_of), self.irig.expression)
             self.irig_counters.seconds += 1
             self.irig_counters.last_quality = quality
-            self.irig_sink(irig_edges(second, frame, self.irig.cable_delay_ns, raw_at))
+            if self._am is not None:
+                self.irig_sink(self._am.block(second, frame, self.irig.cable_delay_ns, raw_at))
+            else:
+                self.irig_sink(irig_edges(second, frame, self.irig.cable_delay_ns, raw_at))
 
     def status(self) -> dict[str, object]:
         out: dict[str, object] = {}
@@ -142,7 +232,8 @@ class TimeOutputs:
                           "lost": c.lost}
         if self.irig is not None:
             c = self.irig_counters
-            out["irig"] = {"enabled": True, "format": f"B00{self.irig.expression.digit}",
+            out["irig"] = {"enabled": True, "format": self.irig.name, "timezone": self.irig.timezone,
+                           **({"sample_rate_hz": self.irig.sample_rate_hz} if self.irig.sample_rate_hz else {}),
                            "cable_delay_ns": self.irig.cable_delay_ns, "frames": c.seconds, "lost": c.lost,
                            "time_quality": c.last_quality}
         return out

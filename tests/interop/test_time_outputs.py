@@ -8,15 +8,20 @@ hardware is missing (this machine has no GPIO chip or PHC); their behaviour is u
 
 from __future__ import annotations
 
+import json
 import os
 import select
+import subprocess
 import time
+import wave
+from datetime import datetime, timezone
 from collections.abc import Iterator
 from pathlib import Path
 
 import pynmea2
 import pytest
 
+from tests.interop.peers import require
 from tests.interop.procs import appliance, stop, wait_for
 from tests.interop.ptp_appliance import seed_learned_state
 
@@ -141,3 +146,90 @@ def test_pulse_outputs_on_hardware_that_is_not_there(tmp_path: Path) -> None:
     bad = appliance("run", "--set", f"state_dir={tmp_path / 'other'}", *FAST, "--set", "pps_out.sink=phc")
     out, err = bad.communicate(timeout=60)
     assert bad.returncode == 1 and "pps_out.sink=phc needs the PHC to be the served clock" in err
+
+
+def decode_cli(path: Path, *extra: str) -> list[dict]:
+    """``appliance irig decode --json``: one record per frame."""
+    proc = appliance("irig", "decode", str(path), "--json", *extra)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def test_am_output_to_wav_segments_decodes_in_local_time(tmp_path: Path) -> None:
+    """IRIG-B B124 live in 10 s WAV segments, coded in Berlin time: each segment decodes with ``appliance irig
+    decode`` from its first frame, which is the second in its name, with the zone's offset in the control functions."""
+    state, out = tmp_path / "state", tmp_path / "am"
+    app = appliance("run", "--set", f"state_dir={state}", *FAST, "--set", "irig_out.format=B124",
+                    "--set", "irig_out.sink=wav", "--set", f"irig_out.wav_path={out / 'irig.wav'}",
+                    "--set", "irig_out.wav_segment_s=10", "--set", "irig_out.wav_keep=3",
+                    "--set", "irig_out.timezone=Europe/Berlin", "--set", "irig_out.sample_rate=16000")
+    try:
+        wait_for(state, lambda s: s["clock"]["state"] == "LOCKED", timeout_s=60)
+        s = wait_for(state, lambda s: s["outputs"]["irig"]["sink"]["segments"] >= 3, timeout_s=40)
+    finally:
+        code, err = stop(app)
+    assert code == 0, err
+    irig = s["outputs"]["irig"]
+    assert irig["format"] == "B124" and irig["timezone"] == "Europe/Berlin" and irig["sample_rate_hz"] == 16000
+    assert irig["sink"]["error"] is None and irig["sink"]["overruns"] == 0
+    segments = sorted(out.glob("irig-*.wav"))
+    assert len(segments) == 3  # the oldest pruned
+    for segment in segments[1:]:  # whole segments (the first may have begun mid-way when the output started)
+        frames = decode_cli(segment)
+        named = datetime.strptime(segment.stem[5:], "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
+        assert frames[0]["utc"] == named.strftime("%Y-%m-%dT%H:%M:%SZ") and named.second % 10 == 0
+        assert all(f["offset_h"] in (-1.0, -2.0) for f in frames)  # CET/CEST: local time + offset = UTC
+        utc = [datetime.strptime(f["utc"], "%Y-%m-%dT%H:%M:%SZ") for f in frames]
+        assert [(b - a).total_seconds() for a, b in zip(utc, utc[1:])] == [1.0] * (len(utc) - 1)
+        local_hour = (named.hour - int(frames[0]["offset_h"])) % 24
+        assert frames[0]["time"].startswith(f"{local_hour:02d}:")
+
+
+ASOUNDRC = """pcm.irigfile {{
+  type file
+  slave.pcm "null"
+  file "{raw}"
+  format "raw"
+}}
+"""
+
+
+def test_am_stream_through_a_fifo_plays_in_aplay(tmp_path: Path) -> None:
+    """IRIG-B B122 into a FIFO that ALSA's aplay plays: aplay reads the open-ended WAV header and plays the stream
+    (onto ALSA's file plugin here, this machine has no sound card); what it played decodes to consecutive seconds."""
+    aplay = require("aplay")
+    state, fifo, raw = tmp_path / "state", tmp_path / "irig.fifo", tmp_path / "played.raw"
+    os.mkfifo(fifo)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".asoundrc").write_text(ASOUNDRC.format(raw=raw))
+    app = appliance("run", "--set", f"state_dir={state}", *FAST, "--set", "irig_out.format=B122",
+                    "--set", "irig_out.sink=wav", "--set", f"irig_out.wav_path={fifo}")
+    player = None
+    try:
+        s = wait_for(state, lambda s: s["outputs"]["irig"]["sink"]["current"] == "waiting for a reader",
+                     timeout_s=60)
+        assert s["outputs"]["irig"]["sink"]["mode"] == "stream"
+        player = subprocess.Popen([aplay, "-q", "-D", "irigfile", str(fifo)], env={**os.environ, "HOME": str(home)},
+                                  stderr=subprocess.PIPE)
+        s = wait_for(state, lambda s: s["outputs"]["irig"]["sink"]["frames"] >= 6, timeout_s=30)
+        assert s["outputs"]["irig"]["sink"]["streams"] == 1
+    finally:
+        code, err = stop(app)
+        if player is not None:
+            _, perr = player.communicate(timeout=20)  # the stream ends when the appliance closes it
+    assert code == 0, err
+    assert player.returncode == 0, perr
+    played = raw.read_bytes()
+    assert len(played) >= 5 * 2 * 48_000
+    wav = tmp_path / "played.wav"
+    with wave.open(str(wav), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(48_000)
+        w.writeframes(played)
+    frames = decode_cli(wav, "--format", "B122")
+    assert len(frames) >= 5
+    utc = [datetime.strptime(f["utc"], "%Y-%m-%dT%H:%M:%SZ") for f in frames]
+    assert [(b - a).total_seconds() for a, b in zip(utc, utc[1:])] == [1.0] * (len(utc) - 1)

@@ -8,8 +8,11 @@ the oscillator (the counter without its white phase noise, as an edge would be c
 
 from __future__ import annotations
 
-from appliance.outputs.irig.timecode import CodedExpression
-from appliance.outputs.irig.waveform import frames_from_elements
+import numpy as np
+
+from appliance.outputs.irig.timecode import CodedExpression, tai_of
+from appliance.outputs.irig.wavout import lead_in
+from appliance.outputs.irig.waveform import elements_from_pulses, frames_from_elements, pulses_from_samples
 from tests.sim.conftest import NS_PER_S, Sim, build_sim
 
 SETTINGS = {"clock.warmup_s": 0, "clock.qualify_s": 3, "pps_out.sink": "record", "irig_out.format": "B000",
@@ -101,3 +104,57 @@ def test_edges_on_the_second_within_the_bound_and_quality_follows_holdover() -> 
     assert late == [], "1PPS squelched while not synchronized"
     status = sim.app.status().outputs
     assert status["pps"]["squelched"] > 0 and status["irig"]["time_quality"] == qualities[-1]
+
+
+AM_SETTINGS = {"clock.warmup_s": 0, "clock.qualify_s": 3, "irig_out.format": "B122", "irig_out.sample_rate": 48_000}
+# how well the decoder places a zero crossing in clean 16-bit samples at 48 kHz (least squares over a pulse's cycles);
+# tests/unit/test_irig_timecode.py checks it against rendered signals
+AM_DECODE_NS = 20
+
+
+def test_am_zero_crossings_on_the_second_within_the_bound() -> None:
+    """The live AM output (B122 at 48 kHz): the positive-going zero crossing that starts each reference marker,
+    found by the decoder in the samples, is within the error bound of the true second the frame names, and the frame
+    names that second."""
+    sim = build_sim(seed=5, **AM_SETTINGS)
+    for _ in range(120):
+        sim.run_s(1)
+        if sim.app.status().clock.state == "LOCKED":
+            break
+    assert sim.app.status().clock.state == "LOCKED"
+    sim.run_s(3)
+    record = sim.app.irig_record
+    last = record.blocks[-1].first_index
+    now = sim.app.status()
+    bounds: dict[int, int | None] = {now.at_tai_ns // NS_PER_S: now.clock.error_bound_ns}
+    truth: dict[int, int] = {}  # block first index -> the true instant of its first sample
+    for _ in range(40):
+        sim.run_s(1)
+        s = sim.app.status()
+        bounds[s.at_tai_ns // NS_PER_S] = s.clock.error_bound_ns
+        for block in record.blocks:
+            if block.first_index > last:
+                truth[block.first_index] = true_of(sim, block.first_raw_ns)
+                last = block.first_index
+    blocks = [b for b in record.blocks if b.first_index in truth]
+    assert all(b.first_index + len(b.samples) // 2 == c.first_index for b, c in zip(blocks, blocks[1:])), \
+        "frames follow each other on one sample grid"
+    lead = lead_in(blocks[0])  # what a WAV segment starts with: the previous frame's P0
+    samples = [v for b in [lead, *(b.samples for b in blocks)] for v in np.frombuffer(b, "<i2").tolist()]
+    frames, problems = frames_from_elements(elements_from_pulses(pulses_from_samples(samples, 48_000)),
+                                            CodedExpression(2), 2026)
+    assert not problems
+    assert len(frames) == len(blocks)
+    offset_ns = [(b.first_index - blocks[0].first_index + len(lead) // 2) * NS_PER_S / 48_000 for b in blocks]
+    errors = []
+    for frame, block, block_ns in zip(frames, blocks, offset_ns):
+        second = block.served_ns
+        assert tai_of(frame.fields, sim.app.utc.table) == second, "the frame names the second it starts"
+        # the crossing falls where the planner put it: the block's first sample is first_tau after it
+        assert abs(frame.on_time_ns - block_ns + block.first_tau_ns) <= AM_DECODE_NS
+        error = (truth[block.first_index] - second) + (frame.on_time_ns - block_ns)  # ints first: a float of
+        # an instant this size has 256 ns steps
+        bound = bounds.get(second // NS_PER_S - 1)
+        assert bound is not None and abs(error) <= bound + AM_DECODE_NS, (second, error, bound)
+        errors.append(error)
+    assert max(errors) - min(errors) > 0, "the error follows the clock (the check is not vacuous)"

@@ -35,6 +35,7 @@ EDGES = {
     "outputs.gpio": "drives a GPIO line (gpiod) from a thread that sleeps until each edge's host instant",
     "outputs.irig.files": "reads and writes IRIG-B edge files and WAV files",
     "outputs.irig.cli": "appliance irig render/decode: time zones, files, this year as the default year",
+    "outputs.irig.wavout": "writes the live IRIG-B AM output to WAV segment files or a FIFO, from a writer thread",
 }
 FORBIDDEN_IMPORTS = {"socket", "serial", "scapy", "flask", "pysnmp", "threading", "asyncio", "subprocess",
                      "select", "selectors", "fcntl", "multiprocessing", "signal", "termios", "tty", "pty"}

@@ -18,6 +18,9 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 from appliance.outputs.irig.timecode import (ELEMENT_NS, ELEMENTS, MARK, ONE, WIDTH_NS, ZERO, CodedExpression,
                                              IrigDecodeError, IrigFields, decode, frame_starts)
 
@@ -73,6 +76,19 @@ def am_samples(frames: Sequence[Sequence[int]], rate_hz: int, lead_in: bool = Tr
     return out
 
 
+def am_frame_values(frame: Sequence[int], tau_ns: npt.NDArray[np.float64]) -> npt.NDArray[np.int16]:
+    """16-bit samples of one frame's AM signal at the instants ``tau_ns`` from its on-time point (0 <= tau < 1 s;
+    instants outside are clamped into the frame).  The live output's sample instants are the counter's, mapped to the
+    served clock, so they need not fall on a whole number of nanoseconds or on a regular grid of the frame."""
+    tau = np.clip(tau_ns, 0.0, 1e9 - 1.0)
+    mark = MARK_AMPLITUDE * FULL_SCALE
+    space = mark * MARK_TO_SPACE[1] / MARK_TO_SPACE[0]
+    marked_ms = np.array([WIDTH_NS[e] // 1_000_000 for e in frame], dtype=np.int64)  # carrier cycles at mark level
+    ms = (tau // 1_000_000).astype(np.int64)  # which carrier cycle of the frame
+    amplitude = np.where(ms % 10 < marked_ms[ms // 10], mark, space)
+    return np.rint(amplitude * np.sin(2 * np.pi * (tau % 1_000_000) / 1e6)).astype(np.int16)
+
+
 # --- decoding -------------------------------------------------------------------------------------------------------
 
 def _classify(width_ns: int) -> int | None:
@@ -115,28 +131,28 @@ def pulses_from_samples(samples: Sequence[int], rate_hz: int) -> list[tuple[int,
     if high < 1.5 * max(low, 1):
         raise IrigDecodeError("no amplitude modulation found (mark and space amplitudes are alike)")
     threshold = (high + low) / 2
+    diffs = sorted(c1 - c0 for c0, c1 in zip(crossings, crossings[1:]))
+    period = diffs[len(diffs) // 2]  # samples per carrier cycle (the median is blind to a jump in phase)
     pulses, start = [], None
     for i, peak in enumerate(peaks):
         if peak >= threshold and start is None:
             start = i
         elif peak < threshold and start is not None:
-            t0, t1 = _fit_start(crossings[start:i + 1]), crossings[i]
-            pulses.append((round(t0 * 1e9 / rate_hz), round((t1 - t0) * 1e9 / rate_hz)))
+            t0 = _fit_start(crossings[start:i + 1], period)
+            pulses.append((round(t0 * 1e9 / rate_hz), round((i - start) * period * 1e9 / rate_hz)))
             start = None
     return pulses
 
 
-def _fit_start(crossings: Sequence[float]) -> float:
-    """The first of evenly spaced zero crossings, by a least-squares line through all of them (noise on any one
-    crossing is averaged over the pulse's cycles)."""
-    n = len(crossings)
-    if n < 3:
+def _fit_start(crossings: Sequence[float], period: float) -> float:
+    """The first of a pulse's evenly spaced zero crossings, from the crossings inside it: the first and the last sit
+    where the amplitude changes, so a line between a sample at one amplitude and a sample at the other crosses zero
+    off the true crossing (by up to a fifth of a sample).  The mean of the inner ones, each moved back by its number of
+    periods, averages the noise on any one of them over the pulse's cycles."""
+    inner = crossings[1:-1]
+    if not inner:
         return crossings[0]
-    mean_i = (n - 1) / 2
-    mean_c = sum(crossings) / n
-    slope = (sum((i - mean_i) * (c - mean_c) for i, c in enumerate(crossings))
-             / sum((i - mean_i) ** 2 for i in range(n)))
-    return mean_c - slope * mean_i
+    return sum(c - (j + 1) * period for j, c in enumerate(inner)) / len(inner)
 
 
 def frames_from_elements(elements: Sequence[tuple[int, int | None]], expression: CodedExpression,
