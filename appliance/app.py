@@ -14,6 +14,7 @@ import logging
 import signal
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from appliance import __version__, leap
@@ -97,6 +98,8 @@ class Appliance:
         self.paired: list[PairedSecond] = []  # the most recent, for tests and the console
         self.alarms = AlarmBook()
         self.listeners: list[Callable[[object], None]] = []
+        self.audit_hook: Callable[[str, str, str, dict[str, Any]], None] | None = None  # operator commands
+        self.audit_part: Any = None  # the audit trail, when the runner keeps one
         self._last_sats: tuple = ()
         self._last_rejects_logged: dict[str, int] = {}
         self._timers = [every(scheduler, 200 * NS_PER_MS, self._tick), every(scheduler, NS_PER_S, self._second),
@@ -295,6 +298,19 @@ class Appliance:
                           rx, self._last_sats, summarize(self._last_sats), pps, leap_status, clock,
                           tuple(self.alarms.active.values()), outputs=outputs)
 
+    def apply_live(self, name: str, value: Any) -> bool:
+        """Take a changed setting without a restart where the running parts can; False if it needs a restart."""
+        if name == "log.level":
+            logging.getLogger().setLevel(getattr(logging, str(value).upper(), logging.INFO))
+            return True
+        if name == "gnss.cable_delay_ns":
+            self.pairer.cable_delay_ns = int(value)
+            return True
+        if name == "gnss.label_max_age_ms":
+            self.pairer.label_max_age_ns = int(value) * NS_PER_MS
+            return True
+        return False
+
     def handle_command(self, request: dict[str, Any]) -> dict[str, Any]:
         """Control-socket requests (already authenticated by the socket's peer check)."""
         cmd = request.get("cmd")
@@ -310,8 +326,14 @@ class Appliance:
         try:
             events = self.clock.force_holdover(action == "start", self.raw_now(), who)
         except ValueError as exc:
+            if self.audit_hook is not None:
+                self.audit_hook("command", who, f"forced holdover {action} refused: {exc}",
+                                {"command": "holdover", "action": action, "ok": False})
             return {"ok": False, "error": str(exc)}
         log.warning("operator %s: holdover %s", who, action)
+        if self.audit_hook is not None:
+            self.audit_hook("command", who, f"forced holdover {action}", {"command": "holdover", "action": action,
+                                                                          "ok": True})
         self._route(events)
         return {"ok": True, "state": self.clock.engine.state.value}
 
@@ -367,6 +389,13 @@ async def _main(config: Config) -> int:
     try:
         parts.append(_pulse_sinks(config, app))
     except ValueError as exc:
+        log.error("cannot start: %s", exc)
+        return 1
+    try:
+        if config["web.enabled"]:
+            parts.append(_web(config, app, loop, table))
+        parts.append(_audit(config, app, loop, table))
+    except (OSError, ValueError) as exc:
         log.error("cannot start: %s", exc)
         return 1
     server = ControlServer(config.control_socket_path(), app.handle_command)
@@ -584,6 +613,96 @@ def _pulse_sinks(config: Config, app: Appliance) -> _PulseSinksPart:
         sinks["irig"] = WavSink(path, int(config["irig_out.sample_rate"]), int(config["irig_out.wav_segment_s"]),
                                 int(config["irig_out.wav_keep"]), lambda served: leap.tai_to_utc(served, app.utc.table))
     return _PulseSinksPart(app, sinks)
+
+
+def _audit(config: Config, app: Appliance, loop: asyncio.AbstractEventLoop, table: leap.LeapTable) -> Any:
+    """The audit trail and time-quality record under state_dir; a store that cannot be opened stops the start."""
+    from appliance.audit.chain import AuditError
+    from appliance.audit.service import AuditPart, open_stores
+
+    state_dir = config.state_path()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        store, quality, forwarder = open_stores(state_dir, config, table)
+    except AuditError as exc:
+        raise ValueError(str(exc)) from None
+    part = AuditPart(app, loop, store, quality, forwarder)
+    app.audit_part = part
+    return part
+
+
+def _web(config: Config, app: Appliance, loop: asyncio.AbstractEventLoop, table: leap.LeapTable) -> Any:
+    """The web console (HTTPS), REST API and /metrics, reading what the appliance publishes."""
+    from appliance.web.app import WebContext
+    from appliance.web.server import Publisher, WebPart
+    from appliance.web.settings_edit import SettingsEditor
+    from appliance.web.usercli import USERS_FILE, first_admin
+    from appliance.web.users import UserStore
+
+    state_dir = config.state_path()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    users = UserStore(state_dir / USERS_FILE, int(config["web.lockout_failures"]), float(config["web.lockout_s"]))
+    made = first_admin(users, state_dir)
+    if made is not None:
+        log.warning("web console: no users yet: made user 'admin'; its password is in %s (change it, then delete "
+                    "the file)", made)
+    publisher = Publisher(app.status, loop)
+
+    def audit_append(kind: str, actor: str, text: str, detail: dict[str, Any]) -> Any:
+        part = getattr(app, "audit_part", None)
+        return None if part is None else part.append(publisher.now_tai_ns(), kind, actor, text, detail)
+
+    def export(since: int | None, until: int | None) -> bytes:
+        return _export_bundle(app, state_dir, since, until, publisher.now_tai_ns())
+
+    def label(tai_ns: int) -> str:
+        u = leap.tai_to_utc(tai_ns, app.utc.table)
+        return f"{u.year:04d}-{u.month:02d}-{u.day:02d}T{u.hour:02d}:{u.minute:02d}:{u.second:02d}Z"
+
+    ctx = WebContext(
+        status=lambda: publisher.latest, command=lambda req: publisher.run_on_loop(app.handle_command, req),
+        users=users, settings=SettingsEditor(config, state_dir, app.apply_live), audit_append=audit_append,
+        export_bundle=export, utc_label=label, now_tai_ns=publisher.now_tai_ns,
+        posix_ms=lambda tai_ns: leap.tai_to_posix_ns(tai_ns, app.utc.table)[0] // 1_000_000,
+        metrics_public=bool(config["web.metrics_public"]), session_timeout_s=int(config["web.session_timeout_s"]),
+        rate_per_s=float(config["web.rate_per_s"]), rate_burst=5 * int(config["web.rate_per_s"]))
+    ctx.extra["app"] = app
+    cert = Path(str(config["web.cert"])).expanduser() if config["web.cert"] else state_dir / "web-cert.pem"
+    key = Path(str(config["web.key"])).expanduser() if config["web.key"] else state_dir / "web-key.pem"
+    part = WebPart(ctx, publisher, str(config["web.listen"]), int(config["web.port"]), cert, key, state_dir)
+    return _WebOutput(part, app, ctx)
+
+
+class _WebOutput:
+    """Starts the console, gives it the audit and quality stores once they are open, shows it in status."""
+
+    def __init__(self, part: Any, app: Appliance, ctx: Any):
+        self.part, self.app, self.ctx = part, app, ctx
+
+    def start(self) -> None:
+        audit_part = getattr(self.app, "audit_part", None)
+        if audit_part is not None:
+            self.ctx.audit, self.ctx.quality = audit_part.store, audit_part.quality
+        self.part.start()
+        self.app.time_outputs["web"] = self.part
+
+    def stop(self) -> None:
+        self.app.time_outputs.pop("web", None)
+        self.part.stop()
+
+
+def _export_bundle(app: Appliance, state_dir: Path, since: int | None, until: int | None, now_tai_ns: int) -> bytes:
+    import tempfile
+
+    from appliance.audit.bundle import export_bundle, load_or_create_key
+
+    part = app.audit_part
+    key = load_or_create_key(state_dir)
+    with tempfile.TemporaryDirectory(dir=state_dir) as tmp:
+        path = Path(tmp) / "bundle.json"
+        export_bundle(part.store, 0 if since is None else since, now_tai_ns + NS_PER_S if until is None else until,
+                      key, path, part.label)
+        return path.read_bytes()
 
 
 def _serial_out(config: Config, app: Appliance) -> _TimeOutputPart:

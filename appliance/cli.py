@@ -77,6 +77,14 @@ def build_parser() -> argparse.ArgumentParser:
     pd.add_argument("--year", type=int, default=None, help="year for codes without one (default: the file's "
                     "start, else this year)")
     pd.add_argument("--json", action="store_true", help="one JSON object per frame")
+    from appliance.audit import cli as audit_cli
+    from appliance.audit import tqcli
+    from appliance.web import usercli
+
+    for sp in audit_cli.add_parser(sub):
+        _settings_args(sp)
+    tqcli.add_parser(sub)
+    usercli.add_parser(sub, _settings_args)
     return parser
 
 
@@ -99,11 +107,34 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler = {"run": cmd_run, "status": cmd_status, "replay": cmd_replay, "check-config": cmd_check_config,
                "config": cmd_config, "sim-receiver": cmd_sim_receiver, "holdover": cmd_holdover,
-               "sim": cmd_sim, "irig": cmd_irig}[args.command]
+               "sim": cmd_sim, "irig": cmd_irig, "audit": cmd_audit, "quality": cmd_quality,
+               "user": cmd_user}[args.command]
     try:
         return handler(args)
     except BrokenPipeError:
         return 0
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from appliance.app import load_leap_table
+    from appliance.audit import cli as audit_cli
+
+    config = load_config(args)
+    return audit_cli.run(args, config.state_path(), load_leap_table(config))
+
+
+def cmd_quality(args: argparse.Namespace) -> int:
+    from appliance.app import load_leap_table
+    from appliance.audit import tqcli
+
+    config = load_config(args)
+    return tqcli.run(args, config.state_path(), load_leap_table(config))
+
+
+def cmd_user(args: argparse.Namespace) -> int:
+    from appliance.web import usercli
+
+    return usercli.run(args, load_config(args).state_path())
 
 
 def _setup_logging(level: str) -> None:

@@ -145,6 +145,27 @@ SETTINGS: tuple[Setting, ...] = (
     S("irig_out.gpio_chip", "path", "/dev/gpiochip0", "GPIO chip of the IRIG-B line (irig_out.sink=gpio)"),
     S("irig_out.gpio_line", "int", 1, "GPIO line offset of the IRIG-B line", minimum=0, maximum=1023),
     S("irig_out.cable_delay_ns", "int", 0, "IRIG-B cable delay to compensate", minimum=0, maximum=10_000_000),
+    # --- console, audit, time-quality record --------------------------------------------------------------
+    S("web.enabled", "bool", True, "Serve the web console, REST API and /metrics (HTTPS)"),
+    S("web.listen", "address", "127.0.0.1", "Address the web console binds (0.0.0.0 or :: to serve the network)"),
+    S("web.port", "int", 8443, "TCP port of the web console (HTTPS)", minimum=1, maximum=65535),
+    S("web.cert", "path", "", "TLS certificate (PEM) of the console; empty: a self-signed one in <state_dir>"),
+    S("web.key", "path", "", "Private key (PEM) of web.cert"),
+    S("web.metrics_public", "bool", False, "Serve /metrics without a session or token (for a Prometheus server)"),
+    S("web.session_timeout_s", "int", 3600, "Console sessions end this long after login", minimum=60,
+      maximum=7 * 86_400),
+    S("web.lockout_failures", "int", 5, "Failed logins in a row that lock an account", minimum=2, maximum=100),
+    S("web.lockout_s", "int", 900, "How long a locked account stays locked", minimum=10, maximum=86_400),
+    S("web.rate_per_s", "int", 20, "Requests per second each client address may make (burst: 5 s worth)",
+      minimum=1, maximum=10_000),
+    S("audit.max_age_days", "int", 3650, "Audit records older than this are pruned (a checkpoint keeps the chain "
+      "verifiable)", minimum=1, maximum=36_500),
+    S("audit.max_records", "int", 10_000_000, "Most audit records kept", minimum=1000, maximum=1_000_000_000),
+    S("audit.syslog", "str", "", "Forward audit records as RFC 5424 syslog over UDP to HOST:PORT; empty: off"),
+    S("audit.syslog_facility", "int", 13, "Syslog facility of forwarded audit records (13: log audit)",
+      minimum=0, maximum=23),
+    S("quality.enabled", "bool", True, "Keep the time-quality record (one sample a second, downsampled as it ages)"),
+    S("quality.keep_days", "int", 400, "Days the time-quality record is kept", minimum=1, maximum=36_500),
     S("ntp.enabled", "bool", True, "Serve NTP"),
     S("ntp.listen", "address", "0.0.0.0", "Address the NTP server binds (:: serves IPv6 and IPv4)"),
     S("ntp.port", "int", 123, "UDP port of the NTP server", minimum=1, maximum=65535),
@@ -197,8 +218,6 @@ SETTINGS: tuple[Setting, ...] = (
       "timestamps; auto: hardware when the NIC offers it", choices=("auto", "hardware", "software")),
     S("ptp.rate_limit_per_s", "float", 200.0, "Average PTP requests per second one source may send (Delay_Req, "
       "Pdelay_Req, management, signaling); beyond it they are dropped and counted", minimum=1.0, maximum=1_000_000.0),
-    S("web.listen", "address", "127.0.0.1", "Address the web console binds"),
-    S("web.port", "int", 8443, "TCP port of the web console (HTTPS)", minimum=1, maximum=65535),
     S("snmp.port", "int", 161, "UDP port of the SNMP agent", minimum=1, maximum=65535),
     # --- appliance -----------------------------------------------------------------------------------------
     S("state_dir", "path", "~/.local/state/appliance",
@@ -368,7 +387,8 @@ def load_text(text: str, origin: str, problems: list[str]) -> dict[str, Any]:
 
 
 def load(path: str | None = None, set_pairs: Iterable[str] = ()) -> Config:
-    """Embedded default <- TOML file <- --set pairs.  Raises ConfigError listing every problem."""
+    """Embedded default <- TOML file <- settings saved from the console (``<state_dir>/console-settings.toml``) <-
+    --set pairs.  Raises ConfigError listing every problem."""
     problems: list[str] = []
     config = defaults()
     if path:
@@ -380,6 +400,15 @@ def load(path: str | None = None, set_pairs: Iterable[str] = ()) -> Config:
             config = merge(config, load_text(text, path, problems), path, problems=problems)
     overrides = parse_set_pairs(set_pairs, problems)
     config = merge(config, overrides, "--set", from_text=True, problems=problems)
+    console = Path(str(config["state_dir"])).expanduser() / CONSOLE_FILE
+    if console.exists():  # changes saved from the web console or the REST API, under --set
+        try:
+            text = console.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            problems.append(f"{console}: cannot read saved console settings: {exc}")
+        else:
+            saved = {k: v for k, v in load_text(text, str(console), problems).items() if k not in overrides}
+            config = merge(config, saved, "console", problems=problems)
     if problems:
         raise ConfigError(problems)
     return config
@@ -397,6 +426,14 @@ def to_toml(config: Config, only_changed: bool = False) -> str:
     chunks = ["\n".join(groups.pop("", []))] if "" in groups else []
     chunks += [f"[{part}]\n" + "\n".join(lines) for part, lines in groups.items()]
     return "\n\n".join(c for c in chunks if c) + "\n"
+
+
+CONSOLE_FILE = "console-settings.toml"
+
+
+def toml_value(value: Any) -> str:
+    """A value as TOML text."""
+    return _toml_value(value)
 
 
 def _toml_value(value: Any) -> str:

@@ -22,12 +22,20 @@ def free_udp_port() -> int:
         return s.getsockname()[1]
 
 
+def free_tcp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def appliance(*args: str, **kwargs: Any) -> subprocess.Popen:
-    """Start ``appliance ARGS``; a ``run`` serves NTP on loopback at a free port unless the test says otherwise
-    (test traffic stays on loopback, and tests must not fight over port 123)."""
+    """Start ``appliance ARGS``; a ``run`` serves NTP and the web console on loopback at free ports unless the test
+    says otherwise (test traffic stays on loopback, and tests must not fight over ports)."""
     extra: list[str] = []
     if args and args[0] == "run" and not any(a.startswith("ntp.") for a in args):
         extra = ["--set", "ntp.listen=127.0.0.1", "--set", f"ntp.port={free_udp_port()}", "--set", "ntp.workers=1"]
+    if args and args[0] == "run" and not any(a.startswith("web.") for a in args):  # the console, on loopback too
+        extra += ["--set", "web.listen=127.0.0.1", "--set", f"web.port={free_tcp_port()}"]
     return subprocess.Popen([sys.executable, "-m", "appliance", *args, *extra], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=ENV, **kwargs)
 

@@ -1,0 +1,44 @@
+"""Which events the audit log keeps, and how they read: clock states, reference changes, alarms, steps, commands.
+
+Pure core.  ``entry_for(event)`` maps one routed event to an audit entry (kind, actor, text, detail) or None for the
+events that are not audited (epochs, paired seconds, ...).  The appliance appends what it returns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from appliance.events import (AdminCommand, Alarm, ClockStateChanged, DeviceEvent, ReceiverStateChanged, StepClock)
+
+
+@dataclass(frozen=True)
+class Entry:
+    kind: str
+    actor: str
+    text: str
+    detail: dict[str, Any]
+
+
+def entry_for(event: object) -> Entry | None:
+    if isinstance(event, ClockStateChanged):
+        return Entry("clock.state", "system", f"clock {event.old} -> {event.new}: {event.reason}",
+                     {"old": event.old, "new": event.new, "reason": event.reason})
+    if isinstance(event, ReceiverStateChanged):
+        return Entry("reference", "system", f"receiver {event.old.value} -> {event.new.value}: {event.reason}",
+                     {"old": event.old.value, "new": event.new.value, "reason": event.reason})
+    if isinstance(event, Alarm):
+        return Entry("alarm.raised" if event.raised else "alarm.cleared", "system",
+                     f"{'raised' if event.raised else 'cleared'} [{event.severity.value}] {event.text}",
+                     {"code": event.code, "severity": event.severity.value})
+    if isinstance(event, StepClock):
+        return Entry("clock.step", "system", f"clock stepped by {event.delta_ns:+d} ns (first lock)",
+                     {"delta_ns": event.delta_ns})
+    if isinstance(event, DeviceEvent):
+        return Entry("reference.device", "system", f"receiver device {event.device} "
+                     f"{'connected' if event.connected else 'lost'}: {event.reason}",
+                     {"device": event.device, "connected": event.connected, "reason": event.reason})
+    if isinstance(event, AdminCommand):
+        return Entry("command", event.user or event.origin, f"{event.command} {' '.join(event.args)}".strip(),
+                     {"command": event.command, "args": list(event.args), "origin": event.origin})
+    return None

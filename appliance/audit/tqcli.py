@@ -1,0 +1,130 @@
+"""``appliance quality export`` and ``appliance quality show``: the time-quality log for an auditor or an operator.
+
+Edge module: reads the host clock (for "now" and relative times), opens the log under the state directory, writes a
+CSV file or stdout, prints.  Problems an operator can fix (no log yet, a bad time, an unwritable file, a file that is
+not a log) print one line on stderr and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from appliance import leap
+from appliance.audit.tqlog import Row, TimeQualityLog, ordered_state_seconds, utc_labeler
+from appliance.leap import LeapTable
+from appliance.timebase import NS_PER_S
+
+LOG_NAME = "quality.sqlite"
+EXIT_USAGE = 2
+_ISO = re.compile(r"^(\d{4})-(\d\d)-(\d\d)(?:[T ](\d\d):(\d\d)(?::(\d\d))?)?(?:Z|\+00:?00)?$")
+_RELATIVE = re.compile(r"^-(\d+)([smhd])$")
+_RELATIVE_OR_NUMBER = re.compile(r"^-\d+[smhd]?$|^-\d*\.\d+$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``quality export`` and ``quality show`` to the appliance's subcommands."""
+    p = subparsers.add_parser("quality", help="the per-second time-quality record: export as CSV, or show the latest")
+    qsub = p.add_subparsers(dest="quality_command", required=True, metavar="SUBCOMMAND")
+    times = "UTC like 2026-12-03T10:00:00Z (23:59:60 where a leap second was inserted), now, or -30m/-1h/-7d"
+    pe = qsub.add_parser("export", help="CSV of the time quality over a UTC range, one line per stored row")
+    _settings_args(pe)
+    pe.add_argument("--since", required=True, metavar="T", help=f"start: {times}")
+    pe.add_argument("--until", default="now", metavar="T", help=f"end, exclusive (default now): {times}")
+    pe.add_argument("file", nargs="?", default="-", metavar="FILE|-", help="output file (default -: stdout)")
+    # argparse reads "-1h" as an unknown option unless it looks like a negative number, as "-1" does.
+    pe._negative_number_matcher = _RELATIVE_OR_NUMBER
+    ps = qsub.add_parser("show", help="the latest rows as a table")
+    _settings_args(ps)
+    ps.add_argument("--last", type=int, default=20, metavar="N", help="number of rows (default 20)")
+    return p
+
+
+def _settings_args(p: argparse.ArgumentParser) -> None:
+    """The same --config/--set as every other subcommand: the state directory is a setting."""
+    p.add_argument("--config", metavar="FILE", help="TOML configuration file (default: the embedded default)")
+    p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="set_pairs",
+                   help="override one setting (repeatable), e.g. --set state_dir=/var/lib/appliance")
+
+
+def run(args: argparse.Namespace, state_dir: Path, table: LeapTable, now_tai_ns: int | None = None) -> int:
+    """Run ``quality export`` or ``quality show``; ``now_tai_ns`` defaults to the host clock."""
+    path = Path(state_dir) / LOG_NAME
+    try:
+        if not path.is_file():
+            raise ValueError(f"no time-quality log at {path} (the appliance writes it while it runs)")
+        now = leap.posix_to_tai_ns(time.time_ns(), table) if now_tai_ns is None else now_tai_ns
+        if args.quality_command == "export":
+            return _export(args, path, table, now)
+        return _show(args, path, table)
+    except (ValueError, OSError) as exc:  # QualityLogError is a ValueError
+        print(f"appliance: quality: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def parse_time(text: str, table: LeapTable, now_tai_ns: int) -> int:
+    """TAI ns of "now", a relative "-<n>s|m|h|d" before now, or an ISO UTC time (date, minute or second)."""
+    text = text.strip()
+    if text == "now":
+        return now_tai_ns
+    rel = _RELATIVE.match(text)
+    if rel:
+        return now_tai_ns - int(rel.group(1)) * _UNIT_S[rel.group(2)] * NS_PER_S
+    m = _ISO.match(text)
+    if not m:
+        raise ValueError(f"time {text!r}: expected UTC like 2026-12-03T10:00:00Z, now, or -30m/-1h/-7d")
+    fields = [int(g) if g else 0 for g in m.groups()]
+    return leap.utc_fields_to_tai(*fields, 0, table)
+
+
+def _export(args: argparse.Namespace, path: Path, table: LeapTable, now: int) -> int:
+    since, until = parse_time(args.since, table, now), parse_time(args.until, table, now)
+    if since >= until:
+        raise ValueError(f"--since {args.since} is not before --until {args.until}")
+    label = utc_labeler(table)
+    with TimeQualityLog(path) as log:
+        if args.file == "-":
+            count = log.export_csv(since, until, sys.stdout, label)
+            sys.stdout.flush()
+            where, notice = "stdout", sys.stderr
+        else:
+            with open(args.file, "w", encoding="utf-8", newline="") as out:
+                count = log.export_csv(since, until, out, label)
+            where, notice = args.file, sys.stdout
+    print(f"{count} row(s) from {label(since)} to {label(until)} written to {where}", file=notice)
+    return 0
+
+
+def _show(args: argparse.Namespace, path: Path, table: LeapTable) -> int:
+    if args.last < 1:
+        raise ValueError(f"--last {args.last}: must be at least 1")
+    with TimeQualityLog(path) as log:
+        rows = log.tail(args.last)
+    print(render_table(rows, utc_labeler(table)), file=sys.stdout)
+    return 0
+
+
+def render_table(rows: list[Row], label: Callable[[int], str]) -> str:
+    """The operator's table: one line per row, merged rows listing their seconds per state."""
+    header = (f"{'UTC':20}  {'SPAN s':>6}  {'STATE':16}  {'PHASE ns':>10}  {'FREQ ppb':>10}  {'BOUND ns':>10}  "
+              f"{'SATS':>4}  {'CLASS':>5}  SECONDS BY STATE")
+    lines = [header]
+    for r in rows:
+        merged = len(r.state_seconds) > 1
+        detail = ", ".join(f"{s} {n}" for s, n in ordered_state_seconds(r.state_seconds)) if merged else ""
+        lines.append(f"{label(r.at_tai_ns):20}  {r.span_s:>6}  {r.state:16}  {_num(r.phase_offset_ns, '+.1f'):>10}  "
+                     f"{_num(r.frequency_ppb, '+.3f'):>10}  {_num(r.error_bound_ns, 'd'):>10}  "
+                     f"{_num(r.satellites_used, 'd'):>4}  {_num(r.clock_class, 'd'):>5}  {detail}".rstrip())
+    if not rows:
+        lines.append("(no rows yet)")
+    return "\n".join(lines)
+
+
+def _num(value: float | int | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)

@@ -1,0 +1,210 @@
+"""The REST API (JSON, /api/v1): status, satellites, alarms, audit, configuration, time quality, stability.
+
+Edge module (Flask views).  Viewers read everything; operators may also force or release holdover and download
+audit bundles; admins may also change settings.  Authentication is a session (with its CSRF token on writes) or
+``Authorization: Bearer <token>``.  The OpenAPI document of all of it is ``/api/v1/openapi.json``.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from typing import Any
+
+import numpy as np
+from flask import Blueprint, Response, jsonify, request
+
+from appliance.web.app import audit, ctx_of, needs
+from appliance.web.openapi import document
+
+bp = Blueprint("api", __name__)
+NS_PER_S = 1_000_000_000
+MAX_RANGE_S = 400 * 86_400
+
+
+def _error(code: int, message: str) -> Any:
+    response = jsonify({"error": message})
+    response.status_code = code
+    return response
+
+
+def _range() -> tuple[int, int]:
+    """``since`` and ``until`` as seconds relative to now (-3600) or absolute TAI ns; default: the last hour."""
+    now = ctx_of().now_tai_ns()
+
+    def instant(name: str, default: int) -> int:
+        text = request.args.get(name)
+        if text is None or text == "":
+            return default
+        value = int(text)  # ValueError: answered as a 400
+        return now + value * NS_PER_S if abs(value) < 10 ** 10 else value
+    since, until = instant("since", now - 3600 * NS_PER_S), instant("until", now)
+    if not since < until or until - since > MAX_RANGE_S * NS_PER_S:
+        raise ValueError(f"since must be before until, at most {MAX_RANGE_S // 86_400} days apart")
+    return since, until
+
+
+@bp.route("/status")
+def status() -> Any:
+    return jsonify(ctx_of().status())
+
+
+@bp.route("/satellites")
+def satellites() -> Any:
+    s = ctx_of().status()
+    return jsonify({"at_tai_ns": s["at_tai_ns"], "satellites": s["satellites"],
+                    "constellations": s["constellations"], "receiver": s["receiver"]})
+
+
+@bp.route("/alarms")
+def alarms() -> Any:
+    ctx = ctx_of()
+    history = [_record(r) for r in ctx.audit.records(kinds=["alarm.raised", "alarm.cleared"], limit=200)] \
+        if ctx.audit else []
+    return jsonify({"active": [a for a in ctx.status()["alarms"] if a["raised"]], "history": history})
+
+
+@bp.route("/audit")
+def audit_records() -> Any:
+    ctx = ctx_of()
+    try:
+        limit = max(1, min(1000, int(request.args.get("limit", 100))))
+        before = int(request.args["before_seq"]) if "before_seq" in request.args else None
+    except ValueError:
+        return _error(400, "limit and before_seq are integers")
+    kinds = [k for k in request.args.get("kind", "").split(",") if k] or None
+    records = ctx.audit.records(search=request.args.get("q") or None, kinds=kinds, limit=limit, before_seq=before)
+    return jsonify({"records": [_record(r) for r in records]})
+
+
+@bp.route("/audit/verify")
+def audit_verify() -> Any:
+    result = ctx_of().audit.verify()
+    return jsonify({"ok": result.ok, "checked": result.checked, "first_bad_seq": result.first_bad_seq,
+                    "reason": result.reason})
+
+
+@bp.route("/audit/export")
+@needs("operator")
+def audit_export() -> Any:
+    ctx = ctx_of()
+    try:
+        since, until = _range() if "since" in request.args else (None, None)
+    except ValueError as exc:
+        return _error(400, str(exc))
+    data = ctx.export_bundle(since, until)
+    audit("audit.export", "audit bundle exported", {"since": since, "until": until})
+    return Response(data, mimetype="application/json")
+
+
+@bp.route("/config")
+def config() -> Any:
+    return jsonify({"settings": ctx_of().settings.rows()})
+
+
+@bp.route("/config/<name>", methods=["PUT"])
+@needs("admin")
+def config_change(name: str) -> Any:
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict) or "value" not in body:
+        return _error(400, 'expected a JSON object {"value": ...}')
+    value = body["value"]
+    try:
+        old, new, applied = ctx_of().settings.change(name, value, from_text=isinstance(value, str))
+    except ValueError as exc:
+        return _error(400, str(exc))
+    audit("config.change", f"{name}: {old!r} -> {new!r}" + ("" if applied else " (takes effect after a restart)"),
+          {"setting": name, "old": _plain(old), "new": _plain(new), "applied": applied})
+    return jsonify({"name": name, "old": _plain(old), "value": _plain(new), "applied": applied,
+                    "restart_needed": not applied})
+
+
+@bp.route("/holdover", methods=["POST"])
+@needs("operator")
+def holdover() -> Any:
+    from flask import g
+
+    body = request.get_json(silent=True) or {}
+    action = body.get("action") if isinstance(body, dict) else None
+    if action not in ("start", "stop"):
+        return _error(400, 'expected {"action": "start"} or {"action": "stop"}')
+    actor = f"{'api' if g.via == 'token' else 'web'}:{g.user}"
+    reply = ctx_of().command({"cmd": "holdover", "action": action, "user": actor})  # the appliance audits it
+    if not reply.get("ok"):
+        return _error(409, str(reply.get("error", "refused")))
+    return jsonify(reply)
+
+
+@bp.route("/quality")
+def quality() -> Any:
+    ctx = ctx_of()
+    try:
+        since, until = _range()
+        points = max(10, min(5000, int(request.args.get("max_points", 1200))))
+    except ValueError as exc:
+        return _error(400, str(exc))
+    rows = ctx.quality.query(since, until, max_points=points) if ctx.quality else []
+    return jsonify({"since_tai_ns": since, "until_tai_ns": until, "rows": [_row(r) for r in rows]})
+
+
+@bp.route("/quality.csv")
+def quality_csv() -> Any:
+    ctx = ctx_of()
+    try:
+        since, until = _range()
+    except ValueError as exc:
+        return _error(400, str(exc))
+    out = io.StringIO()
+    ctx.quality.export_csv(since, until, out, ctx.utc_label)
+    return Response(out.getvalue(), mimetype="text/csv",
+                    headers={"Content-Disposition": "attachment; filename=time-quality.csv"})
+
+
+@bp.route("/stability")
+def stability() -> Any:
+    """ADEV, MTIE and TDEV of the last hour's phase record (one sample a second), with the G.8272 PRTC masks."""
+    from appliance import metrics
+
+    ctx = ctx_of()
+    try:
+        since, until = _range()
+    except ValueError as exc:
+        return _error(400, str(exc))
+    rows = [r for r in (ctx.quality.query(since, until) if ctx.quality else []) if r.span_s == 1]
+    phase = [r.phase_offset_ns for r in rows if r.phase_offset_ns is not None]
+    if len(phase) < 16:
+        return jsonify({"samples": len(phase), "taus_s": [], "note": "fewer than 16 one-second phase samples"})
+    x = np.asarray(phase, dtype=float)
+    taus = metrics.default_taus_s(x.size, 1.0)
+    out: dict[str, Any] = {"samples": int(x.size), "taus_s": taus, "adev": _finite(metrics.adev(x, 1.0, taus)),
+                           "mtie_ns": _finite(metrics.mtie_ns(x, 1.0, taus)),
+                           "tdev_ns": _finite(metrics.tdev_ns(x, 1.0, taus)), "masks": {}}
+    for name, mask in metrics.MASKS.items():
+        out["masks"][name] = {"mtie_ns": _finite([mask.mtie_limit_ns(t) for t in taus]),
+                              "tdev_ns": _finite([mask.tdev_limit_ns(t) for t in taus])}
+    return jsonify(out)
+
+
+@bp.route("/openapi.json")
+def openapi() -> Any:
+    return jsonify(document())
+
+
+def _finite(values: list[float]) -> list[float | None]:
+    return [v if math.isfinite(v) else None for v in values]
+
+
+def _record(r: Any) -> dict[str, Any]:
+    return {"seq": r.seq, "at_tai_ns": r.at_tai_ns, "utc": ctx_of().utc_label(r.at_tai_ns), "kind": r.kind,
+            "actor": r.actor, "text": r.text, "detail": r.detail, "hash": r.hash}
+
+
+def _row(r: Any) -> dict[str, Any]:
+    return {"at_tai_ns": r.at_tai_ns, "posix_ms": ctx_of().posix_ms(r.at_tai_ns), "span_s": r.span_s, "state": r.state, "phase_offset_ns": r.phase_offset_ns,
+            "frequency_ppb": r.frequency_ppb, "error_bound_ns": r.error_bound_ns,
+            "satellites_used": r.satellites_used, "clock_class": r.clock_class}
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+

@@ -1,0 +1,93 @@
+"""Prometheus ``/metrics``: the clock, the receiver and the NTP and PTP counters, from the latest status.
+
+Edge module (HTTP).  A custom collector turns the status the appliance published into metric families at each
+scrape (prometheus_client renders the exposition format); nothing is kept between scrapes.  Units follow
+Prometheus' conventions: seconds, not nanoseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from flask import Response
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+STATES = ("FREERUN", "ACQUIRING", "LOCKED", "HOLDOVER")
+
+
+class StatusCollector(Collector):
+    def __init__(self, status: Callable[[], dict[str, Any]]):
+        self.status = status
+
+    def collect(self) -> Iterator[Metric]:
+        s = self.status()
+        clock, rx = s["clock"], s["receiver"]
+        state = GaugeMetricFamily("appliance_clock_state", "1 for the clock's current state", labels=["state"])
+        for name in sorted({*STATES, clock["state"]}):
+            state.add_metric([name], 1.0 if name == clock["state"] else 0.0)
+        yield state
+        yield _gauge("appliance_clock_class", "PTP clockClass advertised", clock["clock_class"])
+        yield _gauge("appliance_error_bound_seconds", "Bound on the served time's error (NaN: unknown)",
+                     None if clock["error_bound_ns"] is None else clock["error_bound_ns"] * 1e-9)
+        yield _gauge("appliance_phase_offset_seconds", "Phase offset of the clock against its reference",
+                     None if clock["phase_offset_ns"] is None else clock["phase_offset_ns"] * 1e-9)
+        yield _gauge("appliance_frequency_ppb", "Frequency correction applied to the oscillator", clock["frequency_ppb"])
+        yield _gauge("appliance_forced_holdover", "1 while an operator holds the clock over",
+                     1.0 if clock["forced_holdover"] else 0.0)
+        yield _gauge("appliance_uptime_seconds", "Seconds since the appliance started",
+                     (s["at_tai_ns"] - s["started_at_tai_ns"]) * 1e-9)
+        sats = GaugeMetricFamily("appliance_satellites", "Satellites by constellation", labels=["constellation",
+                                                                                                 "kind"])
+        for c in s["constellations"]:
+            sats.add_metric([c["name"], "used"], c["used"])
+            sats.add_metric([c["name"], "visible"], c["visible"])
+        yield sats
+        yield _gauge("appliance_receiver_up", "1 while the receiver delivers data",
+                     1.0 if rx.get("state") not in ("NO_DATA", "DISCONNECTED") else 0.0)
+        alarms = [a for a in s["alarms"] if a["raised"]]
+        active = GaugeMetricFamily("appliance_alarms_active", "Active alarms by severity", labels=["severity"])
+        for severity in ("critical", "major", "minor", "warning"):
+            active.add_metric([severity], sum(1 for a in alarms if a["severity"] == severity))
+        yield active
+        yield from _ntp(s["outputs"].get("ntp") or {})
+        yield from _ptp(s["outputs"].get("ptp") or {})
+
+
+def _gauge(name: str, help_text: str, value: float | None) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, help_text, value=float("nan") if value is None else float(value))
+
+
+def _ntp(ntp: dict[str, Any]) -> Iterator[Metric]:
+    totals = ntp.get("totals") or {}
+    if not ntp.get("enabled") or not totals:
+        return
+    family = CounterMetricFamily("appliance_ntp_packets", "NTP requests by outcome", labels=["outcome"])
+    for key, value in sorted(totals.items()):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            family.add_metric([key], float(value))
+    yield family
+
+
+def _ptp(ptp: dict[str, Any]) -> Iterator[Metric]:
+    if not ptp.get("enabled"):
+        return
+    counters = ptp.get("counters") or {}
+    family = CounterMetricFamily("appliance_ptp_messages", "PTP messages by kind", labels=["kind"])
+    for key, value in sorted(counters.items()):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            family.add_metric([key], float(value))
+    yield family
+    if "unicast_clients" in ptp:
+        yield _gauge("appliance_ptp_unicast_clients", "Unicast clients granted", ptp["unicast_clients"])
+
+
+def view(ctx: Any) -> Callable[[], Response]:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(StatusCollector(ctx.status))
+
+    def metrics() -> Response:
+        return Response(generate_latest(registry), mimetype="text/plain; version=0.0.4; charset=utf-8")
+    return metrics

@@ -1,0 +1,78 @@
+"""The OpenAPI 3.1 document of the REST API (served at /api/v1/openapi.json).
+
+Pure: one function building a dict.  Kept beside the views it describes; a test checks that every API route is in
+it and that it validates against the OpenAPI schema.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from appliance import __version__
+
+_JSON = {"application/json": {"schema": {"type": "object"}}}
+_RANGE = [{"name": "since", "in": "query", "schema": {"type": "integer"},
+           "description": "seconds relative to now (e.g. -3600) or absolute TAI ns; default: an hour ago"},
+          {"name": "until", "in": "query", "schema": {"type": "integer"},
+           "description": "seconds relative to now or absolute TAI ns; default: now"}]
+_ERRORS = {"400": {"description": "bad request", "content": _JSON},
+           "401": {"description": "no valid session or token", "content": _JSON},
+           "403": {"description": "the user's role does not allow it", "content": _JSON},
+           "429": {"description": "too many requests from this address", "content": _JSON}}
+
+
+def _op(summary: str, role: str = "viewer", params: list[dict[str, Any]] | None = None,
+        body: dict[str, Any] | None = None, content: dict[str, Any] | None = None) -> dict[str, Any]:
+    op: dict[str, Any] = {"summary": summary, "description": f"Needs the {role} role.",
+                          "responses": {"200": {"description": "OK", "content": content or _JSON}, **_ERRORS}}
+    if params:
+        op["parameters"] = params
+    if body:
+        op["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
+    return op
+
+
+def document() -> dict[str, Any]:
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Time server appliance API", "version": __version__,
+                 "description": "Status, satellites, alarms, audit, configuration and time quality of the appliance. "
+                                "Instants are TAI nanoseconds since 1970-01-01 unless a field says utc."},
+        "servers": [{"url": "/api/v1"}],
+        "components": {"securitySchemes": {
+            "token": {"type": "http", "scheme": "bearer", "description": "an API token made by an admin"},
+            "session": {"type": "apiKey", "in": "cookie", "name": "appliance_session",
+                        "description": "the console's session; writes also need the X-CSRFToken header"}}},
+        "security": [{"token": []}, {"session": []}],
+        "paths": {
+            "/status": {"get": _op("The appliance's status: clock, receiver, leap, outputs, alarms")},
+            "/satellites": {"get": _op("Satellites in view with azimuth, elevation, C/N0 and use")},
+            "/alarms": {"get": _op("Active alarms and the history of raised and cleared alarms")},
+            "/audit": {"get": _op("Audit records, newest first", params=[
+                {"name": "q", "in": "query", "schema": {"type": "string"}, "description": "text to search for"},
+                {"name": "kind", "in": "query", "schema": {"type": "string"}, "description": "kinds, comma-separated"},
+                {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}},
+                {"name": "before_seq", "in": "query", "schema": {"type": "integer"}}])},
+            "/audit/verify": {"get": _op("Walk the audit chain; names the first broken record")},
+            "/audit/export": {"get": _op("A signed bundle of the audit records in a range (all by default)",
+                                         role="operator", params=_RANGE)},
+            "/config": {"get": _op("Every setting: value, default, bounds, whether a change needs a restart")},
+            "/config/{name}": {"put": {**_op("Change one setting (validated as on the command line; audited)",
+                                             role="admin", body={"type": "object", "required": ["value"],
+                                                                 "properties": {"value": {}}}),
+                                       "parameters": [{"name": "name", "in": "path", "required": True,
+                                                       "schema": {"type": "string"}}]}},
+            "/holdover": {"post": _op("Force holdover or release it (audited)", role="operator",
+                                      body={"type": "object", "required": ["action"],
+                                            "properties": {"action": {"enum": ["start", "stop"]}}})},
+            "/quality": {"get": _op("The time-quality record of a range, merged to at most max_points rows",
+                                    params=[*_RANGE, {"name": "max_points", "in": "query",
+                                                      "schema": {"type": "integer", "minimum": 10,
+                                                                 "maximum": 5000}}])},
+            "/quality.csv": {"get": _op("The time-quality record of a range as CSV", params=_RANGE,
+                                        content={"text/csv": {"schema": {"type": "string"}}})},
+            "/stability": {"get": _op("ADEV, MTIE and TDEV of the phase record with the G.8272 PRTC masks",
+                                      params=_RANGE)},
+            "/openapi.json": {"get": _op("This document")},
+        },
+    }

@@ -1,0 +1,136 @@
+"""Serving the console: cheroot (a production WSGI server) with TLS in a thread, fed by the appliance's loop.
+
+Edge module (sockets, threads).  ``WebPart`` is started and stopped with the runner's other parts.  Twice a second,
+on the appliance's event loop, it publishes the status as a plain dict; the web threads read that dict and never
+touch the engines.  Operator commands go the other way: posted to the loop, answered through a future.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import os
+import secrets
+import ssl
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from cheroot import wsgi
+from cheroot.ssl.builtin import BuiltinSSLAdapter
+
+from appliance.web.app import WebContext, create_app
+from appliance.web.tls import ensure_certificate
+
+log = logging.getLogger("appliance.web")
+PUBLISH_S = 0.5
+
+
+def secret_key(state_dir: Path) -> bytes:
+    """The session-signing key, made on first start (mode 0600); sessions survive a restart."""
+    path = state_dir / "web-secret.key"
+    try:
+        data = path.read_bytes()
+        if len(data) >= 32:
+            return data
+    except FileNotFoundError:
+        pass
+    data = secrets.token_bytes(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    return data
+
+
+class Publisher:
+    """The latest status as a dict, refreshed on the loop; read from any thread."""
+
+    def __init__(self, status: Any, loop: asyncio.AbstractEventLoop):
+        from appliance.status import to_dict
+
+        self._status, self._to_dict, self.loop = status, to_dict, loop
+        self.latest: dict[str, Any] = to_dict(status())
+        self.at_mono_ns = time.monotonic_ns()
+        self._handle: asyncio.TimerHandle | None = None
+
+    def start(self) -> None:
+        self._tick()
+
+    def _tick(self) -> None:
+        self.latest, self.at_mono_ns = self._to_dict(self._status()), time.monotonic_ns()
+        self._handle = self.loop.call_later(PUBLISH_S, self._tick)
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+
+    def now_tai_ns(self) -> int:
+        return int(self.latest["at_tai_ns"]) + time.monotonic_ns() - self.at_mono_ns
+
+    def run_on_loop(self, fn: Any, *args: Any, timeout_s: float = 5.0) -> Any:
+        async def call() -> Any:
+            return fn(*args)
+        return asyncio.run_coroutine_threadsafe(call(), self.loop).result(timeout_s)
+
+
+class WebServer:
+    def __init__(self, wsgi_app: Any, host: str, port: int, cert: Path, key: Path, threads: int = 8):
+        self.host, self.port = host, port
+        self.server = wsgi.Server((host, port), wsgi_app, numthreads=threads, server_name="appliance",
+                                  shutdown_timeout=2)
+        adapter = BuiltinSSLAdapter(str(cert), str(key))
+        adapter.context.minimum_version = ssl.TLSVersion.TLSv1_2
+        self.server.ssl_adapter = adapter
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.server.prepare()  # binds now: an error reaches the caller
+        self._thread = threading.Thread(target=self.server.serve, name="web", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.server.stop()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+
+class WebPart:
+    """The console, started and stopped with the appliance; a port it cannot bind is logged, not fatal."""
+
+    def __init__(self, ctx: WebContext, publisher: Publisher, host: str, port: int, cert: Path, key: Path,
+                 state_dir: Path):
+        self.ctx, self.publisher, self.host, self.port = ctx, publisher, host, port
+        self.cert, self.key, self.state_dir = cert, key, state_dir
+        self.server: WebServer | None = None
+        self.error = ""
+
+    def start(self) -> None:
+        self.publisher.start()
+        try:
+            if ensure_certificate(self.cert, self.key, self.host, datetime.datetime.now(datetime.timezone.utc)):
+                log.warning("web console: made a self-signed certificate %s (set web.cert and web.key to use "
+                            "your own)", self.cert)
+            app = create_app(self.ctx, secret_key(self.state_dir))
+            self.server = WebServer(app, self.host, self.port, self.cert, self.key)
+            self.server.start()
+            log.info("web console on https://%s:%d/", self.host if ":" not in self.host else f"[{self.host}]",
+                     self.port)
+        except (OSError, ValueError, ssl.SSLError) as exc:
+            self.error = f"cannot serve on {self.host} port {self.port}: {exc}"
+            log.error("web console: %s", self.error)
+            self.server = None
+        except Exception as exc:  # noqa: BLE001 - the console failing must not take time service down with it
+            self.error = f"failed to start: {exc}"
+            log.exception("web console: %s", self.error)
+            self.server = None
+
+    def stop(self) -> None:
+        self.publisher.stop()
+        if self.server is not None:
+            self.server.stop()
+
+    def status(self) -> dict[str, Any]:
+        return {"enabled": True, "listen": self.host, "port": self.port, "error": self.error,
+                "serving": self.server is not None}

@@ -1,0 +1,202 @@
+"""Console users and API tokens: roles, passwords under scrypt, backoff and lockout after failed logins.
+
+Edge module (SQLite under ``state_dir``).  Passwords are stored as scrypt hashes (n=2^15, r=8, p=1, 16-byte salt;
+RFC 7914) and compared in constant time; API tokens are random 32-byte strings shown once and stored as their
+SHA-256.  A failed login makes the next attempt on that account wait (1, 2, 4 ... s after the third failure) and
+``lockout_failures`` failures in a row lock it for ``lockout_s``; a successful login clears the count.  Times are
+host seconds passed in by the caller (lockout is about people, not about the served clock).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import sqlite3
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+ROLES = ("viewer", "operator", "admin")
+SCRYPT_N, SCRYPT_R, SCRYPT_P = 2 ** 15, 8, 1
+MIN_PASSWORD = 10
+MAX_PASSWORD = 1024
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS users (name TEXT PRIMARY KEY, role TEXT NOT NULL, salt BLOB NOT NULL, hash BLOB NOT NULL,
+    failures INTEGER NOT NULL DEFAULT 0, last_failure_s REAL NOT NULL DEFAULT 0, locked_until_s REAL NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS tokens (digest TEXT PRIMARY KEY, user TEXT NOT NULL, label TEXT NOT NULL,
+    created_s REAL NOT NULL);
+"""
+
+
+class UserError(ValueError):
+    """A request about users that cannot be carried out; the message says why."""
+
+
+@dataclass(frozen=True)
+class LoginResult:
+    ok: bool
+    user: str
+    role: str = ""
+    reason: str = ""  # "", "bad credentials", "locked", "wait"
+    retry_after_s: float = 0.0
+    locked_now: bool = False  # this failure locked the account
+
+
+@dataclass(frozen=True)
+class User:
+    name: str
+    role: str
+    locked_until_s: float
+    failures: int
+
+
+def hash_password(password: str, salt: bytes) -> bytes:
+    return hashlib.scrypt(password.encode(), salt=salt, n=SCRYPT_N, r=SCRYPT_R, p=SCRYPT_P, maxmem=64 * 1024 * 1024,
+                          dklen=32)
+
+
+def check_password_rules(password: str) -> None:
+    if not MIN_PASSWORD <= len(password) <= MAX_PASSWORD:
+        raise UserError(f"a password needs {MIN_PASSWORD} to {MAX_PASSWORD} characters")
+
+
+def check_name(name: str) -> None:
+    if not name or len(name) > 64 or not all(c.isalnum() or c in "._-" for c in name):
+        raise UserError("a user name is 1-64 letters, digits, '.', '_' or '-'")
+
+
+class UserStore:
+    def __init__(self, path: Path, lockout_failures: int = 5, lockout_s: float = 900.0):
+        self.path, self.lockout_failures, self.lockout_s = path, lockout_failures, lockout_s
+        self._lock = threading.Lock()
+        try:
+            self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise UserError(f"{path}: not a user database: {exc}") from None
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # --- accounts ------------------------------------------------------------------------------------------
+    def count(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM users").fetchone()[0])
+
+    def users(self) -> list[User]:
+        with self._lock:
+            rows = self._db.execute("SELECT name, role, locked_until_s, failures FROM users ORDER BY name").fetchall()
+        return [User(*row) for row in rows]
+
+    def role_of(self, name: str) -> str | None:
+        with self._lock:
+            row = self._db.execute("SELECT role FROM users WHERE name=?", (name,)).fetchone()
+        return row[0] if row else None
+
+    def add(self, name: str, role: str, password: str) -> None:
+        check_name(name)
+        if role not in ROLES:
+            raise UserError(f"role {role!r}: expected one of {', '.join(ROLES)}")
+        check_password_rules(password)
+        salt = secrets.token_bytes(16)
+        with self._lock:
+            try:
+                self._db.execute("INSERT INTO users (name, role, salt, hash) VALUES (?, ?, ?, ?)",
+                                 (name, role, salt, hash_password(password, salt)))
+            except sqlite3.IntegrityError:
+                raise UserError(f"user {name!r} exists already") from None
+
+    def set_password(self, name: str, password: str) -> None:
+        check_password_rules(password)
+        salt = secrets.token_bytes(16)
+        self._update(name, "UPDATE users SET salt=?, hash=?, failures=0, locked_until_s=0 WHERE name=?",
+                     (salt, hash_password(password, salt), name))
+
+    def set_role(self, name: str, role: str) -> None:
+        if role not in ROLES:
+            raise UserError(f"role {role!r}: expected one of {', '.join(ROLES)}")
+        self._update(name, "UPDATE users SET role=? WHERE name=?", (role, name))
+
+    def unlock(self, name: str) -> None:
+        self._update(name, "UPDATE users SET failures=0, locked_until_s=0 WHERE name=?", (name,))
+
+    def remove(self, name: str) -> None:
+        with self._lock:
+            admins = [r[0] for r in self._db.execute("SELECT name FROM users WHERE role='admin'")]
+            if admins == [name]:
+                raise UserError("the last admin cannot be removed")
+            if self._db.execute("DELETE FROM users WHERE name=?", (name,)).rowcount == 0:
+                raise UserError(f"no user {name!r}")
+            self._db.execute("DELETE FROM tokens WHERE user=?", (name,))
+
+    def _update(self, name: str, sql: str, params: tuple) -> None:
+        with self._lock:
+            if self._db.execute(sql, params).rowcount == 0:
+                raise UserError(f"no user {name!r}")
+
+    # --- logins ----------------------------------------------------------------------------------------------
+    def login(self, name: str, password: str, now_s: float) -> LoginResult:
+        with self._lock:
+            row = self._db.execute("SELECT role, salt, hash, failures, last_failure_s, locked_until_s FROM users "
+                                   "WHERE name=?", (name,)).fetchone()
+            if row is None:
+                hash_password(password[:MAX_PASSWORD], b"x" * 16)  # as slow as a real check: names do not leak
+                return LoginResult(False, name, reason="bad credentials")
+            role, salt, stored, failures, last_failure, locked_until = row
+            if now_s < locked_until:
+                return LoginResult(False, name, reason="locked", retry_after_s=locked_until - now_s)
+            wait = _backoff_s(failures) - (now_s - last_failure)
+            if wait > 0:
+                return LoginResult(False, name, reason="wait", retry_after_s=wait)
+            if hmac.compare_digest(hash_password(password[:MAX_PASSWORD], salt), stored):
+                self._db.execute("UPDATE users SET failures=0, locked_until_s=0 WHERE name=?", (name,))
+                return LoginResult(True, name, role)
+            failures += 1
+            lock = failures >= self.lockout_failures
+            self._db.execute("UPDATE users SET failures=?, last_failure_s=?, locked_until_s=? WHERE name=?",
+                             (0 if lock else failures, now_s, now_s + self.lockout_s if lock else 0, name))
+            return LoginResult(False, name, reason="locked" if lock else "bad credentials",
+                               retry_after_s=self.lockout_s if lock else _backoff_s(failures), locked_now=lock)
+
+    # --- API tokens --------------------------------------------------------------------------------------------
+    def create_token(self, user: str, label: str, now_s: float) -> str:
+        if self.role_of(user) is None:
+            raise UserError(f"no user {user!r}")
+        token = "tk_" + secrets.token_urlsafe(32)
+        with self._lock:
+            self._db.execute("INSERT INTO tokens (digest, user, label, created_s) VALUES (?, ?, ?, ?)",
+                             (_digest(token), user, label[:80], now_s))
+        return token
+
+    def token_user(self, token: str) -> tuple[str, str] | None:
+        """(user, role) of a valid token."""
+        with self._lock:
+            row = self._db.execute("SELECT t.user, u.role FROM tokens t JOIN users u ON u.name = t.user "
+                                   "WHERE t.digest=?", (_digest(token),)).fetchone()
+        return (row[0], row[1]) if row else None
+
+    def tokens(self, user: str | None = None) -> list[tuple[str, str, float, str]]:
+        """(user, label, created_s, id) where id is the digest's first 12 characters."""
+        with self._lock:
+            rows = self._db.execute("SELECT user, label, created_s, substr(digest, 1, 12) FROM tokens"
+                                    + (" WHERE user=?" if user else "") + " ORDER BY created_s",
+                                    (user,) if user else ()).fetchall()
+        return [tuple(r) for r in rows]
+
+    def revoke_token(self, token_id: str) -> None:
+        if len(token_id) < 12:
+            raise UserError("a token id has 12 characters")
+        with self._lock:
+            if self._db.execute("DELETE FROM tokens WHERE substr(digest, 1, 12)=?", (token_id[:12],)).rowcount == 0:
+                raise UserError(f"no token {token_id!r}")
+
+
+def _backoff_s(failures: int) -> float:
+    return 0.0 if failures < 3 else float(2 ** min(failures - 3, 8))
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()

@@ -1,0 +1,188 @@
+"""The console's pages: login, dashboard, GNSS, plots, alarms, audit log, configuration, users.
+
+Edge module (Flask views).  Pages are rendered with what is known when they are asked for and then kept live by
+``static/console.js``, which polls the REST API; every write is a form post with a CSRF token, checked for the
+role it needs, and audited.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from flask import Blueprint, Response, flash, g, redirect, render_template, request, session, url_for
+
+from appliance.web.app import audit, ctx_of, needs
+from appliance.web.users import ROLES, UserError
+
+bp = Blueprint("views", __name__)
+
+
+@bp.route("/login", methods=["GET", "POST"])
+def login() -> Any:
+    ctx = ctx_of()
+    if request.method == "GET":
+        return render_template("login.html", next=request.args.get("next", "/"))
+    from flask_wtf.csrf import validate_csrf
+    from wtforms import ValidationError
+
+    try:
+        validate_csrf(request.form.get("csrf_token", ""))
+    except ValidationError:
+        flash("The login form expired: try again.", "error")
+        return render_template("login.html", next="/"), 400
+    name, password = request.form.get("user", "")[:64], request.form.get("password", "")
+    result = ctx.users.login(name, password, time.time())
+    if not result.ok:
+        detail = {"user": name, "reason": result.reason, "client": request.remote_addr}
+        if ctx.audit_append is not None:
+            ctx.audit_append("login.failed", f"web:{name or '?'}", f"failed login for {name!r}: {result.reason}"
+                             + (" (account locked)" if result.locked_now else ""), detail)
+        message = {"locked": f"This account is locked: try again in {result.retry_after_s:.0f} s.",
+                   "wait": f"Too many failed logins: wait {result.retry_after_s:.0f} s."}.get(
+            result.reason, "Wrong user name or password.")
+        flash(message, "error")
+        return render_template("login.html", next=request.form.get("next", "/")), 401
+    session.clear()
+    session.permanent = True
+    session["user"], session["since"] = result.user, time.time()
+    g.user, g.role, g.via = result.user, result.role, "session"
+    audit("login", f"{result.user} logged in ({result.role})")
+    target = request.form.get("next", "/")
+    return redirect(target if target.startswith("/") and not target.startswith("//") else "/")
+
+
+@bp.route("/logout", methods=["POST"])
+def logout() -> Any:
+    audit("logout", f"{g.user} logged out")
+    session.clear()
+    return redirect(url_for("views.login"))
+
+
+@bp.route("/")
+def dashboard() -> Any:
+    return render_template("dashboard.html", status=ctx_of().status(), page="dashboard")
+
+
+@bp.route("/gnss")
+def gnss() -> Any:
+    return render_template("gnss.html", status=ctx_of().status(), page="gnss")
+
+
+@bp.route("/plots")
+def plots() -> Any:
+    return render_template("plots.html", page="plots")
+
+
+@bp.route("/alarms")
+def alarms() -> Any:
+    ctx = ctx_of()
+    history = ctx.audit.records(kinds=["alarm.raised", "alarm.cleared"], limit=200) if ctx.audit else []
+    return render_template("alarms.html", status=ctx.status(), history=history, label=ctx.utc_label,
+                           page="alarms")
+
+
+@bp.route("/audit")
+def audit_log() -> Any:
+    ctx = ctx_of()
+    search = request.args.get("q", "")[:200]
+    kind = request.args.get("kind", "")[:40]
+    records = ctx.audit.records(search=search or None, kinds=[kind] if kind else None, limit=300) \
+        if ctx.audit else []
+    return render_template("audit.html", records=records, q=search, kind=kind, label=ctx.utc_label,
+                           verified=session.pop("verified", None), page="audit")
+
+
+@bp.route("/audit/verify", methods=["POST"])
+def audit_verify() -> Any:
+    ctx = ctx_of()
+    result = ctx.audit.verify()
+    session["verified"] = {"ok": result.ok, "checked": result.checked, "first_bad_seq": result.first_bad_seq,
+                           "reason": result.reason}
+    audit("audit.verify", f"audit chain verified: {'OK' if result.ok else 'BROKEN'} ({result.checked} records)",
+          {"ok": result.ok, "first_bad_seq": result.first_bad_seq})
+    return redirect(url_for("views.audit_log"))
+
+
+@bp.route("/audit/backup")
+@needs("operator")
+def audit_backup() -> Any:
+    ctx = ctx_of()
+    assert ctx.export_bundle is not None
+    data = ctx.export_bundle(None, None)
+    audit("audit.export", "audit backup downloaded (signed bundle of every record)")
+    stamp = ctx.utc_label(ctx.now_tai_ns()).replace(":", "").replace("-", "")[:15]
+    return Response(data, mimetype="application/json",
+                    headers={"Content-Disposition": f"attachment; filename=audit-{stamp}Z.json"})
+
+
+@bp.route("/config", methods=["GET"])
+def config_page() -> Any:
+    return render_template("config.html", rows=ctx_of().settings.rows(), page="config")
+
+
+@bp.route("/config", methods=["POST"])
+@needs("admin")
+def config_change() -> Any:
+    name, value = request.form.get("name", ""), request.form.get("value", "")
+    try:
+        old, new, applied = ctx_of().settings.change(name, value, from_text=True)
+    except ValueError as exc:
+        flash(str(exc), "error")
+        return redirect(url_for("views.config_page"))
+    audit("config.change", f"{name}: {old!r} -> {new!r}" + ("" if applied else " (takes effect after a restart)"),
+          {"setting": name, "old": _plain(old), "new": _plain(new), "applied": applied})
+    flash(f"{name} = {new!r}: " + ("applied." if applied else "saved; takes effect after a restart."), "ok")
+    return redirect(url_for("views.config_page"))
+
+
+@bp.route("/users", methods=["GET"])
+@needs("admin")
+def users_page() -> Any:
+    ctx = ctx_of()
+    return render_template("users.html", users=ctx.users.users(), tokens=ctx.users.tokens(), roles=ROLES,
+                           new_token=session.pop("new_token", None), now=time.time(), page="users")
+
+
+@bp.route("/users", methods=["POST"])
+@needs("admin")
+def users_change() -> Any:
+    ctx, form = ctx_of(), request.form
+    action, name = form.get("action", ""), form.get("name", "")[:64]
+    try:
+        if action == "add":
+            ctx.users.add(name, form.get("role", ""), form.get("password", ""))
+            text = f"user {name} added ({form.get('role')})"
+        elif action == "role":
+            ctx.users.set_role(name, form.get("role", ""))
+            text = f"user {name} is now {form.get('role')}"
+        elif action == "password":
+            ctx.users.set_password(name, form.get("password", ""))
+            text = f"password of {name} changed"
+        elif action == "unlock":
+            ctx.users.unlock(name)
+            text = f"user {name} unlocked"
+        elif action == "remove":
+            if name == g.user:
+                raise UserError("you cannot remove yourself")
+            ctx.users.remove(name)
+            text = f"user {name} removed"
+        elif action == "token":
+            token = ctx.users.create_token(name, form.get("label", "api"), time.time())
+            session["new_token"] = token
+            text = f"API token {form.get('label', 'api')!r} created for {name}"
+        elif action == "revoke":
+            ctx.users.revoke_token(form.get("token_id", ""))
+            text = f"API token {form.get('token_id', '')[:12]} revoked"
+        else:
+            raise UserError(f"unknown action {action!r}")
+    except UserError as exc:
+        flash(str(exc), "error")
+        return redirect(url_for("views.users_page"))
+    audit("user.change", text, {"action": action, "user": name})
+    flash(text + ".", "ok")
+    return redirect(url_for("views.users_page"))
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
