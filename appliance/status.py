@@ -186,6 +186,15 @@ def render(d: dict[str, Any]) -> str:
                      + f"), {irig_out['frames']} frames, time quality "
                      f"{irig_out['time_quality']}, cable {irig_out['cable_delay_ns']} ns"
                      + (f", {irig_out['lost']} lost" if irig_out["lost"] else "") + _sink_text(irig_out.get("sink")))
+    web = (d.get("outputs") or {}).get("web")
+    if web and web.get("enabled"):
+        host = f"[{web['listen']}]" if ":" in web["listen"] else web["listen"]
+        lines.append("Web console     : " + (f"NOT SERVING: {web['error']}" if web["error"]
+                                             else f"https://{host}:{web['port']}/"))
+    audit = (d.get("outputs") or {}).get("audit")
+    if audit and audit.get("enabled"):
+        lines.append(f"Audit trail     : {audit['records']} records, head {audit['head_hash'][:16]}"
+                     + (f"; {audit['failures']} NOT WRITTEN ({audit['error']})" if audit["failures"] else ""))
     alarms = [a for a in d.get("alarms", []) if a["raised"]]
     lines.append("Alarms          : " + ("; ".join(f"[{a['severity']}] {a['text']}" for a in alarms) or "none"))
     return "\n".join(lines)

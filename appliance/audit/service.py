@@ -69,11 +69,12 @@ class AuditPart:
     def start(self) -> None:
         self.app.listeners.append(self.on_event)
         self.app.audit_hook = self.on_command
+        self.app.time_outputs["audit"] = self
         self.append(self.app.now_tai_ns(), "start", "system", f"appliance {self.app.status().version} started "
                     f"({self.app.mode})", {"version": self.app.status().version, "mode": self.app.mode})
         outputs = self.app.status().outputs
         for name, output in sorted(outputs.items()):
-            if isinstance(output, dict) and output.get("enabled"):
+            if isinstance(output, dict) and output.get("enabled") and name != "audit":
                 self.append(self.app.now_tai_ns(), "output", "system", f"output {name} enabled",
                             {"output": name, "enabled": True})
         self._housekeeping()
@@ -115,6 +116,7 @@ class AuditPart:
     def stop(self) -> None:
         for handle in self._handles:
             handle.cancel()
+        self.app.time_outputs.pop("audit", None)
         self.append(self.app.now_tai_ns(), "stop", "system", "appliance stopping", {})
         if self.app.audit_hook == self.on_command:
             self.app.audit_hook = None

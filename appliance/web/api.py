@@ -73,12 +73,16 @@ def audit_records() -> Any:
     except ValueError:
         return _error(400, "limit and before_seq are integers")
     kinds = [k for k in request.args.get("kind", "").split(",") if k] or None
+    if ctx.audit is None:
+        return _error(503, "the audit trail is not kept by this appliance")
     records = ctx.audit.records(search=request.args.get("q") or None, kinds=kinds, limit=limit, before_seq=before)
     return jsonify({"records": [_record(r) for r in records]})
 
 
 @bp.route("/audit/verify")
 def audit_verify() -> Any:
+    if ctx_of().audit is None:
+        return _error(503, "the audit trail is not kept by this appliance")
     result = ctx_of().audit.verify()
     return jsonify({"ok": result.ok, "checked": result.checked, "first_bad_seq": result.first_bad_seq,
                     "reason": result.reason})
@@ -90,9 +94,9 @@ def audit_export() -> Any:
     ctx = ctx_of()
     try:
         since, until = _range() if "since" in request.args else (None, None)
+        data = ctx.export_bundle(since, until)  # ValueError when no record is in the range
     except ValueError as exc:
         return _error(400, str(exc))
-    data = ctx.export_bundle(since, until)
     audit("audit.export", "audit bundle exported", {"since": since, "until": until})
     return Response(data, mimetype="application/json")
 
@@ -154,6 +158,8 @@ def quality_csv() -> Any:
         since, until = _range()
     except ValueError as exc:
         return _error(400, str(exc))
+    if ctx.quality is None:
+        return _error(503, "the time-quality record is not kept by this appliance")
     out = io.StringIO()
     ctx.quality.export_csv(since, until, out, ctx.utc_label)
     return Response(out.getvalue(), mimetype="text/csv",

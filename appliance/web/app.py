@@ -118,7 +118,8 @@ def create_app(ctx: WebContext, secret_key: bytes) -> Flask:
     @app.after_request
     def headers(response: Response) -> Response:
         response.headers["Content-Security-Policy"] = ("default-src 'self'; img-src 'self' data:; style-src 'self'; "
-                                                       "script-src 'self'; frame-ancestors 'none'; form-action 'self'")
+                                                       "script-src 'self'; frame-ancestors 'none'; form-action 'self'; "
+                                                       "base-uri 'none'; object-src 'none'")
         response.headers["X-Frame-Options"] = "DENY"
         response.headers["X-Content-Type-Options"] = "nosniff"
         response.headers["Referrer-Policy"] = "same-origin"  # CSRF checks the referrer over HTTPS

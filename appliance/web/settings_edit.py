@@ -51,7 +51,7 @@ class SettingsEditor:
             raise ValueError(f"unknown setting {name!r}")
         new, problem = cfg.check_value(setting, value, from_text=from_text)
         if problem:
-            raise ValueError(f"{name}: {problem}")
+            raise ValueError(problem)  # check_value's message names the setting already
         with self._lock:
             old = self.pending.get(name, self.config[name])
             saved = self._read()

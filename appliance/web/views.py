@@ -34,9 +34,11 @@ def login() -> Any:
     name, password = request.form.get("user", "")[:64], request.form.get("password", "")
     result = ctx.users.login(name, password, time.time())
     if not result.ok:
-        detail = {"user": name, "reason": result.reason, "client": request.remote_addr}
+        # a name that is no user may be a password typed in the wrong field: it is not kept
+        who = name if ctx.users.role_of(name) is not None else "(unknown user)"
+        detail = {"user": who, "reason": result.reason, "client": request.remote_addr}
         if ctx.audit_append is not None:
-            ctx.audit_append("login.failed", f"web:{name or '?'}", f"failed login for {name!r}: {result.reason}"
+            ctx.audit_append("login.failed", f"web:{who}", f"failed login for {who}: {result.reason}"
                              + (" (account locked)" if result.locked_now else ""), detail)
         message = {"locked": f"This account is locked: try again in {result.retry_after_s:.0f} s.",
                    "wait": f"Too many failed logins: wait {result.retry_after_s:.0f} s."}.get(
@@ -49,7 +51,14 @@ def login() -> Any:
     g.user, g.role, g.via = result.user, result.role, "session"
     audit("login", f"{result.user} logged in ({result.role})")
     target = request.form.get("next", "/")
-    return redirect(target if target.startswith("/") and not target.startswith("//") else "/")
+    return redirect(target if _local_path(target) else "/")
+
+
+def _local_path(target: str) -> bool:
+    """A path on this site.  Whitespace and backslashes are refused too: the Location header drops a tab (as
+    browsers do), so "/<tab>/evil.example" would redirect to //evil.example, and browsers read "\\" as "/"."""
+    return (target.startswith("/") and not target.startswith("//")
+            and not any(c == "\\" or c.isspace() or ord(c) < 32 for c in target))
 
 
 @bp.route("/logout", methods=["POST"])
@@ -96,6 +105,9 @@ def audit_log() -> Any:
 @bp.route("/audit/verify", methods=["POST"])
 def audit_verify() -> Any:
     ctx = ctx_of()
+    if ctx.audit is None:
+        flash("The audit trail is not kept by this appliance.", "error")
+        return redirect(url_for("views.audit_log"))
     result = ctx.audit.verify()
     session["verified"] = {"ok": result.ok, "checked": result.checked, "first_bad_seq": result.first_bad_seq,
                            "reason": result.reason}
@@ -108,8 +120,15 @@ def audit_verify() -> Any:
 @needs("operator")
 def audit_backup() -> Any:
     ctx = ctx_of()
-    assert ctx.export_bundle is not None
-    data = ctx.export_bundle(None, None)
+    try:
+        data = ctx.export_bundle(None, None) if ctx.export_bundle is not None else None
+    except ValueError as exc:
+        data, message = None, str(exc)
+    else:
+        message = "the audit trail is not kept by this appliance"
+    if data is None:
+        flash(f"No backup: {message}.", "error")
+        return redirect(url_for("views.audit_log"))
     audit("audit.export", "audit backup downloaded (signed bundle of every record)")
     stamp = ctx.utc_label(ctx.now_tai_ns()).replace(":", "").replace("-", "")[:15]
     return Response(data, mimetype="application/json",
