@@ -218,7 +218,25 @@ SETTINGS: tuple[Setting, ...] = (
       "timestamps; auto: hardware when the NIC offers it", choices=("auto", "hardware", "software")),
     S("ptp.rate_limit_per_s", "float", 200.0, "Average PTP requests per second one source may send (Delay_Req, "
       "Pdelay_Req, management, signaling); beyond it they are dropped and counted", minimum=1.0, maximum=1_000_000.0),
+    S("snmp.enabled", "bool", False, "Serve SNMP (the appliance MIB, SNMPv2-MIB system group) and send notifications"),
+    S("snmp.listen", "address", "127.0.0.1", "Address the SNMP agent binds (0.0.0.0 or :: to serve the network)"),
     S("snmp.port", "int", 161, "UDP port of the SNMP agent", minimum=1, maximum=65535),
+    S("snmp.allow", "networks", ("127.0.0.0/8", "::1/128"), "Networks allowed to query the agent; other sources get "
+      "no answer"),
+    S("snmp.rate_per_s", "int", 200, "Requests per second one source address may send (burst: 2 s worth)",
+      minimum=1, maximum=100_000),
+    S("snmp.community", "str", "", "SNMPv2c read-only community; empty: SNMPv2c off (SNMPv3 only)"),
+    S("snmp.users_file", "path", "", "SNMPv3 users (TOML, mode 0600; `appliance snmp user add`); empty: "
+      "<state_dir>/snmp-users.toml"),
+    S("snmp.v3_allow_without_privacy", "bool", False, "Accept SNMPv3 users without encryption (authNoPriv)"),
+    S("snmp.trap_receivers", "str", "", "Notification receivers, comma-separated: v2c:COMMUNITY@HOST:PORT or "
+      "v3:USER@HOST:PORT (a user of snmp.users_file; IPv6 hosts in brackets)"),
+    S("snmp.informs", "bool", False, "Send informs (acknowledged, retried) instead of traps"),
+    S("snmp.enterprise", "int", 99999, "Private enterprise number of the appliance MIB (99999 is a placeholder; "
+      "`appliance snmp mib` renders the MIB with yours)", minimum=1, maximum=2**31 - 1),
+    S("snmp.sys_contact", "str", "", "SNMPv2-MIB sysContact"),
+    S("snmp.sys_location", "str", "", "SNMPv2-MIB sysLocation"),
+    S("snmp.sys_name", "str", "", "SNMPv2-MIB sysName; empty: the host name"),
     # --- appliance -----------------------------------------------------------------------------------------
     S("state_dir", "path", "~/.local/state/appliance",
       "Directory for learned clock state, audit store and the control socket"),
