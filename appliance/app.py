@@ -100,6 +100,7 @@ class Appliance:
         self.listeners: list[Callable[[object], None]] = []
         self.audit_hook: Callable[[str, str, str, dict[str, Any]], None] | None = None  # operator commands
         self.audit_part: Any = None  # the audit trail, when the runner keeps one
+        self.world: Any = None  # the simulated world, when the appliance runs on one (drills: world commands)
         self._last_sats: tuple = ()
         self._last_rejects_logged: dict[str, int] = {}
         self._timers = [every(scheduler, 200 * NS_PER_MS, self._tick), every(scheduler, NS_PER_S, self._second),
@@ -318,7 +319,28 @@ class Appliance:
             return {"ok": True, "status": to_dict(self.status())}
         if cmd == "holdover":
             return self._holdover_command(str(request.get("action", "")), str(request.get("user", "operator")))
+        if cmd == "world":
+            return self._world_command(str(request.get("action", "")), str(request.get("user", "operator")))
         return {"ok": False, "error": f"unknown command {cmd!r}"}
+
+    def _world_command(self, action: str, who: str) -> dict[str, Any]:
+        """The simulated world, for drills and tests: block the antenna's sky or power the receiver off, and back."""
+        world = getattr(self, "world", None)
+        if world is None:
+            return {"ok": False, "error": "there is no simulated world: the appliance runs on hardware"}
+        actions = {"block-sky": ("conditions", True), "clear-sky": ("conditions", False),
+                   "receiver-off": ("power", False), "receiver-on": ("power", True)}
+        if action not in actions:
+            return {"ok": False, "error": f"world takes {', '.join(actions)}"}
+        what, value = actions[action]
+        if what == "conditions":
+            world.receiver.conditions.blocked = value
+        else:
+            world.receiver_powered = value
+        log.warning("operator %s: simulated world: %s", who, action)
+        if self.audit_hook is not None:
+            self.audit_hook("command", who, f"simulated world: {action}", {"command": "world", "action": action})
+        return {"ok": True}
 
     def _holdover_command(self, action: str, who: str) -> dict[str, Any]:
         if action not in ("start", "stop"):
@@ -394,7 +416,12 @@ async def _main(config: Config) -> int:
     try:
         if config["web.enabled"]:
             parts.append(_web(config, app, loop, table))
-        parts.append(_audit(config, app, loop, table))
+        audit = _audit(config, app, loop, table)
+        if config["snmp.enabled"]:
+            from appliance.snmp.service import SnmpPart
+
+            parts.append(SnmpPart(app, loop, config, warm=learned is not None))
+        parts.append(audit)
     except (OSError, ValueError) as exc:
         log.error("cannot start: %s", exc)
         return 1
@@ -749,6 +776,7 @@ def simulated(config: Config, scheduler: Scheduler, table: leap.LeapTable,
 
     app = Appliance(config, scheduler, world.raw_ns, "simulated", backend, table, backend_name="simulated",
                     sim_time_error=time_error_ns, save_state=save_state, served_at_host=served_at_host)
+    app.world = world
     return app, world
 
 

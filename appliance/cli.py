@@ -46,6 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("holdover", help="force the clock into holdover (maintenance, tests) or let it return")
     _settings_args(p)
     p.add_argument("action", choices=("start", "stop"))
+    p = sub.add_parser("world", help="drills on the running appliance's simulated world: block or clear the sky, "
+                       "power the receiver off or on")
+    p.add_argument("action", choices=("block-sky", "clear-sky", "receiver-off", "receiver-on"))
+    _settings_args(p)
     p = sub.add_parser("sim", help="run a numbered, seeded clock scenario in simulated time and print its figures")
     p.add_argument("--scenario", required=True, metavar="NAME",
                    help="one of: " + ", ".join(_scenario_names()) + " (or all)")
@@ -85,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
         _settings_args(sp)
     tqcli.add_parser(sub)
     usercli.add_parser(sub, _settings_args)
+    from appliance.snmp import users as snmp_users
+
+    snmp_users.add_parser(sub, _settings_args)
     return parser
 
 
@@ -108,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     handler = {"run": cmd_run, "status": cmd_status, "replay": cmd_replay, "check-config": cmd_check_config,
                "config": cmd_config, "sim-receiver": cmd_sim_receiver, "holdover": cmd_holdover,
                "sim": cmd_sim, "irig": cmd_irig, "audit": cmd_audit, "quality": cmd_quality,
-               "user": cmd_user}[args.command]
+               "user": cmd_user, "snmp": cmd_snmp, "world": cmd_world}[args.command]
     try:
         return handler(args)
     except BrokenPipeError:
@@ -135,6 +142,12 @@ def cmd_user(args: argparse.Namespace) -> int:
     from appliance.web import usercli
 
     return usercli.run(args, load_config(args).state_path())
+
+
+def cmd_snmp(args: argparse.Namespace) -> int:
+    from appliance.snmp import users as snmp_users
+
+    return snmp_users.run(args, load_config(args))
 
 
 def _setup_logging(level: str) -> None:
@@ -178,7 +191,29 @@ def cmd_holdover(args: argparse.Namespace) -> int:
     except control.ControlError as exc:
         print(f"appliance: holdover {args.action}: {exc}", file=sys.stderr)
         return 1
+    if not reply.get("ok"):
+        print(f"appliance: holdover {args.action}: {reply.get('error', 'refused')}", file=sys.stderr)
+        return 1
     print(f"holdover {args.action}: clock is {reply['state']}")
+    return 0
+
+
+def cmd_world(args: argparse.Namespace) -> int:
+    import getpass
+
+    from appliance import control
+
+    config = load_config(args)
+    try:
+        reply = control.request(config.control_socket_path(), {"cmd": "world", "action": args.action,
+                                                               "user": getpass.getuser()})
+    except control.ControlError as exc:
+        print(f"appliance: world {args.action}: {exc}", file=sys.stderr)
+        return 1
+    if not reply.get("ok"):
+        print(f"appliance: world {args.action}: {reply.get('error', 'refused')}", file=sys.stderr)
+        return 1
+    print(f"simulated world: {args.action}")
     return 0
 
 

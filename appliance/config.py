@@ -231,6 +231,8 @@ SETTINGS: tuple[Setting, ...] = (
     S("snmp.v3_allow_without_privacy", "bool", False, "Accept SNMPv3 users without encryption (authNoPriv)"),
     S("snmp.trap_receivers", "str", "", "Notification receivers, comma-separated: v2c:COMMUNITY@HOST:PORT or "
       "v3:USER@HOST:PORT (a user of snmp.users_file; IPv6 hosts in brackets)"),
+    S("snmp.engine_id", "str", "", "SNMPv3 engine ID in hex (receivers of v3 traps configure it); empty: made on "
+      "first start from snmp.enterprise and kept in <state_dir>/snmp-engine-id"),
     S("snmp.informs", "bool", False, "Send informs (acknowledged, retried) instead of traps"),
     S("snmp.enterprise", "int", 99999, "Private enterprise number of the appliance MIB (99999 is a placeholder; "
       "`appliance snmp mib` renders the MIB with yours)", minimum=1, maximum=2**31 - 1),

@@ -34,6 +34,7 @@ class AuditPart:
         self._handles: list[asyncio.TimerHandle] = []
         self._lock = threading.Lock()
         self._ticks = 0
+        self.record_listeners: list[Any] = []  # called with each record written (SNMP notifications)
 
     # --- writing records ----------------------------------------------------------------------------------
     def append(self, at_tai_ns: int, kind: str, actor: str, text: str, detail: dict[str, Any] | None = None
@@ -50,6 +51,11 @@ class AuditPart:
             return None
         if self.forwarder is not None:
             self.forwarder.send(record, self.label(record.at_tai_ns))
+        for listener in self.record_listeners:
+            try:
+                listener(record)
+            except Exception:  # noqa: BLE001 - a listener's failure must not lose the record or the caller
+                log.exception("audit record listener failed")
         return record
 
     def label(self, tai_ns: int) -> str:

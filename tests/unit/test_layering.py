@@ -52,6 +52,10 @@ EDGES = {
     "web.usercli": "appliance user: reads passwords, writes the initial admin password file",
     "web.tls": "makes and writes the self-signed certificate",
     "web.settings_edit": "writes the settings changed from the console",
+    "snmp.agent": "the pysnmp agent: UDP sockets, USM and VACM, notifications",
+    "snmp.service": "the agent of a running appliance: loop timers, the host clock for sysUpTime, the engine ID file",
+    "snmp.users": "the SNMPv3 users file (mode 0600) and appliance snmp: passphrases from the terminal",
+    "snmp.mibgen": "reads the MIB, compiles it with pysmi and reads the compiled JSON",
 }
 FORBIDDEN_IMPORTS = {"socket", "serial", "scapy", "flask", "pysnmp", "threading", "asyncio", "subprocess",
                      "select", "selectors", "fcntl", "multiprocessing", "signal", "termios", "tty", "pty"}

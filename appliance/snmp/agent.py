@@ -1,0 +1,304 @@
+"""The SNMP agent: pysnmp 7 on the appliance's event loop, serving the MIB view and sending notifications.
+
+Edge module (UDP sockets, pysnmp).  SNMPv2c communities are read-only; SNMPv3 users (USM) need authPriv by default;
+every request is first checked against the allowed networks and a per-address rate limit, before pysnmp decodes it.
+Reads go to a ``MibView`` (the objects the MIB declares, instantiated from the latest status; see view.py), merged
+with pysnmp's own instrumentation for the standard objects it keeps (SNMPv2-MIB system group and snmp counters,
+SNMP-FRAMEWORK-MIB engine objects).  Writes are accepted only for the objects the MIB declares read-write (one:
+forced holdover), only from v3 authPriv users with write access, and go through the appliance's command path, which
+audits them.  Notifications go as traps (or informs) to each configured receiver, v2c or v3.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pyasn1.type import univ
+from pysnmp.carrier.asyncio.dgram import udp, udp6
+from pysnmp.entity import config, engine
+from pysnmp.entity.rfc3413 import cmdrsp, context, ntforg
+from pysnmp.proto import errind, rfc1902, rfc1905
+from pysnmp.smi import error as smi_error
+from pysnmp.smi.instrum import AbstractMibInstrumController
+
+log = logging.getLogger("appliance.snmp")
+
+AUTH = {"SHA-256": config.USM_AUTH_HMAC192_SHA256, "SHA-384": config.USM_AUTH_HMAC256_SHA384,
+        "SHA-512": config.USM_AUTH_HMAC384_SHA512, "SHA": config.USM_AUTH_HMAC96_SHA, "none": config.USM_AUTH_NONE}
+PRIV = {"AES-128": config.USM_PRIV_CFB128_AES, "AES-256": config.USM_PRIV_CFB256_AES, "none": config.USM_PRIV_NONE}
+TYPES: dict[str, Callable[[Any], Any]] = {
+    "Integer32": rfc1902.Integer32, "Integer": rfc1902.Integer32, "Unsigned32": rfc1902.Unsigned32,
+    "Gauge32": rfc1902.Gauge32, "Counter32": rfc1902.Counter32, "Counter64": rfc1902.Counter64,
+    "TimeTicks": rfc1902.TimeTicks, "OctetString": rfc1902.OctetString, "IpAddress": rfc1902.IpAddress,
+    "ObjectIdentifier": rfc1902.ObjectName, "Bits": rfc1902.OctetString}
+SNMP_TRAP_OID = (1, 3, 6, 1, 6, 3, 1, 1, 4, 1, 0)
+AUTH_FAILURES = (errind.UnknownCommunityName, errind.UnknownUserName, errind.WrongDigest, errind.DecryptionError,
+                 errind.AuthenticationFailure, errind.AuthenticationError, errind.UnsupportedSecurityLevel)
+SYS_UPTIME = (1, 3, 6, 1, 2, 1, 1, 3, 0)
+
+
+class SetRefused(Exception):
+    """The appliance refused a well-formed SET (e.g. holdover before the oscillator is learned): inconsistentValue."""
+
+
+@dataclass(frozen=True)
+class V3User:
+    name: str
+    auth: str  # SHA-256 ...
+    auth_key: str
+    priv: str  # AES-128 ...
+    priv_key: str
+    write: bool = False
+
+
+@dataclass(frozen=True)
+class TrapReceiver:
+    host: str
+    port: int
+    version: str  # "v2c" | "v3"
+    community_or_user: str
+    inform: bool = False
+
+
+class AccessGate:
+    """Allowed networks and a token bucket per source address, checked before a datagram is decoded."""
+
+    def __init__(self, allow: Sequence[str], rate_per_s: float, burst: int, clock: Callable[[], float] = time.monotonic):
+        self.networks = [ipaddress.ip_network(n, strict=False) for n in allow]
+        self.rate, self.burst, self.clock = rate_per_s, burst, clock
+        self._buckets: dict[str, tuple[float, float]] = {}
+        self.denied = self.limited = 0
+
+    def admit(self, address: str) -> bool:
+        try:
+            ip = ipaddress.ip_address(address.split("%")[0])
+        except ValueError:
+            self.denied += 1
+            return False
+        if ip.version == 6 and ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped
+        if not any(ip in n for n in self.networks if n.version == ip.version):
+            self.denied += 1
+            return False
+        now = self.clock()
+        address = str(ip)  # one bucket per host, however it is written
+        tokens, then = self._buckets.get(address, (float(self.burst), now))
+        tokens = min(float(self.burst), tokens + (now - then) * self.rate)
+        if tokens < 1:
+            self.limited += 1
+            self._buckets[address] = (tokens, now)
+            return False
+        if len(self._buckets) > 10_000:
+            self._buckets = {k: v for k, v in self._buckets.items() if now - v[1] < 60}
+        self._buckets[address] = (tokens - 1, now)
+        return True
+
+
+def _gated(base: type, gate: AccessGate) -> type:
+    class Gated(base):  # type: ignore[misc, valid-type]
+        def datagram_received(self, datagram: bytes, transportAddress: Any) -> None:
+            if gate.admit(str(transportAddress[0])):
+                super().datagram_received(datagram, transportAddress)
+    return Gated
+
+
+class ViewInstrum(AbstractMibInstrumController):
+    """Answers reads, walks and writes from the appliance's MIB view (which also holds the SNMPv2-MIB system group),
+    checking each object against the requester's VACM read view."""
+
+    def __init__(self, view: Callable[[], Any], writer: Callable[[tuple[int, ...], Any], None]):
+        self.view, self.writer = view, writer
+
+    @staticmethod
+    def _value(kind: str, value: Any) -> Any:
+        return TYPES[kind](value)
+
+    @staticmethod
+    def _in_view(oid: tuple[int, ...], value: Any, context: dict[str, Any], idx: int) -> bool:
+        ac = context.get("acFun")
+        return ac is None or not ac("read", (rfc1902.ObjectName(oid), value), idx=idx, **context)
+
+    def read_variables(self, *var_binds: Any, **context: Any) -> list[Any]:
+        view = self.view()
+        out = []
+        for idx, (name, _) in enumerate(var_binds):
+            oid = tuple(name)
+            found = view.get(oid)
+            if found is None:
+                result = rfc1905.noSuchInstance if view.declares(oid) else rfc1905.noSuchObject
+            else:
+                result = self._value(*found)
+            if not self._in_view(oid, result, context, idx):
+                result = rfc1905.noSuchObject
+            out.append((name, result))
+        return out
+
+    def read_next_variables(self, *var_binds: Any, **context: Any) -> list[Any]:
+        view = self.view()
+        out = []
+        for idx, (name, _) in enumerate(var_binds):
+            oid = tuple(name)
+            while True:
+                found = view.next(oid)
+                if found is None:
+                    out.append((name, rfc1905.endOfMibView))
+                    break
+                oid, (kind, value) = found
+                typed = self._value(kind, value)
+                if self._in_view(oid, typed, context, idx):
+                    out.append((rfc1902.ObjectName(oid), typed))
+                    break
+        return out
+
+    def write_variables(self, *var_binds: Any, **context: Any) -> list[Any]:
+        view = self.view()
+        for idx, (name, _) in enumerate(var_binds):
+            if not view.writable(tuple(name)):
+                raise smi_error.NotWritableError(name=name, idx=idx)
+        for idx, (name, val) in enumerate(var_binds):
+            try:
+                self.writer(tuple(name), val)
+            except PermissionError:
+                raise smi_error.NoAccessError(name=name, idx=idx) from None
+            except SetRefused as exc:
+                log.warning("SNMP SET %s refused: %s", ".".join(map(str, tuple(name))), exc)
+                raise smi_error.InconsistentValueError(name=name, idx=idx) from None
+            except ValueError as exc:
+                log.warning("SNMP SET %s refused: %s", ".".join(map(str, tuple(name))), exc)
+                raise smi_error.WrongValueError(name=name, idx=idx) from None
+            except RuntimeError as exc:
+                log.warning("SNMP SET %s failed: %s", ".".join(map(str, tuple(name))), exc)
+                raise smi_error.CommitFailedError(name=name, idx=idx) from None
+        return list(var_binds)
+
+
+class Agent:
+    def __init__(self, listen: str, port: int, view: Callable[[], Any],
+                 writer: Callable[[tuple[int, ...], Any, str], None], gate: AccessGate,
+                 community: str, users: Sequence[V3User], allow_noauth_v3: bool, read_subtrees: Sequence[tuple],
+                 receivers: Sequence[TrapReceiver], on_auth_failure: Callable[[str], None] | None = None,
+                 engine_id: bytes | None = None):
+        self.listen, self.port, self.gate = listen, port, gate
+        self.receivers = list(receivers)
+        self.engine = engine.SnmpEngine(snmpEngineID=univ.OctetString(engine_id) if engine_id else None)
+        self._writer = writer
+        self._on_auth_failure = on_auth_failure
+        self.sent = self.send_errors = 0
+        self.error = ""
+        self._configure(community, users, allow_noauth_v3, read_subtrees)
+        self._view = view
+
+    # --- set-up ---------------------------------------------------------------------------------------------
+    def _configure(self, community: str, users: Sequence[V3User], allow_noauth_v3: bool,
+                   read_subtrees: Sequence[tuple]) -> None:
+        eng = self.engine
+        if community:
+            config.add_v1_system(eng, "ro-community", community)
+            for subtree in read_subtrees:
+                config.add_vacm_user(eng, 2, "ro-community", "noAuthNoPriv", readSubTree=subtree)
+        for user in users:
+            config.add_v3_user(eng, user.name, AUTH[user.auth], user.auth_key or None, PRIV[user.priv],
+                               user.priv_key or None)
+            level = "authPriv" if user.priv != "none" else "authNoPriv" if user.auth != "none" else "noAuthNoPriv"
+            if level != "authPriv" and not allow_noauth_v3:
+                raise ValueError(f"SNMPv3 user {user.name}: {level} is off (snmp.v3_allow_without_privacy)")
+            for subtree in read_subtrees:
+                config.add_vacm_user(eng, 3, user.name, level, readSubTree=subtree)
+        self.writers = {u.name for u in users if u.write and u.auth != "none" and u.priv != "none"}
+        self.snmp_context = context.SnmpContext(eng)
+        self.instrum = ViewInstrum(lambda: self._view(), self._write)
+        self.snmp_context.unregister_context_name(b"")
+        self.snmp_context.register_context_name(b"", self.instrum)
+        for receiver in self.receivers:
+            self._add_receiver(receiver)
+
+    def _add_receiver(self, r: TrapReceiver) -> None:
+        name = f"{r.host}-{r.port}"
+        params = f"p-{name}"
+        if r.version == "v2c":
+            config.add_v1_system(self.engine, f"trap-{name}", r.community_or_user, transportTag=f"t-{name}")
+            config.add_target_parameters(self.engine, params, f"trap-{name}", "noAuthNoPriv", 1)
+        else:
+            config.add_target_parameters(self.engine, params, r.community_or_user, "authPriv", 3)
+        domain = udp6.DOMAIN_NAME if ":" in r.host else udp.DOMAIN_NAME
+        config.add_target_address(self.engine, f"a-{name}", domain, (r.host, r.port), params,
+                                  tagList="appliance-notify")
+        config.add_notification_target(self.engine, "appliance-notify", "notify-filter", "appliance-notify",
+                                       "inform" if r.inform else "trap")
+        config.add_vacm_user(self.engine, 2 if r.version == "v2c" else 3,
+                             f"trap-{name}" if r.version == "v2c" else r.community_or_user,
+                             "noAuthNoPriv" if r.version == "v2c" else "authPriv", (), (), notifySubTree=(1, 3, 6))
+
+    def start(self) -> None:
+        gate = self.gate
+        address = (self.listen, self.port)
+        if ":" in self.listen:
+            transport = _gated(udp6.Udp6AsyncioTransport, gate)().open_server_mode(address)
+            config.add_transport(self.engine, udp6.DOMAIN_NAME, transport)
+        else:
+            transport = _gated(udp.UdpAsyncioTransport, gate)().open_server_mode(address)
+            config.add_transport(self.engine, udp.DOMAIN_NAME, transport)
+        for family, domain, kind in ((False, udp.DOMAIN_NAME, udp.UdpAsyncioTransport),
+                                     (True, udp6.DOMAIN_NAME, udp6.Udp6AsyncioTransport)):
+            if (":" in self.listen) != family and any((":" in r.host) == family for r in self.receivers):
+                config.add_transport(self.engine, domain, kind().open_client_mode())  # notifications only
+        for responder in (cmdrsp.GetCommandResponder, cmdrsp.NextCommandResponder, cmdrsp.BulkCommandResponder,
+                          cmdrsp.SetCommandResponder):
+            responder(self.engine, self.snmp_context)
+        self.engine.observer.register_observer(self._auth_observer, "rfc2576.prepareDataElements:sm-failure",
+                                               "rfc3412.prepareDataElements:sm-failure")
+        self.originator = ntforg.NotificationOriginator()
+
+    def _auth_observer(self, snmp_engine: Any, point: str, variables: dict[str, Any], cb_ctx: Any) -> None:
+        """A request that failed its security check: a wrong community, user, digest or key (not the SNMPv3
+        engine discovery, which fails on purpose)."""
+        info = variables.get("statusInformation") or {}
+        indication = info.get("errorIndication") if hasattr(info, "get") else None
+        if not isinstance(indication, AUTH_FAILURES):
+            return
+        address = variables.get("transportAddress")
+        who = str(address[0]) if address else "?"
+        if self._on_auth_failure is not None:
+            self._on_auth_failure(who)
+
+    def _write(self, oid: tuple[int, ...], value: Any) -> None:
+        """Only SNMPv3 users with write access, at authPriv; PermissionError for anyone else (noAccess)."""
+        exec_ctx = self.engine.observer.get_execution_context("rfc3412.receiveMessage:request")
+        model, user, level = exec_ctx.get("securityModel"), str(exec_ctx.get("securityName", "")), \
+            exec_ctx.get("securityLevel")
+        if model != 3 or level != 3 or user not in self.writers:
+            log.warning("SNMP SET %s refused: %s has no write access (SNMPv3 authPriv users with write only)",
+                        ".".join(map(str, oid)), f"v3 user {user}" if model == 3 else "a community")
+            raise PermissionError(user)
+        self._writer(oid, value, user)
+
+    def notify(self, notification_oid: tuple[int, ...], var_binds: Sequence[tuple[tuple[int, ...], str, Any]],
+               uptime_ticks: int) -> None:
+        """Send one notification to every receiver (traps: fire and forget; informs: acknowledged)."""
+        if not self.receivers:
+            return
+        binds = [(rfc1902.ObjectName(SYS_UPTIME), rfc1902.TimeTicks(uptime_ticks)),
+                 (rfc1902.ObjectName(SNMP_TRAP_OID), rfc1902.ObjectName(notification_oid))]
+        binds += [(rfc1902.ObjectName(oid), TYPES[kind](value)) for oid, kind, value in var_binds]
+        try:
+            self.originator.send_varbinds(self.engine, "appliance-notify", None, b"", binds, self._sent_cb)
+            self.sent += 1
+        except Exception as exc:  # noqa: BLE001 - a notification that cannot go must not stop the appliance
+            self.send_errors += 1
+            self.error = str(exc)[:200]
+            log.warning("SNMP notification %s not sent: %s", ".".join(map(str, notification_oid)), self.error)
+
+    def _sent_cb(self, snmp_engine: Any, handle: Any, error_indication: Any, *rest: Any) -> None:
+        if error_indication:
+            self.send_errors += 1
+            self.error = str(error_indication)[:200]
+
+    def stop(self) -> None:
+        self.engine.close_dispatcher()
+
+

@@ -1,0 +1,226 @@
+"""The SNMP agent of a running appliance: settings to agent, status to MIB view, events to notifications.
+
+Edge module (the agent's sockets, loop timers, the host clock for sysUpTime).  The view is rebuilt from the
+appliance's status at most twice a second; a SET of applianceClockForcedHoldover goes through the same command path
+as the control socket and the console (so it is audited, with the SNMPv3 user as its actor); notifications follow
+routed events, failed console logins (from the audit trail) and output faults.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from appliance import leap
+from appliance.snmp import notify
+from appliance.snmp.agent import AccessGate, Agent, SetRefused
+from appliance.snmp.mibgen import enterprise_oid, load_table
+from appliance.snmp.users import load_users, parse_receivers
+from appliance.snmp.values import OUTPUTS, Stamp
+from appliance.snmp.view import MibView, System, build, encode
+
+log = logging.getLogger("appliance.snmp")
+VIEW_MAX_AGE_S = 0.5
+AUTH_TRAP_MIN_INTERVAL_S = 1.0
+STANDARD = {"coldStart": notify.COLD_START, "warmStart": notify.WARM_START,
+            "authenticationFailure": notify.AUTHENTICATION_FAILURE}
+
+
+def engine_id(config: Any, pen: int) -> bytes:
+    """The configured SNMPv3 engine ID, or the one made on first start (RFC 3411 format 5: 0x80 | enterprise, then
+    octets) and kept in state_dir, so v3 trap receivers need to be told it once."""
+    text = str(config["snmp.engine_id"]).strip().removeprefix("0x")
+    if text:
+        try:
+            value = bytes.fromhex(text)
+        except ValueError:
+            raise ValueError(f"snmp.engine_id {text!r}: not hex") from None
+        if not 5 <= len(value) <= 32:
+            raise ValueError(f"snmp.engine_id: {len(value)} octets; an engine ID has 5 to 32")
+        return value
+    path = config.state_path() / "snmp-engine-id"
+    try:
+        return bytes.fromhex(path.read_text().strip())
+    except (OSError, ValueError):
+        import secrets
+
+        value = (0x80000000 | pen).to_bytes(4, "big") + b"\x05" + secrets.token_bytes(8)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(value.hex() + "\n")
+        return value
+
+
+class SnmpPart:
+    def __init__(self, app: Any, loop: asyncio.AbstractEventLoop, config: Any, warm: bool):
+        self.app, self.loop, self.warm = app, loop, warm
+        pen = int(config["snmp.enterprise"])
+        self.table = load_table(pen)
+        self.by_name = {o.name: o for o in self.table}
+        users_path = Path(str(config["snmp.users_file"])).expanduser() if config["snmp.users_file"] else \
+            config.state_path() / "snmp-users.toml"
+        users = load_users(users_path)
+        receivers = parse_receivers(str(config["snmp.trap_receivers"]))
+        known = {u.name for u in users}
+        for r in receivers:
+            if r.version == "v3" and r.community_or_user not in known:
+                raise ValueError(f"snmp.trap_receivers: v3 user {r.community_or_user!r} is not in {users_path}")
+        if config["snmp.informs"]:
+            receivers = [type(r)(r.host, r.port, r.version, r.community_or_user, True) for r in receivers]
+        self.gate = AccessGate(tuple(config["snmp.allow"]), float(config["snmp.rate_per_s"]),
+                               2 * int(config["snmp.rate_per_s"]))
+        self.system = dict(descr=f"GNSS grandmaster time server appliance {app.status().version} ({app.mode})",
+                           object_id=enterprise_oid(pen), contact=str(config["snmp.sys_contact"]),
+                           name=str(config["snmp.sys_name"]) or socket.gethostname(),
+                           location=str(config["snmp.sys_location"]))
+        self.agent = Agent(str(config["snmp.listen"]), int(config["snmp.port"]), self.view, self._set, self.gate,
+                           str(config["snmp.community"]), users, bool(config["snmp.v3_allow_without_privacy"]),
+                           [(1, 3, 6, 1)], receivers, self._auth_failure,
+                           engine_id(config, pen))
+        self.listen, self.port = str(config["snmp.listen"]), int(config["snmp.port"])
+        self.error = ""
+        self._view: MibView | None = None
+        self._view_at = 0.0
+        self._started = time.monotonic()
+        self._alarm_index: dict[str, int] = {}
+        self._last_outputs: dict[str, Any] = {}
+        self._last_auth_trap = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        self.notifications = 0
+
+    # --- the view -----------------------------------------------------------------------------------------------
+    def _utc(self, tai_ns: int) -> leap.UtcTime:
+        return leap.tai_to_utc(tai_ns, self.app.utc.table)
+
+    def alarm_index(self, code: str) -> int:
+        if code not in self._alarm_index:
+            self._alarm_index[code] = len(self._alarm_index) + 1
+        return self._alarm_index[code]
+
+    def view(self) -> MibView:
+        now = time.monotonic()
+        if self._view is None or now - self._view_at > VIEW_MAX_AGE_S:
+            from appliance.status import to_dict
+
+            system = System(uptime_ticks=int((now - self._started) * 100), **self.system)
+            self._view = build(self.table, to_dict(self.app.status()), system, self._utc, self.alarm_index)
+            self._view_at = now
+        return self._view
+
+    # --- SET ------------------------------------------------------------------------------------------------------
+    def _set(self, oid: tuple[int, ...], value: Any, user: str) -> None:
+        if oid != self.by_name["applianceClockForcedHoldover"].oid + (0,):
+            raise ValueError("not writable")
+        number = int(value)
+        if number not in (1, 2):
+            raise ValueError(f"TruthValue {number}: expected true(1) or false(2)")
+        reply = self.app.handle_command({"cmd": "holdover", "action": "start" if number == 1 else "stop",
+                                         "user": f"snmp:{user}"})
+        self._view = None
+        if not reply.get("ok"):
+            raise SetRefused(str(reply.get("error", "refused")))
+
+    # --- notifications --------------------------------------------------------------------------------------------
+    def on_event(self, event: object) -> None:
+        for notice in notify.for_event(event, self.app.now_tai_ns()):
+            if notice.alarm_code is not None and hasattr(event, "code"):
+                a = event
+                self.alarm_index(a.code)  # type: ignore[attr-defined]
+                notice.extra.update({"applianceAlarmCode": a.code, "applianceAlarmSeverity": a.severity.value,  # type: ignore[attr-defined]
+                                     "applianceAlarmText": a.text,  # type: ignore[attr-defined]
+                                     "applianceAlarmRaisedTime": Stamp(a.at_ns)})  # type: ignore[attr-defined]
+            self.send(notice)
+
+    def on_audit(self, record: Any) -> None:
+        """Called from whichever thread wrote the record (the console's): the agent lives on the loop."""
+        for notice in notify.for_audit(record.kind, record.text, record.at_tai_ns):
+            self.loop.call_soon_threadsafe(self.send, notice)
+
+    def _auth_failure(self, source: str) -> None:
+        now = time.monotonic()
+        if now - self._last_auth_trap < AUTH_TRAP_MIN_INTERVAL_S:
+            return
+        self._last_auth_trap = now
+        log.warning("SNMP request from %s failed authentication", source)
+        self.send(notify.Notice("authenticationFailure", {"applianceNotifyText": f"SNMP authentication failure "
+                                                                                 f"from {source}",
+                                                          "applianceNotifyTime": self.app.now_tai_ns()}))
+
+    def send(self, notice: notify.Notice) -> None:
+        self._view = None  # the varbinds say how things are now, not half a second ago
+        view = self.view() if notice.name not in STANDARD else None
+        binds: list[tuple[tuple[int, ...], str, Any]] = []
+        if notice.name in STANDARD:
+            oid = STANDARD[notice.name]
+            objects = [n for n in ("applianceNotifyText", "applianceNotifyTime") if n in notice.extra]
+        else:
+            definition = self.by_name[notice.name]
+            oid, objects = definition.oid, list(definition.objects)
+        for name in objects:
+            obj = self.by_name[name]
+            suffix = (0,)
+            if obj.kind == "column":
+                suffix = (self.alarm_index(notice.alarm_code or ""),) if obj.table == "applianceAlarmTable" else \
+                    (OUTPUTS.index(notice.output) + 1,) if notice.output in OUTPUTS else (0,)
+            if name in notice.extra:
+                value = notice.extra[name]
+                if name.endswith("Time") and isinstance(value, int):
+                    value = Stamp(value)
+                if name == "applianceNotifyPrevClockState":
+                    from appliance.snmp.values import _CLOCK_STATE
+
+                    value = _CLOCK_STATE.get(str(value), "freerun")
+                kind, encoded = encode(obj, value, self._utc)
+            else:
+                found = view.get(obj.oid + suffix) if view is not None else None
+                if found is None:
+                    continue
+                kind, encoded = found
+            binds.append((obj.oid + suffix, kind, encoded))
+        self.notifications += 1
+        self.agent.notify(oid, binds, int((time.monotonic() - self._started) * 100))
+
+    def _watch_outputs(self) -> None:
+        outputs = self.app.status().outputs
+        for notice in notify.output_faults(self._last_outputs, outputs):
+            self.send(notice)
+        self._last_outputs = {k: dict(v) if isinstance(v, dict) else v for k, v in outputs.items()}
+        self._timer = self.loop.call_later(1.0, self._watch_outputs)
+
+    # --- lifecycle --------------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        try:
+            self.agent.start()
+        except Exception as exc:  # noqa: BLE001 - a port that cannot be bound must not stop time service
+            self.error = f"cannot serve on {self.listen} port {self.port}: {exc}"
+            log.error("SNMP agent: %s", self.error)
+            self.app.time_outputs["snmp"] = self
+            return
+        log.info("SNMP agent on %s port %d", self.listen, self.port)
+        self.app.listeners.append(self.on_event)
+        audit = getattr(self.app, "audit_part", None)
+        if audit is not None:
+            audit.record_listeners.append(self.on_audit)
+        self.app.time_outputs["snmp"] = self
+        self._last_outputs = dict(self.app.status().outputs)
+        self._timer = self.loop.call_later(1.0, self._watch_outputs)
+        self.send(notify.Notice("warmStart" if self.warm else "coldStart"))
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        if self.on_event in self.app.listeners:
+            self.app.listeners.remove(self.on_event)
+        self.app.time_outputs.pop("snmp", None)
+        try:
+            self.agent.stop()
+        except Exception as exc:  # noqa: BLE001
+            log.debug("SNMP agent stop: %s", exc)
+
+    def status(self) -> dict[str, Any]:
+        return {"enabled": True, "listen": self.listen, "port": self.port, "error": self.error,
+                "notifications": self.notifications, "send_errors": self.agent.send_errors,
+                "denied": self.gate.denied, "rate_limited": self.gate.limited}

@@ -1,0 +1,263 @@
+"""What each object of the appliance MIB reads in the status: one small function per scalar, one per table.
+
+Pure core.  OIDs, types, enumerations and access come from the MIB (``mibgen.load_table``); here is only where a
+value comes from, keyed by the MIB's object names (a test checks that every readable object has one, and nothing
+else).  A function returns a plain value: int, str, bool (TruthValue), an enumeration label, a ``DateAndTime`` as
+TAI ns (``Stamp``), or None where the object has no instance now.  ``Snap`` carries the status dict and what a
+status does not hold (the UTC label function).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+NS_PER_S = 1_000_000_000
+UNKNOWN_BOUND = 4_294_967_295
+NO_PHASE = -2_147_483_648
+OUTPUTS = ("ntp", "ptp", "irig", "pps", "serial", "web", "audit")  # applianceOutputIndex order
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """A DateAndTime: the TAI instant, rendered in UTC by the view."""
+
+    tai_ns: int
+
+
+@dataclass(frozen=True)
+class Snap:
+    status: dict[str, Any]
+
+    @property
+    def clock(self) -> dict[str, Any]:
+        return self.status["clock"]
+
+    @property
+    def rx(self) -> dict[str, Any]:
+        return self.status["receiver"]
+
+    @property
+    def epoch(self) -> dict[str, Any]:
+        return self.rx.get("last_epoch") or {}
+
+    @property
+    def adv(self) -> dict[str, Any]:
+        return self.clock.get("advertised") or {}
+
+    def age_s(self, then_ns: int | None) -> int:
+        return 0 if then_ns is None else max(0, (self.status["at_tai_ns"] - then_ns) // NS_PER_S)
+
+
+def _clamp32(value: float, signed: bool = True) -> int:
+    lo, hi = (-2_147_483_647, 2_147_483_647) if signed else (0, UNKNOWN_BOUND - 1)
+    return int(max(lo, min(hi, round(value))))
+
+
+_CLOCK_STATE = {"FREERUN": "freerun", "ACQUIRING": "acquiring", "LOCKED": "locked", "HOLDOVER": "holdover",
+                "HOLDOVER_EXPIRED": "holdoverExpired"}
+_RX_STATE = {"disconnected": "disconnected", "no-data": "noData", "no-fix": "noFix", "2d-fix": "fix2d",
+             "3d-fix": "fix3d", "time-only": "timeOnly"}
+_CONSTELLATION = {"GPS": "gps", "GLONASS": "glonass", "Galileo": "galileo", "BeiDou": "beidou", "QZSS": "qzss",
+                  "NavIC": "navic", "SBAS": "sbas"}
+_PTP_STATE = {"INITIALIZING": "initializing", "FAULTY": "faulty", "DISABLED": "disabled", "LISTENING": "listening",
+              "PRE_MASTER": "preMaster", "MASTER": "master", "PASSIVE": "passive", "UNCALIBRATED": "uncalibrated",
+              "SLAVE": "slave"}
+
+
+def clock_state(s: Snap) -> str:
+    return _CLOCK_STATE.get(s.clock["state"], "freerun")
+
+
+def _fix(s: Snap) -> str:
+    mode = s.epoch.get("fix_mode")
+    return {1: "noFix", 2: "fix2d", 3: "fix3d"}.get(mode, "unknown") if mode is not None else "unknown"
+
+
+def _position(s: Snap, key: str, scale: float) -> int | None:
+    pos = s.epoch.get("position")
+    if not pos or pos.get(key) is None:
+        return None
+    return _clamp32(pos[key] * scale)
+
+
+def _ntp_total(s: Snap, *keys: str) -> int | None:
+    ntp = s.status["outputs"].get("ntp") or {}
+    totals = ntp.get("totals")
+    if not totals:
+        return 0 if not ntp.get("enabled") else None
+    return sum(int(v) for k, v in totals.items() if any(k == key or (key.endswith("*") and k.startswith(key[:-1]))
+                                                     for key in keys))
+
+
+SCALARS: dict[str, Callable[[Snap], Any]] = {
+    "applianceVersion": lambda s: s.status["version"],
+    "applianceMode": lambda s: s.status["mode"] if s.status["mode"] in ("simulated", "hardware") else "hardware",
+    "applianceCurrentTime": lambda s: Stamp(s.status["at_tai_ns"]),
+    "applianceClockState": clock_state,
+    "applianceClockStateReason": lambda s: s.clock["reason"],
+    "applianceClockStateTime": lambda s: s.age_s(s.clock["state_since_ns"]),
+    "applianceClockClass": lambda s: s.clock["clock_class"],
+    "applianceClockAccuracy": lambda s: s.clock["clock_accuracy"],
+    "applianceClockErrorBound": lambda s: UNKNOWN_BOUND if s.clock["error_bound_ns"] is None else
+    _clamp32(s.clock["error_bound_ns"], signed=False),
+    "applianceClockPhaseOffset": lambda s: NO_PHASE if s.clock["phase_offset_ns"] is None else
+    _clamp32(s.clock["phase_offset_ns"]),
+    "applianceClockFrequency": lambda s: _clamp32(s.clock["frequency_ppb"] * 1000),
+    "applianceClockTimeSinceLock": lambda s: s.age_s(s.clock["locked_since_ns"]) if s.clock["state"] == "LOCKED"
+    and s.clock["locked_since_ns"] is not None else 0,
+    "applianceClockHoldoverTime": lambda s: s.age_s(s.clock["holdover_since_ns"]) if s.clock["state"].startswith(
+        "HOLDOVER") and s.clock["holdover_since_ns"] is not None else 0,
+    "applianceClockForcedHoldover": lambda s: bool(s.clock["forced_holdover"]),
+    "applianceClockOscillator": lambda s: s.clock["oscillator"],
+    "applianceClockBackend": lambda s: s.clock["backend"],
+    "applianceClockSteps": lambda s: s.clock["steps"],
+    "applianceClockTimeConstant": lambda s: _clamp32(s.clock["time_constant_s"], signed=False),
+    "applianceClockLearnedTime": lambda s: _clamp32(s.clock["learned_s"], signed=False),
+    "applianceClockHoldoverReady": lambda s: s.clock["predicted_frequency_ppb"] is not None,
+    "applianceClockOffsetScaledLogVar": lambda s: s.adv.get("offset_scaled_log_variance", 0xFFFF),
+    "applianceClockTimeSource": lambda s: s.adv.get("time_source", 0xA0),
+    "applianceClockTimeTraceable": lambda s: bool(s.adv.get("time_traceable")),
+    "applianceClockFreqTraceable": lambda s: bool(s.adv.get("frequency_traceable")),
+    "applianceClockIrigTimeQuality": lambda s: s.adv.get("irig_time_quality", 15),
+    "applianceRcvName": lambda s: s.rx["name"],
+    "applianceRcvDevice": lambda s: s.rx["device"],
+    "applianceRcvState": lambda s: _RX_STATE.get(s.rx["state"], "noData"),
+    "applianceRcvStateTime": lambda s: s.age_s(s.rx["state_since_ns"]),
+    "applianceRcvFixMode": _fix,
+    "applianceRcvTimeValid": lambda s: bool(s.epoch.get("time_valid")),
+    "applianceRcvPositionValid": lambda s: bool(s.epoch.get("position")),
+    "applianceRcvLatitude": lambda s: _position(s, "lat_deg", 1e7),
+    "applianceRcvLongitude": lambda s: _position(s, "lon_deg", 1e7),
+    "applianceRcvAltitude": lambda s: _position(s, "alt_m", 100),
+    "applianceRcvSatellitesUsed": lambda s: sum(c["used"] for c in s.status["constellations"]),
+    "applianceRcvSatellitesVisible": lambda s: sum(c["visible"] for c in s.status["constellations"]),
+    "applianceRcvSurveyState": lambda s: "fixedPosition" if s.epoch.get("time_only") else
+    "navigating" if s.epoch else "unknown",
+    "applianceRcvHdop": lambda s: 0 if s.epoch.get("hdop") is None else _clamp32(s.epoch["hdop"] * 100, False),
+    "applianceRcvFrames": lambda s: sum(s.rx.get("frames", {}).values()),
+    "applianceRcvRejected": lambda s: sum(s.rx.get("rejected", {}).values()),
+    "applianceRcvReconnects": lambda s: s.rx.get("reconnects", 0),
+    "applianceRcvDeviceError": lambda s: s.rx.get("device_error", ""),
+    "appliancePpsSource": lambda s: s.status["pps"]["source"],
+    "appliancePpsEdges": lambda s: s.status["pps"]["edges"],
+    "appliancePpsPaired": lambda s: s.status["pps"]["paired"],
+    "appliancePpsRejected": lambda s: sum(s.status["pps"]["rejected"].values()),
+    "appliancePpsQuantError": lambda s: None if s.status["pps"]["last_qerr_ps"] is None else
+    _clamp32(s.status["pps"]["last_qerr_ps"]),
+    "applianceLeapTaiUtcOffset": lambda s: s.status["leap"]["tai_utc_s"],
+    "applianceLeapSource": lambda s: s.status["leap"]["source"],
+    "applianceLeapPending": lambda s: s.status["leap"]["pending_change_s"],
+    "applianceLeapPendingUtc": lambda s: s.status["leap"]["pending_at_utc"] or "",
+    "applianceLeapTableExpires": lambda s: s.status["leap"]["table_expires_utc"] or "",
+    "applianceLeapTableExpired": lambda s: bool(s.status["leap"]["table_expired"]),
+    "applianceAlarmsActive": lambda s: sum(1 for a in s.status["alarms"] if a["raised"]),
+    "applianceNtpEnabled": lambda s: bool((s.status["outputs"].get("ntp") or {}).get("enabled")),
+    "applianceNtpStratum": lambda s: s.adv.get("ntp_stratum", 16),
+    "applianceNtpLeapIndicator": lambda s: s.adv.get("ntp_leap_indicator", 3),
+    "applianceNtpRootDispersion": lambda s: _clamp32(s.adv.get("ntp_root_dispersion_ns", 0) / 1000, signed=False),
+    "applianceNtpWorkers": lambda s: sum(1 for w in (s.status["outputs"].get("ntp") or {}).get("workers", [])
+                                         if w.get("alive")),
+    "applianceNtpRequests": lambda s: _ntp_total(s, "requests"),
+    "applianceNtpReplies": lambda s: _ntp_total(s, "replies"),
+    "applianceNtpDropped": lambda s: _ntp_total(s, "drop_*"),
+    "applianceNtpKod": lambda s: _ntp_total(s, "kod_*"),
+    "applianceNtpRateLimited": lambda s: _ntp_total(s, "drop_rate_limited", "kod_rate"),
+    "applianceNtpAuthenticated": lambda s: _ntp_total(s, "authenticated"),
+    "applianceNtpInterleaved": lambda s: _ntp_total(s, "interleaved"),
+    "applianceNtpCryptoNak": lambda s: _ntp_total(s, "crypto_nak"),
+}
+
+Row = tuple[tuple[Any, ...], dict[str, Any]]  # (index values, column name -> value)
+
+
+def _satellites(s: Snap) -> list[Row]:
+    rows = []
+    for sat in s.status["satellites"]:
+        const = _CONSTELLATION.get(sat["constellation"], "unknown")
+        rows.append(((const, sat["prn"]), {"applianceSatElevation": sat["elevation_deg"],
+                                           "applianceSatAzimuth": sat["azimuth_deg"],
+                                           "applianceSatCn0": sat["cn0_dbhz"], "applianceSatUsed": bool(sat["used"])}))
+    return rows
+
+
+def _constellations(s: Snap) -> list[Row]:
+    return [((_CONSTELLATION.get(c["name"], "unknown"),),
+             {"applianceConstUsed": c["used"], "applianceConstVisible": c["visible"],
+              "applianceConstTracked": c["tracked"],
+              "applianceConstMeanCn0": None if c["mean_cn0_dbhz"] is None else round(c["mean_cn0_dbhz"] * 10)})
+            for c in s.status["constellations"]]
+
+
+def output_row(name: str, o: dict[str, Any]) -> dict[str, Any]:
+    """One output's row: enabled, state, fault and its text, a packet and an error count (what 'packets' means
+    depends on the output: NTP replies, PTP Syncs sent, IRIG-B frames, 1PPS seconds, serial strings, audit records)."""
+    sink = o.get("sink") or {}
+    fault = o.get("error") or sink.get("error") or ""
+    packets, errors = 0, 0
+    if name == "ntp":
+        totals = o.get("totals") or {}
+        packets = totals.get("replies", 0)
+        errors = sum(v for k, v in totals.items() if k.startswith("drop_"))
+    elif name == "ptp":
+        counters = o.get("counters") or {}
+        packets = counters.get("tx_sync", counters.get("sync_sent", 0))
+        errors = counters.get("send_errors", 0)
+    elif name == "irig":
+        packets, errors = o.get("frames", 0), o.get("lost", 0)
+    elif name == "pps":
+        packets, errors = o.get("seconds", 0), o.get("lost", 0)
+    elif name == "serial":
+        packets, errors = o.get("written", 0), o.get("write_errors", 0)
+    elif name == "audit":
+        packets, errors = o.get("records", 0), o.get("failures", 0)
+    state = "FAULT" if fault else str(o.get("state") or ("serving" if o.get("enabled") else "disabled"))
+    return {"applianceOutputName": name, "applianceOutputEnabled": bool(o.get("enabled")),
+            "applianceOutputState": state, "applianceOutputFault": bool(fault), "applianceOutputFaultText": str(fault),
+            "applianceOutputPackets": int(packets), "applianceOutputErrors": int(errors)}
+
+
+def _outputs(s: Snap) -> list[Row]:
+    outputs = s.status["outputs"]
+    return [((name,), output_row(name, outputs[name])) for name in OUTPUTS if name in outputs]
+
+
+def _alarms(s: Snap, index_of: Callable[[str], int]) -> list[Row]:
+    return [((index_of(a["code"]),), {"applianceAlarmCode": a["code"], "applianceAlarmSeverity": a["severity"],
+                                     "applianceAlarmRaisedTime": Stamp(a["at_ns"]), "applianceAlarmText": a["text"]})
+            for a in s.status["alarms"] if a["raised"]]
+
+
+def _ptp_ports(s: Snap) -> list[Row]:
+    p = s.status["outputs"].get("ptp") or {}
+    if not p.get("enabled"):
+        return []
+    c = p.get("counters") or {}
+    mech = {"E2E": "e2e", "P2P": "p2p", "COMMON_P2P": "commonP2p", "NONE": "noMechanism"}.get(
+        str(p.get("delay_mechanism", "E2E")).upper(), "special")
+    row = {"appliancePtpPortIdentity": p.get("port_identity", ""), "appliancePtpInterface": p.get("interface", ""),
+           "appliancePtpPortState": _PTP_STATE.get(str(p.get("state", "")).upper(), "initializing"),
+           "appliancePtpStateReason": p.get("reason", p.get("error", "")) or "",
+           "appliancePtpProfile": p.get("profile", ""), "appliancePtpDomain": p.get("domain", 0),
+           "appliancePtpTransport": p.get("transport", ""), "appliancePtpDelayMechanism": mech,
+           "appliancePtpLogSyncInterval": p.get("log_sync_interval", 0),
+           "appliancePtpLogAnnounceInterval": p.get("log_announce_interval", 0),
+           "appliancePtpClockClass": p.get("clock_class", 248), "appliancePtpClockAccuracy": p.get("clock_accuracy", 254),
+           "appliancePtpPriority1": p.get("priority1", 128), "appliancePtpPriority2": p.get("priority2", 128),
+           "appliancePtpTimestamping": p.get("timestamping", ""),
+           "appliancePtpUnicastClients": p.get("unicast_clients", 0), "appliancePtpSlavesActive": p.get("slaves_active", 0),
+           "appliancePtpTxAnnounce": c.get("tx_announce", 0), "appliancePtpTxSync": c.get("tx_sync", 0),
+           "appliancePtpTxFollowUp": c.get("tx_follow_up", 0), "appliancePtpRxDelayReq": c.get("rx_delay_req", 0),
+           "appliancePtpTxDelayResp": c.get("tx_delay_resp", 0), "appliancePtpRxPdelayReq": c.get("rx_pdelay_req", 0),
+           "appliancePtpTxPdelayResp": c.get("tx_pdelay_resp", 0),
+           "appliancePtpDropped": sum(v for k, v in c.items() if k.startswith("drop")),
+           "appliancePtpSendErrors": c.get("send_errors", 0)}
+    return [((1,), row)]
+
+
+def tables(index_of_alarm: Callable[[str], int]) -> dict[str, Callable[[Snap], list[Row]]]:
+    """Each table's rows (keyed by the table's entry-less name as the MIB spells it)."""
+    return {"applianceSatTable": _satellites, "applianceConstTable": _constellations,
+            "applianceOutputTable": _outputs, "applianceAlarmTable": lambda s: _alarms(s, index_of_alarm),
+            "appliancePtpPortTable": _ptp_ports}

@@ -1,0 +1,147 @@
+"""The MIB view: every object instance the agent serves, in OID order, built from the MIB's table and a status.
+
+Pure core.  ``build(table, status, ...)`` walks the objects the MIB declares (``mibgen.load_table``), asks
+``values`` for each one's value, encodes it by the MIB's syntax (enumeration labels to numbers, TruthValue, UTF-8
+text up to its size, DateAndTime in UTC, integers clamped to their range) and adds the SNMPv2-MIB system group
+(RFC 3418).  GET is a lookup, GETNEXT a bisection.  Values are (pysnmp type name, Python value) pairs; the agent
+makes pysnmp objects of them.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from appliance.leap import UtcTime
+from appliance.snmp.values import SCALARS, Snap, Stamp, tables
+
+OID = tuple[int, ...]
+Value = tuple[str, Any]
+SYSTEM = (1, 3, 6, 1, 2, 1, 1)  # SNMPv2-MIB system group (RFC 3418)
+_BASE_KIND = {"Integer32": "Integer32", "INTEGER": "Integer32", "Unsigned32": "Unsigned32", "Gauge32": "Gauge32",
+              "Counter32": "Counter32", "Counter64": "Counter64", "TimeTicks": "TimeTicks",
+              "OCTET STRING": "OctetString", "OBJECT IDENTIFIER": "ObjectIdentifier", "IpAddress": "IpAddress"}
+_LIMITS = {"Integer32": (-2**31, 2**31 - 1), "Unsigned32": (0, 2**32 - 1), "Gauge32": (0, 2**32 - 1),
+           "Counter32": (0, 2**32 - 1), "Counter64": (0, 2**64 - 1), "TimeTicks": (0, 2**32 - 1)}
+
+
+@dataclass(frozen=True)
+class System:
+    descr: str
+    object_id: OID
+    uptime_ticks: int  # hundredths of a second since the agent started
+    contact: str
+    name: str
+    location: str
+
+
+class MibView:
+    def __init__(self, items: list[tuple[OID, Value]], declared: Sequence[OID], writable: Sequence[OID]):
+        items.sort(key=lambda item: item[0])
+        self._oids = [oid for oid, _ in items]
+        self._values = [value for _, value in items]
+        self._declared = sorted(declared)
+        self._writable = set(writable)
+
+    def __len__(self) -> int:
+        return len(self._oids)
+
+    def items(self) -> list[tuple[OID, Value]]:
+        return list(zip(self._oids, self._values))
+
+    def get(self, oid: OID) -> Value | None:
+        i = bisect.bisect_left(self._oids, oid)
+        return self._values[i] if i < len(self._oids) and self._oids[i] == oid else None
+
+    def next(self, oid: OID) -> tuple[OID, Value] | None:
+        i = bisect.bisect_right(self._oids, oid)
+        return (self._oids[i], self._values[i]) if i < len(self._oids) else None
+
+    def declares(self, oid: OID) -> bool:
+        """Whether ``oid`` names an instance of an object the view knows (so a missing one is noSuchInstance)."""
+        i = bisect.bisect_right(self._declared, oid)
+        return i > 0 and oid[:len(self._declared[i - 1])] == self._declared[i - 1]
+
+    def writable(self, oid: OID) -> bool:
+        return oid in self._writable
+
+
+def date_and_time(utc: UtcTime) -> bytes:
+    """SNMPv2-TC DateAndTime, 11 octets, in UTC (second 60 is allowed)."""
+    return bytes([utc.year >> 8, utc.year & 0xFF, utc.month, utc.day, utc.hour, utc.minute, utc.second,
+                  utc.nanosecond // 100_000_000, ord("+"), 0, 0])
+
+
+def encode(obj: Any, value: Any, utc_of: Callable[[int], UtcTime]) -> Value:
+    """A Python value as the object's syntax asks (see the module docstring)."""
+    syntax = obj.syntax
+    kind = _BASE_KIND.get(syntax.base, "OctetString")
+    if isinstance(value, Stamp):
+        return "OctetString", date_and_time(utc_of(value.tai_ns))
+    if syntax.tc == "TruthValue" or isinstance(value, bool):
+        return "Integer32", 1 if value else 2
+    if isinstance(value, str) and kind == "Integer32":
+        return "Integer32", syntax.value_of(value)
+    if kind == "OctetString":
+        data = value if isinstance(value, bytes) else str(value).encode("utf-8", "replace")
+        limit = max((hi for _, hi in syntax.sizes), default=255 if syntax.tc == "DisplayString" else 65535)
+        return kind, data[:limit]
+    lo, hi = _LIMITS.get(kind, (-2**63, 2**64))
+    for rlo, rhi in syntax.ranges:
+        lo, hi = max(lo, rlo), min(hi, rhi)
+    return kind, int(max(lo, min(hi, int(value))))
+
+
+def _index_suffix(index: tuple[Any, ...], columns: dict[str, Any]) -> OID:
+    out: list[int] = []
+    for value, name in index:
+        syntax = columns[name].syntax
+        out.append(syntax.value_of(value) if isinstance(value, str) else int(value))
+    return tuple(out)
+
+
+def build(table: Sequence[Any], status: dict[str, Any], system: System, utc_of: Callable[[int], UtcTime],
+          alarm_index: Callable[[str], int]) -> MibView:
+    """The view of ``status`` through the MIB objects of ``table`` (mibgen.MibObject)."""
+    snap = Snap(status)
+    items: list[tuple[OID, Value]] = [
+        (SYSTEM + (1, 0), ("OctetString", system.descr.encode()[:255])),
+        (SYSTEM + (2, 0), ("ObjectIdentifier", system.object_id)),
+        (SYSTEM + (3, 0), ("TimeTicks", system.uptime_ticks % 2**32)),
+        (SYSTEM + (4, 0), ("OctetString", system.contact.encode()[:255])),
+        (SYSTEM + (5, 0), ("OctetString", system.name.encode()[:255])),
+        (SYSTEM + (6, 0), ("OctetString", system.location.encode()[:255])),
+        (SYSTEM + (7, 0), ("Integer32", 72)),  # applications + end-to-end (RFC 3418 sysServices)
+    ]
+    declared: list[OID] = [SYSTEM + (i,) for i in range(1, 8)]
+    writable: list[OID] = []
+    by_name = {o.name: o for o in table}
+    row_sources = tables(alarm_index)
+    for obj in table:
+        if obj.kind != "scalar" or obj.access in ("not-accessible", "accessible-for-notify"):
+            continue
+        declared.append(obj.oid)
+        if obj.writable:
+            writable.append(obj.oid + (0,))
+        value = SCALARS[obj.name](snap)
+        if value is not None:
+            items.append((obj.oid + (0,), encode(obj, value, utc_of)))
+    tables_seen: dict[str, list[Any]] = {}
+    for obj in table:
+        if obj.kind == "column":
+            tables_seen.setdefault(obj.table, []).append(obj)
+    for table_name, columns in tables_seen.items():
+        rows = row_sources[table_name](snap)
+        readable = [c for c in columns if c.access not in ("not-accessible", "accessible-for-notify")]
+        index_names = columns[0].indices
+        for column in readable:
+            declared.append(column.oid)
+        for index, values in rows:
+            suffix = _index_suffix(tuple(zip(index, index_names)), by_name)
+            for column in readable:
+                value = values.get(column.name)
+                if value is not None:
+                    items.append((column.oid + suffix, encode(column, value, utc_of)))
+    return MibView(items, declared, writable)

@@ -1,0 +1,200 @@
+"""The SNMP agent against Debian's net-snmp: snmpwalk, snmpbulkwalk, snmpget, snmpset and snmptrapd.
+
+The appliance runs on its simulated world with the agent on loopback (v2c community and an SNMPv3 authPriv user
+with SHA-256/AES-128), and sends its notifications to an snmptrapd on loopback, v2c and v3.  Walks are compared with
+``appliance status --json`` taken at the same moment; notifications are produced the way an operator would:
+forced holdover, the sky blocked in the simulated world, a failed console login.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+import ssl
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.interop.peers import require
+from tests.interop.procs import ENV, appliance, free_tcp_port, free_udp_port, status, stop, wait_for
+from tests.interop.ptp_appliance import seed_learned_state
+
+pytestmark = [pytest.mark.interop]
+REPO = Path(__file__).parents[2]
+MIBS = ["-m", "APPLIANCE-MIB:SNMPv2-MIB", "-M", f"{REPO / 'deploy' / 'mibs'}:{REPO / '.cache' / 'ietf-mibs'}"]
+AUTH, PRIV = "auth-pass-123", "priv-pass-456"
+ENGINE = "0x8000000001020304"
+V3 = ["-v3", "-l", "authPriv", "-u", "nms", "-a", "SHA-256", "-A", AUTH, "-x", "AES", "-X", PRIV]
+FAST = ["--set", "clock.warmup_s=0", "--set", "clock.qualify_s=3"]
+
+
+class Trapd:
+    def __init__(self, workdir: Path):
+        binary = require("snmptrapd")
+        self.port = free_udp_port()
+        conf = workdir / "snmptrapd.conf"
+        conf.write_text(f"disableAuthorization yes\ncreateUser -e {ENGINE} nms SHA-256 {AUTH} AES {PRIV}\n")
+        self.log = workdir / "traps.log"
+        env = {**ENV, "SNMP_PERSISTENT_DIR": str(workdir / "persist"), "SNMPCONFPATH": str(workdir)}
+        self.proc = subprocess.Popen([binary, "-f", "-Lf", str(self.log), "-C", "-c", str(conf), *MIBS,
+                                      "-n", f"127.0.0.1:{self.port}"], env=env, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+
+    def text(self) -> str:
+        return self.log.read_text() if self.log.exists() else ""
+
+    def wait(self, pattern: str, timeout_s: float = 20.0) -> str:
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end:
+            if re.search(pattern, self.text()):
+                return self.text()
+            time.sleep(0.2)
+        raise AssertionError(f"no notification matching {pattern!r} within {timeout_s} s; got:\n{self.text()[-3000:]}")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, Path, Trapd, Trapd, int]]:
+    require("snmpwalk")
+    work = tmp_path_factory.mktemp("snmp")
+    state = work / "state"
+    state.mkdir()
+    seed_learned_state(state)  # the clock may hold over at once
+    add = subprocess.run([sys.executable, "-m", "appliance", "snmp", "user-add", "nms", "--write", "--stdin",
+                          "--set", f"state_dir={state}"], input=f"{AUTH}\n{PRIV}\n", capture_output=True, text=True,
+                         env=ENV, cwd=REPO, timeout=60)
+    assert add.returncode == 0, add.stderr
+    (work / "v2").mkdir()
+    (work / "v3").mkdir()
+    v2, v3 = Trapd(work / "v2"), Trapd(work / "v3")
+    port, web = free_udp_port(), free_tcp_port()
+    proc = appliance("run", "--set", f"state_dir={state}", *FAST, "--set", "snmp.enabled=true",
+                     "--set", f"snmp.engine_id={ENGINE[2:]}",
+                     "--set", "snmp.listen=127.0.0.1", "--set", f"snmp.port={port}", "--set", "snmp.community=public",
+                     "--set", f"snmp.trap_receivers=v2c:public@127.0.0.1:{v2.port},v3:nms@127.0.0.1:{v3.port}",
+                     "--set", "web.listen=127.0.0.1", "--set", f"web.port={web}")
+    try:
+        wait_for(state, lambda s: s["clock"]["state"] in ("LOCKED", "HOLDOVER"), timeout_s=60)
+        wait_for(state, lambda s: s["clock"]["state"] == "LOCKED", timeout_s=60)
+        yield port, state, v2, v3, web
+    finally:
+        code, err = stop(proc)
+        v2.stop()
+        v3.stop()
+        assert code == 0, err
+        for secret in (AUTH, PRIV):
+            assert secret not in err
+
+
+def snmp(tool: str, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
+    return subprocess.run([require(tool), *MIBS, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def parse(walk: str) -> dict[str, str]:
+    out = {}
+    for line in walk.splitlines():
+        name, sep, value = line.partition(" = ")
+        if sep:
+            out[name.split("::")[-1]] = value
+    return out
+
+
+@pytest.mark.parametrize("tool,auth", [("snmpwalk", ["-v2c", "-c", "public"]), ("snmpbulkwalk", V3)])
+def test_walk_of_the_whole_tree_equals_the_status(agent: tuple, tool: str, auth: list[str]) -> None:
+    port, state, *_ = agent
+    before = status(state)
+    walk = snmp(tool, *auth, f"127.0.0.1:{port}", ".1")
+    after = status(state)
+    assert walk.returncode == 0, walk.stderr
+    assert "Error" not in walk.stderr and walk.stdout.count("\n") > 150
+    values = parse(walk.stdout)
+    assert before is not None and after is not None
+    assert values["sysDescr.0"].startswith("STRING: GNSS grandmaster time server appliance")
+    assert values["applianceVersion.0"] == f"STRING: {before['version']}"
+    assert values["applianceClockState.0"] in ("INTEGER: locked(3)",), values["applianceClockState.0"]
+    assert values["applianceClockClass.0"] in {f"Gauge32: {s['clock']['clock_class']}" for s in (before, after)}
+    bound = int(values["applianceClockErrorBound.0"].split()[1])
+    low = min(b["clock"]["error_bound_ns"] for b in (before, after))
+    high = max(b["clock"]["error_bound_ns"] for b in (before, after))
+    assert low - 50 <= bound <= high + 50  # it moves a little from second to second
+    assert values["applianceRcvName.0"] == f"STRING: {before['receiver']['name']}"
+    sats = [k for k in values if k.startswith("applianceSatUsed.")]
+    assert len(sats) == len(before["satellites"])
+    used = sum(1 for k in sats if values[k].endswith("true(1)"))
+    assert used == sum(1 for s in before["satellites"] if s["used"])
+    outputs = {values[k].split(": ", 1)[1] for k in values if k.startswith("applianceOutputName.")}
+    assert outputs == {n for n in ("ntp", "ptp", "web", "audit") if n in before["outputs"]}
+    active = sum(1 for a in before["alarms"] if a["raised"])
+    assert values["applianceAlarmsActive.0"] == f"Gauge32: {active} alarms"
+    assert int(values["applianceNtpReplies.0"].split()[1]) <= after["outputs"]["ntp"]["totals"]["replies"]
+
+
+def test_get_over_v2c_and_v3_and_refusals(agent: tuple) -> None:
+    port, *_ = agent
+    for auth in (["-v2c", "-c", "public"], V3):
+        got = snmp("snmpget", *auth, f"127.0.0.1:{port}", "sysUpTime.0", "applianceClockState.0",
+                   "applianceRcvSatellitesUsed.0")
+        assert got.returncode == 0 and "locked(3)" in got.stdout and "Timeticks" in got.stdout, got.stdout + got.stderr
+    wrong = snmp("snmpget", "-v2c", "-c", "private", "-t", "1", "-r", "0", f"127.0.0.1:{port}", "sysDescr.0")
+    assert wrong.returncode != 0 and "Timeout" in wrong.stderr and wrong.stdout == ""
+    bad_key = snmp("snmpget", "-v3", "-l", "authPriv", "-u", "nms", "-a", "SHA-256", "-A", "not-the-key-1", "-x",
+                   "AES", "-X", PRIV, "-t", "1", "-r", "0", f"127.0.0.1:{port}", "sysDescr.0")
+    assert bad_key.returncode != 0 and "STRING" not in bad_key.stdout
+    v2_set = snmp("snmpset", "-v2c", "-c", "public", f"127.0.0.1:{port}", "applianceClockForcedHoldover.0", "i", "1")
+    assert v2_set.returncode != 0 and "noAccess" in v2_set.stderr
+    no_priv = snmp("snmpget", "-v3", "-l", "noAuthNoPriv", "-u", "nms", "-t", "1", "-r", "0", f"127.0.0.1:{port}",
+                   "sysDescr.0")
+    assert no_priv.returncode != 0 and "STRING" not in no_priv.stdout
+
+
+def test_notifications_v2c_and_v3_for_holdover_reference_loss_and_failed_login(agent: tuple) -> None:
+    port, state, v2, v3, web = agent
+    for trapd in (v2, v3):
+        trapd.wait(r"coldStart|warmStart")
+    # forced holdover over SNMPv3 SET: holdover entered, and the state change
+    done = snmp("snmpset", *V3, f"127.0.0.1:{port}", "applianceClockForcedHoldover.0", "i", "1")
+    assert done.returncode == 0, done.stderr
+    for trapd in (v2, v3):
+        text = trapd.wait(r"applianceHoldoverEntered")
+        assert re.search(r"applianceClockStateChange.*applianceClockState.0 = INTEGER: holdover\(4\)", text)
+    assert status(state)["clock"]["forced_holdover"] is True
+    release = snmp("snmpset", *V3, f"127.0.0.1:{port}", "applianceClockForcedHoldover.0", "i", "2")
+    assert release.returncode == 0, release.stderr
+    # the sky blocked in the simulated world: reference lost, then regained
+    world = subprocess.run([sys.executable, "-m", "appliance", "world", "block-sky", "--set", f"state_dir={state}"],
+                           env=ENV, cwd=REPO, capture_output=True, text=True, timeout=30)
+    assert world.returncode == 0, world.stderr
+    for trapd in (v2, v3):
+        trapd.wait(r"applianceReferenceLost", timeout_s=30)
+    subprocess.run([sys.executable, "-m", "appliance", "world", "clear-sky", "--set", f"state_dir={state}"], env=ENV,
+                   cwd=REPO, check=True, capture_output=True, timeout=30)
+    for trapd in (v2, v3):
+        trapd.wait(r"applianceReferenceRegained.*applianceRcvState.0 = INTEGER: fix3d", timeout_s=30)
+    # a failed console login
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    page = urllib.request.urlopen(f"https://127.0.0.1:{web}/login", context=context, timeout=10)
+    cookie = page.headers["Set-Cookie"].split(";")[0]
+    token = re.search(r'name="csrf_token" value="([^"]+)"', page.read().decode()).group(1)
+    form = f"csrf_token={token}&user=admin&password=wrong-password-1&next=/".encode()
+    request = urllib.request.Request(f"https://127.0.0.1:{web}/login", data=form, method="POST", headers={
+        "Cookie": cookie, "Referer": f"https://127.0.0.1:{web}/login",
+        "Content-Type": "application/x-www-form-urlencoded"})
+    with pytest.raises(urllib.error.HTTPError):
+        urllib.request.urlopen(request, context=context, timeout=10)
+    for trapd in (v2, v3):
+        trapd.wait(r"authenticationFailure.*failed login for admin")
+    audit = subprocess.run([sys.executable, "-m", "appliance", "audit", "show", "--last", "50", "--set",
+                            f"state_dir={state}"], env=ENV, cwd=REPO, capture_output=True, text=True, timeout=30)
+    assert "snmp:nms" in audit.stdout and "forced holdover start" in audit.stdout, audit.stdout
+    s = status(state)["outputs"]["snmp"]
+    assert s["notifications"] >= 6 and s["send_errors"] == 0, json.dumps(s)
