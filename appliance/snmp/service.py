@@ -106,7 +106,8 @@ class SnmpPart:
             from appliance.status import to_dict
 
             system = System(uptime_ticks=int((now - self._started) * 100), **self.system)
-            self._view = build(self.table, to_dict(self.app.status()), system, self._utc, self.alarm_index)
+            self._view = build(self.table, to_dict(self.app.status()), system, self._utc, self.alarm_index,
+                               lambda tai_ns: leap.tai_to_posix_ns(tai_ns, self.app.utc.table)[0])
             self._view_at = now
         return self._view
 

@@ -3,7 +3,7 @@
 Pure core.  ``build(table, status, ...)`` walks the objects the MIB declares (``mibgen.load_table``), asks
 ``values`` for each one's value, encodes it by the MIB's syntax (enumeration labels to numbers, TruthValue, UTF-8
 text up to its size, DateAndTime in UTC, integers clamped to their range) and adds the SNMPv2-MIB system group
-(RFC 3418).  GET is a lookup, GETNEXT a bisection.  Values are (pysnmp type name, Python value) pairs; the agent
+(RFC 3418) and the NTPv4-MIB (RFC 5907) entity information and status scalars.  GET is a lookup, GETNEXT a bisection.  Values are (pysnmp type name, Python value) pairs; the agent
 makes pysnmp objects of them.
 """
 
@@ -20,6 +20,8 @@ from appliance.snmp.values import SCALARS, Snap, Stamp, tables
 OID = tuple[int, ...]
 Value = tuple[str, Any]
 SYSTEM = (1, 3, 6, 1, 2, 1, 1)  # SNMPv2-MIB system group (RFC 3418)
+NTPV4 = (1, 3, 6, 1, 2, 1, 197, 1)  # NTPv4-MIB ntpSnmpMIBObjects (RFC 5907): ntpEntInfo .1, ntpEntStatus .2
+NTP_UNIX_OFFSET_S = 2_208_988_800
 _BASE_KIND = {"Integer32": "Integer32", "INTEGER": "Integer32", "Unsigned32": "Unsigned32", "Gauge32": "Gauge32",
               "Counter32": "Counter32", "Counter64": "Counter64", "TimeTicks": "TimeTicks",
               "OCTET STRING": "OctetString", "OBJECT IDENTIFIER": "ObjectIdentifier", "IpAddress": "IpAddress"}
@@ -94,6 +96,54 @@ def encode(obj: Any, value: Any, utc_of: Callable[[int], UtcTime]) -> Value:
     return kind, int(max(lo, min(hi, int(value))))
 
 
+def ntp_date(posix_ns: int) -> bytes:
+    """RFC 5905 NTP date format (128 bits: era, era offset, 64-bit fraction): RFC 5907's NtpDateTime."""
+    seconds, ns = divmod(posix_ns + NTP_UNIX_OFFSET_S * 1_000_000_000, 1_000_000_000)
+    era, offset = divmod(seconds, 2**32)
+    return era.to_bytes(4, "big", signed=True) + offset.to_bytes(4, "big") + ((ns << 64) // 1_000_000_000).to_bytes(
+        8, "big")
+
+
+def ntpv4(status: dict[str, Any], uptime_ticks: int, posix_ns: Callable[[int], int]) -> list[tuple[OID, Value]]:
+    """The NTPv4-MIB (RFC 5907) entity information and status scalars, for the appliance as an NTP server."""
+    adv = status["clock"].get("advertised") or {}
+    ntp = status["outputs"].get("ntp") or {}
+    totals = ntp.get("totals") or {}
+    stratum = int(adv.get("ntp_stratum", 16))
+    dispersion = f"{adv.get('ntp_root_dispersion_ns', 0) / 1e6:.6f} ms"
+    phase = status["clock"].get("phase_offset_ns")
+    leap_at = status["leap"].get("pending_at_tai_ns")
+    usable = status["receiver"]["state"] in ("2d-fix", "3d-fix", "time-only")
+
+    def text(value: str) -> Value:
+        return "OctetString", value.encode()[:255]
+    return [
+        (NTPV4 + (1, 1, 0), text("appliance")),  # ntpEntSoftwareName
+        (NTPV4 + (1, 2, 0), text(status["version"])),  # ntpEntSoftwareVersion
+        (NTPV4 + (1, 3, 0), text("gm-appliance project")),  # ntpEntSoftwareVendor
+        (NTPV4 + (1, 4, 0), text(f"GNSS grandmaster time server ({status['mode']})")),  # ntpEntSystemType
+        (NTPV4 + (1, 5, 0), ("Unsigned32", 1_000_000_000)),  # ntpEntTimeResolution: divisions of a second (ns)
+        (NTPV4 + (1, 6, 0), ("Integer32", -20)),  # ntpEntTimePrecision, log2 s, as the server advertises
+        (NTPV4 + (1, 7, 0), text(dispersion)),  # ntpEntTimeDistance: root distance (root delay is 0)
+        (NTPV4 + (2, 1, 0), ("Integer32", 1 if not ntp.get("enabled") else 5 if stratum == 1 else 2)),  # CurrentMode
+        (NTPV4 + (2, 2, 0), ("Unsigned32", max(1, min(16, stratum)))),  # ntpEntStatusStratum
+        (NTPV4 + (2, 3, 0), ("Unsigned32", 0)),  # ntpEntStatusActiveRefSourceId: 0, a reference clock
+        (NTPV4 + (2, 4, 0), text(status["receiver"]["name"] if usable else "")),  # ActiveRefSourceName
+        (NTPV4 + (2, 5, 0), text("" if phase is None else f"{phase / 1e9:.9f} s")),  # ntpEntStatusActiveOffset
+        (NTPV4 + (2, 6, 0), ("Unsigned32", 1 if usable else 0)),  # ntpEntStatusNumberOfRefSources
+        (NTPV4 + (2, 7, 0), text(dispersion)),  # ntpEntStatusDispersion
+        (NTPV4 + (2, 8, 0), ("TimeTicks", uptime_ticks % 2**32)),  # ntpEntStatusEntityUptime
+        (NTPV4 + (2, 9, 0), ("OctetString", ntp_date(posix_ns(status["at_tai_ns"])))),  # ntpEntStatusDateTime
+        (NTPV4 + (2, 10, 0), ("OctetString", b"" if leap_at is None else ntp_date(posix_ns(leap_at)))),  # LeapSecond
+        (NTPV4 + (2, 11, 0), ("Integer32", int(status["leap"]["pending_change_s"]))),  # LeapSecDirection
+        (NTPV4 + (2, 12, 0), ("Counter32", int(totals.get("requests", 0)) % 2**32)),  # ntpEntStatusInPkts
+        (NTPV4 + (2, 13, 0), ("Counter32", int(totals.get("replies", 0)) % 2**32)),  # ntpEntStatusOutPkts
+        (NTPV4 + (2, 14, 0), ("Counter32", int(totals.get("drop_bad_version", 0)) % 2**32)),  # BadVersion
+        (NTPV4 + (2, 15, 0), ("Counter32", (int(totals.get("drop_malformed", 0)) + int(totals.get("drop_short", 0))
+                                           + int(totals.get("drop_mode", 0))) % 2**32)),  # ProtocolError
+    ]
+
+
 def _index_suffix(index: tuple[Any, ...], columns: dict[str, Any]) -> OID:
     out: list[int] = []
     for value, name in index:
@@ -103,8 +153,9 @@ def _index_suffix(index: tuple[Any, ...], columns: dict[str, Any]) -> OID:
 
 
 def build(table: Sequence[Any], status: dict[str, Any], system: System, utc_of: Callable[[int], UtcTime],
-          alarm_index: Callable[[str], int]) -> MibView:
-    """The view of ``status`` through the MIB objects of ``table`` (mibgen.MibObject)."""
+          alarm_index: Callable[[str], int], posix_ns: Callable[[int], int] | None = None) -> MibView:
+    """The view of ``status`` through the MIB objects of ``table`` (mibgen.MibObject), with the SNMPv2-MIB system
+    group and, given ``posix_ns`` (TAI ns -> POSIX ns), the NTPv4-MIB entity objects."""
     snap = Snap(status)
     items: list[tuple[OID, Value]] = [
         (SYSTEM + (1, 0), ("OctetString", system.descr.encode()[:255])),
@@ -116,6 +167,10 @@ def build(table: Sequence[Any], status: dict[str, Any], system: System, utc_of: 
         (SYSTEM + (7, 0), ("Integer32", 72)),  # applications + end-to-end (RFC 3418 sysServices)
     ]
     declared: list[OID] = [SYSTEM + (i,) for i in range(1, 8)]
+    if posix_ns is not None:
+        standard = ntpv4(status, system.uptime_ticks, posix_ns)
+        items += standard
+        declared += [oid[:-1] for oid, _ in standard]
     writable: list[OID] = []
     by_name = {o.name: o for o in table}
     row_sources = tables(alarm_index)

@@ -136,6 +136,10 @@ def test_walk_of_the_whole_tree_equals_the_status(agent: tuple, tool: str, auth:
     active = sum(1 for a in before["alarms"] if a["raised"])
     assert values["applianceAlarmsActive.0"] == f"Gauge32: {active} alarms"
     assert int(values["applianceNtpReplies.0"].split()[1]) <= after["outputs"]["ntp"]["totals"]["replies"]
+    # NTPv4-MIB (RFC 5907), not loaded here: by number
+    assert values["mib-2.197.1.2.2.0"] == "Gauge32: 1"  # ntpEntStatusStratum
+    assert values["mib-2.197.1.2.1.0"] == "INTEGER: 5"  # ntpEntStatusCurrentMode: syncToRefclock
+    assert values["mib-2.197.1.1.2.0"] == f'STRING: "{before["version"]}"'  # ntpEntSoftwareVersion
 
 
 def test_get_over_v2c_and_v3_and_refusals(agent: tuple) -> None:

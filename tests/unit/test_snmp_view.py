@@ -79,6 +79,23 @@ def test_encodings_follow_the_mib(status: dict) -> None:
     assert view.get(BY_NAME["applianceClockPhaseOffset"].oid + (0,))[1] == -2**31
 
 
+def test_ntpv4_mib_status_objects(status: dict) -> None:
+    from appliance.snmp.view import NTPV4, ntp_date
+
+    assert ntp_date(0) == bytes.fromhex("00000000" "83aa7e80" "0000000000000000")  # 1970 in NTP era 0
+    assert ntp_date(2_085_978_496 * 10**9 + 500_000_000)[:8] == bytes.fromhex("00000001" "00000000")  # 2036: era 1
+    posix = lambda tai: leap.tai_to_posix_ns(tai, TABLE)[0]  # noqa: E731
+    codes: dict[str, int] = {}
+    serving = dict(status, outputs={**status["outputs"], "ntp": {"enabled": True, "totals": {"requests": 7}}})
+    view = build(MIB, serving, System("d", enterprise_oid(), 5, "c", "n", "l"), lambda t: leap.tai_to_utc(t, TABLE),
+                 lambda code: codes.setdefault(code, 1), posix)
+    assert view.get(NTPV4 + (2, 2, 0)) == ("Unsigned32", 1)  # stratum 1 while locked
+    assert view.get(NTPV4 + (2, 1, 0)) == ("Integer32", 5)  # syncToRefclock
+    assert view.get(NTPV4 + (2, 12, 0)) == ("Counter32", 7)
+    assert len(view.get(NTPV4 + (2, 9, 0))[1]) == 16
+    assert view.get(NTPV4 + (2, 10, 0)) == ("OctetString", b"")  # no leap second pending
+
+
 def test_notifications_for_events() -> None:
     names = lambda ns: [n.name for n in ns]  # noqa: E731
     assert names(notify.for_event(ClockStateChanged("LOCKED", "HOLDOVER", "forced", 0), 1)) == [
