@@ -191,6 +191,12 @@ def render(d: dict[str, Any]) -> str:
         host = f"[{web['listen']}]" if ":" in web["listen"] else web["listen"]
         lines.append("Web console     : " + (f"NOT SERVING: {web['error']}" if web["error"]
                                              else f"https://{host}:{web['port']}/"))
+    snmp = (d.get("outputs") or {}).get("snmp")
+    if snmp and snmp.get("enabled"):
+        lines.append("SNMP agent      : " + (f"NOT SERVING: {snmp['error']}" if snmp["error"] else
+                                             f"{snmp['listen']} port {snmp['port']}, {snmp['notifications']} "
+                                             f"notifications sent ({snmp['send_errors']} failed), "
+                                             f"{snmp['denied']} denied, {snmp['rate_limited']} rate-limited"))
     audit = (d.get("outputs") or {}).get("audit")
     if audit and audit.get("enabled"):
         lines.append(f"Audit trail     : {audit['records']} records, head {audit['head_hash'][:16]}"

@@ -39,6 +39,7 @@
     if (name === "irig") return o.format + ", " + o.frames + " frames, quality " + o.time_quality;
     if (name === "serial") return (o.format || "") + " " + (o.written || 0) + " written";
     if (name === "web") return o.listen + ":" + o.port;
+    if (name === "snmp") return o.listen + ":" + o.port + ", " + o.notifications + " notifications sent";
     if (name === "audit") return o.records + " records" + (o.failures ? ", " + o.failures + " not written" : "");
     return "";
   }
