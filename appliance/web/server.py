@@ -75,11 +75,57 @@ class Publisher:
         return asyncio.run_coroutine_threadsafe(call(), self.loop).result(timeout_s)
 
 
+WEB_NICE = 19  # the console's threads yield the CPU to NTP, PTP and the clock (see lower_priority)
+KEEP_ALIVE_CONNECTIONS = 64
+
+
+def lower_priority() -> None:
+    """Make the calling thread run only when nothing else wants the CPU (Linux SCHED_IDLE, for this thread only).
+    The time services run in the main loop and the NTP worker processes at normal priority; an operator's browser
+    or a scraper must never take CPU from them, nor delay them: a waking NTP worker preempts a SCHED_IDLE thread at
+    once, where a merely niced one keeps its time slice (milliseconds of NTP latency).  A console under load
+    answers more slowly instead.  Where SCHED_IDLE is refused, the thread is niced to 19."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        return
+    except (OSError, AttributeError) as exc:
+        log.debug("web console: no SCHED_IDLE (%s): nice %d instead", exc, WEB_NICE)
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WEB_NICE)
+    except OSError as exc:  # not Linux, or a sandbox that forbids it: the console still works
+        log.debug("web console: cannot lower thread priority: %s", exc)
+
+
+def _low_priority(app: Any) -> Any:
+    """A WSGI app whose worker threads lower their own priority before their first request."""
+    lowered = threading.local()
+
+    def wsgi_app(environ: dict[str, Any], start_response: Any) -> Any:
+        if not getattr(lowered, "done", False):
+            lower_priority()
+            lowered.done = True
+        return app(environ, start_response)
+    return wsgi_app
+
+
+class _Server(wsgi.Server):  # type: ignore[misc]
+    def error_log(self, msg: str = "", level: int = 20, traceback: bool = False) -> None:
+        """cheroot's errors to the appliance's log; a client that hangs up mid-answer is not one."""
+        import sys
+
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ssl.SSLError, ConnectionError, TimeoutError)):
+            log.debug("web console: %s: %s", msg, exc)
+            return
+        log.log(level, "web console: %s", msg, exc_info=traceback)
+
+
 class WebServer:
     def __init__(self, wsgi_app: Any, host: str, port: int, cert: Path, key: Path, threads: int = 8):
         self.host, self.port = host, port
-        self.server = wsgi.Server((host, port), wsgi_app, numthreads=threads, server_name="appliance",
-                                  shutdown_timeout=2)
+        self.server = _Server((host, port), _low_priority(wsgi_app), numthreads=threads, max=threads,
+                              server_name="appliance", shutdown_timeout=2)
+        self.server.keep_alive_conn_limit = KEEP_ALIVE_CONNECTIONS  # fewer TLS handshakes under many clients
         adapter = BuiltinSSLAdapter(str(cert), str(key))
         adapter.context.minimum_version = ssl.TLSVersion.TLSv1_2
         self.server.ssl_adapter = adapter
@@ -87,7 +133,11 @@ class WebServer:
 
     def start(self) -> None:
         self.server.prepare()  # binds now: an error reaches the caller
-        self._thread = threading.Thread(target=self.server.serve, name="web", daemon=True)
+
+        def serve() -> None:  # accepts connections and does the TLS handshakes: at low priority too
+            lower_priority()
+            self.server.serve()
+        self._thread = threading.Thread(target=serve, name="web", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:

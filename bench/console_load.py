@@ -1,0 +1,719 @@
+"""Web console under load: its latency, and what it costs NTP and PTP serving at the same time, in the same run.
+
+    python bench/console_load.py [--connections 50] [--duration 20] [--rounds 2] [--ntp-window 32]
+                                 [--ptp-rate 16] [--web-rate 10000] [--wrk-sched idle|normal] [--json FILE]
+
+Set-up: two network namespaces joined by a veth pair (tests/interop/ptp_harness.py NetnsPair).  In namespace A the
+appliance (the ``appliance run`` command of bench/ptp_offset.py, with a learned clock state so that it locks within
+seconds) pinned to CPU 0, serving at once PTP on the veth (udp4, default-e2e, ``--ptp-rate`` Sync/s), NTP on its
+address (one worker, no NTP rate limit) and the HTTPS console on its address.  The console rate-limits each client
+address (``web.rate_per_s``, 20/s by default): for the bench it is started with ``--set web.rate_per_s=10000`` (the
+setting's maximum; 100000 is refused), far above what the console answers, so that the load measures the console
+rather than its rate limiter.  In namespace B, everything the bench starts runs on CPU 1 (the bench pins itself
+there and its children inherit it): a free-running ptp4l slave measuring every Sync for the whole run (never
+adjusting the clock: free_running 1, no CAP_SYS_TIME), the NTP load generator of bench/ntp_throughput.py
+(bench/ntpload.c, a fixed window of ``--ntp-window`` requests in flight), and wrk (Debian's, ``apt-get install -y
+wrk``): ``--connections`` connections, one thread, ``--duration`` s, against ``/api/v1/status`` with
+``Authorization: Bearer <token>`` (a viewer's API token made with ``appliance user token``) or against the dashboard
+page ``/`` with ``Cookie: appliance_session=...`` (one login through the login form first, with requests, inside
+namespace B; the dashboard and the API are checked to answer 200 with the cookie or the token alone, before and
+after the load).  wrk is closed-loop (each connection sends its next request when the previous answer is in: the
+console is kept as busy as it can be) and runs as SCHED_IDLE on CPU 1, so that ntpload, the slave and the bench
+never wait for it: a fall in NTP replies is then the appliance's, not the load generator's.  A small wrk script
+counts the HTTP status codes and the answers carrying ``Connection: close`` (each costs a new TLS handshake).
+
+Windows of ``--duration`` s each, measured from 1 s after the start to 1 s before the end (wrk's connections and
+TLS handshakes are set up in the first second):
+
+* NTP: ntpload at the fixed window with no console load, with wrk on the status API, with wrk on the dashboard;
+* PTP: the slave's offsets with no console load, with wrk on the status API, with wrk on the dashboard;
+
+``--rounds`` times, the order of the conditions reversed every other round (a shared host drifts).  Printed: the
+console's latency (wrk's p50/p90/p99/max, requests/s, errors and HTTP status codes, medians over the windows), NTP
+replies/s (median over rounds) and the ratio with/without console load (target >= 0.95, i.e. < 5 % fewer replies),
+PTP rms and p99 of |offset| over the pooled samples of each condition and the ratios with/without (target <= 1.05;
+the samples beyond 10 us are counted: a single scheduling spike of tens of microseconds dominates an rms of a few
+hundred ns, the p99 does not move), and the CPU use per window: each CPU's busy share, CPU time of the appliance's
+main process (event loop, PTP and the console's threads) and of its child (the NTP worker), of wrk, ntpload and the
+measuring side, and of everything else on the host (a warning is printed when other work took more than 5 % of a
+CPU).  Tracebacks in the appliance's log are counted, split into those logged while a window was measured and those
+of its last second (wrk ending and dropping its connections).  ``--json FILE`` writes every figure of every window
+(the PTP figures of the NTP windows too; ``--keep-series``: every PTP sample).
+
+Safety: test traffic only inside the two namespaces created (and always deleted) here; ptp4l only free-running and
+without CAP_SYS_TIME, the appliance without it as well; load bounded by ``--duration`` per window and ``--rounds``.
+Needs root (namespaces), ip, ptp4l, pmc, setpriv, taskset, chrt, gcc, wrk.  A default run takes about 4.5 minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import resource
+import secrets
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.ntp_throughput import build_load
+from bench.ptp_offset import DEFAULT_CANDIDATE, PROFILE_DELAY, Candidate, log_sync_of, slave_options
+from tests.interop.procs import ENV, status, wait_for
+from tests.interop.ptp_appliance import seed_learned_state
+from tests.interop.ptp_harness import PROFILE_SLAVE_OPTIONS, NetnsPair, Ptp4l, summarize
+
+APPLIANCE_CPU, LOAD_CPU = 0, 1
+NTP_PORT, WEB_PORT = 11123, 8443  # inside namespace A, which is new: nothing else is bound there
+LEAD_S = 1.0  # each window is measured from LEAD_S after its start to LEAD_S before its end
+GAP_S = 1.0  # pause between windows
+RATE_PER_S = 10_000  # web.rate_per_s for the bench (the most the setting takes): the per-address limit out of the way
+PROFILE = "default-e2e"
+CONDITIONS = ("none", "api", "dashboard")
+NTP_TARGET, PTP_TARGET = 0.95, 1.05  # < 5 % fewer NTP replies; PTP rms and p99 < 5 % worse
+USER = "bench"
+SPIKE_NS = 10_000  # |offset| beyond this: a single scheduling spike (counted; it dominates an rms of a few hundred)
+OTHER_LIMIT_PCT = 5.0  # CPU taken by other processes or the hypervisor in a window beyond which the report warns
+
+WRK_SCRIPT = r"""
+-- Counts the HTTP status codes per thread and prints everything as one JSON line at the end.
+local threads = {}
+function setup(thread) table.insert(threads, thread) end
+function init(args) statuses = {}; closes = 0 end
+function response(status, headers, body)
+  local k = tostring(status)
+  statuses[k] = (statuses[k] or 0) + 1
+  for name, value in pairs(headers) do
+    if string.lower(name) == "connection" and string.lower(value) == "close" then closes = closes + 1 end
+  end
+end
+function done(summary, latency, requests)
+  local codes, closed = {}, 0
+  for _, t in ipairs(threads) do
+    local s = t:get("statuses")
+    if s then for k, v in pairs(s) do codes[k] = (codes[k] or 0) + v end end
+    closed = closed + (t:get("closes") or 0)
+  end
+  local parts = {}
+  for k, v in pairs(codes) do table.insert(parts, string.format('"%s": %d', k, v)) end
+  local e = summary.errors
+  io.write(string.format('WRKJSON {"requests": %d, "duration_us": %d, "bytes": %d, '
+    .. '"errors": {"connect": %d, "read": %d, "write": %d, "status": %d, "timeout": %d}, '
+    .. '"latency_us": {"min": %d, "mean": %.1f, "stdev": %.1f, "max": %d, "p50": %d, "p75": %d, "p90": %d, '
+    .. '"p99": %d, "p999": %d}, "status": {%s}, "connection_close": %d}\n',
+    summary.requests, summary.duration, summary.bytes, e.connect, e.read, e.write, e.status, e.timeout,
+    latency.min, latency.mean, latency.stdev, latency.max, latency:percentile(50), latency:percentile(75),
+    latency:percentile(90), latency:percentile(99), latency:percentile(99.9), table.concat(parts, ", "), closed))
+end
+"""
+
+
+# --- the login helper (runs inside namespace B, started by the bench itself) -----------------------------------------
+
+def login_helper(url: str, user: str, cert: str) -> int:
+    """Log in through the form (GET /login, csrf_token, POST), check the dashboard with the session cookie alone and
+    the status API with the token alone; print {"cookie", sizes} as JSON.  Password and token come on stdin; the
+    console's self-signed certificate ``cert`` is the one trusted."""
+    import requests
+
+    password, token = sys.stdin.readline().strip(), sys.stdin.readline().strip()
+    out: dict[str, Any] = {}
+    with requests.Session() as s:
+        page = s.get(f"{url}/login", verify=cert, timeout=10)
+        m = re.search(r'name="csrf_token"\s+value="([^"]+)"', page.text) or re.search(
+            r'value="([^"]+)"\s+name="csrf_token"', page.text)
+        if page.status_code != 200 or not m:
+            print(json.dumps({"error": f"GET /login: {page.status_code}, csrf_token found: {bool(m)}"}))
+            return 1
+        posted = s.post(f"{url}/login", data={"user": user, "password": password, "csrf_token": m.group(1),
+                                              "next": "/"}, headers={"Referer": f"{url}/login"},
+                        verify=cert, allow_redirects=False, timeout=30)
+        cookie = s.cookies.get("appliance_session")
+        out["login_status"] = posted.status_code
+        out["login_location"] = posted.headers.get("Location", "")
+        if posted.status_code != 302 or not cookie:
+            out["error"] = f"POST /login answered {posted.status_code} (cookie: {bool(cookie)}): {posted.text[:300]}"
+            print(json.dumps(out))
+            return 1
+    out["cookie"] = f"appliance_session={cookie}"
+    dash = requests.get(f"{url}/", headers={"Cookie": out["cookie"]}, verify=cert, allow_redirects=False, timeout=10)
+    out["dashboard_status"], out["dashboard_bytes"] = dash.status_code, len(dash.content)
+    out["dashboard_ok"] = dash.status_code == 200 and "<h1>Dashboard</h1>" in dash.text
+    api = requests.get(f"{url}/api/v1/status", headers={"Authorization": f"Bearer {token}"}, verify=cert,
+                       allow_redirects=False, timeout=10)
+    out["api_status"], out["api_bytes"] = api.status_code, len(api.content)
+    out["api_ok"] = api.status_code == 200 and "clock" in api.json()
+    print(json.dumps(out))
+    return 0 if out["dashboard_ok"] and out["api_ok"] else 1
+
+
+# --- measurements ----------------------------------------------------------------------------------------------------
+
+def cpu_times() -> dict[str, dict[str, int]]:
+    """Per-CPU jiffies from /proc/stat: cpuN -> busy (all but idle and iowait), task (user, nice, system: time
+    charged to processes), irq (hard and soft interrupts), steal (the hypervisor ran something else), total."""
+    out = {}
+    for line in Path("/proc/stat").read_text().splitlines():
+        if re.match(r"cpu\d+ ", line):
+            f = [int(x) for x in line.split()[1:9]]
+            out[line.split()[0]] = {"busy": sum(f) - f[3] - f[4], "task": f[0] + f[1] + f[2], "irq": f[5] + f[6],
+                                    "steal": f[7], "total": sum(f)}
+    return out
+
+
+def proc_cpu_s(pid: int) -> float:
+    """utime + stime of one process (all its threads), seconds; 0 if it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_of(pid: int) -> list[int]:
+    kids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    kids.append(int(entry.name))
+            except (OSError, IndexError, ValueError):
+                continue
+    return kids
+
+
+def all_processes() -> dict[int, tuple[str, float]]:
+    """pid -> (command name, CPU seconds) of every process now."""
+    out = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                head, tail = (entry / "stat").read_text().rsplit(")", 1)
+                f = tail.split()
+                out[int(entry.name)] = (head.split("(", 1)[1], (int(f[11]) + int(f[12])) / tick)
+            except (OSError, IndexError, ValueError):
+                continue
+    return out
+
+
+def children_rusage_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+class CpuMeter:
+    """Between start() and stop(): busy and softirq share of each CPU; CPU seconds of the appliance's main process
+    and of its children (the NTP worker), of wrk (still running at stop()) and of the children the bench reaped
+    meanwhile (ntpload)."""
+
+    def __init__(self, appliance_pid: int, wrk_pid: int | None, measuring_pids: list[int]):
+        self.pid, self.wrk_pid, self.measuring = appliance_pid, wrk_pid, measuring_pids
+        self.kids = children_of(appliance_pid)
+
+    def start(self) -> None:
+        self.t0, self.cpu0 = time.monotonic(), cpu_times()
+        self.main0, self.kids0 = proc_cpu_s(self.pid), {k: proc_cpu_s(k) for k in self.kids}
+        self.wrk0 = proc_cpu_s(self.wrk_pid) if self.wrk_pid else 0.0
+        self.reaped0 = children_rusage_s()
+        self.measuring0 = sum(proc_cpu_s(p) for p in self.measuring)
+        self.everyone0 = all_processes()
+
+    def stop(self) -> dict[str, Any]:
+        elapsed, cpu1 = time.monotonic() - self.t0, cpu_times()
+        busy, softirq, steal = {}, {}, {}
+        for name, now in cpu1.items():
+            then = self.cpu0.get(name)
+            span = now["total"] - then["total"] if then else 0
+            for into, key in ((busy, "busy"), (softirq, "irq"), (steal, "steal")):
+                into[name] = 100.0 * (now[key] - then[key]) / span if span > 0 else math.nan
+        out = {"seconds": elapsed, "busy_pct": busy, "softirq_pct": softirq, "steal_pct": steal,
+               "appliance_main_cpu_s": proc_cpu_s(self.pid) - self.main0,
+               "appliance_children_cpu_s": sum(proc_cpu_s(k) - v for k, v in self.kids0.items()),
+               "wrk_cpu_s": proc_cpu_s(self.wrk_pid) - self.wrk0 if self.wrk_pid else 0.0,
+               "ntpload_cpu_s": children_rusage_s() - self.reaped0,
+               "measuring_cpu_s": sum(proc_cpu_s(p) for p in self.measuring) - self.measuring0}
+        # Whatever else ran on the two CPUs meanwhile (other users of a shared host): the time charged to
+        # processes there, less ours.
+        total = sum(cpu1[c]["task"] - self.cpu0[c]["task"] for c in cpu1
+                    if c in (f"cpu{APPLIANCE_CPU}", f"cpu{LOAD_CPU}")) / os.sysconf("SC_CLK_TCK")
+        ours = sum(v for k, v in out.items() if k.endswith("_cpu_s"))
+        out["other_cpu_s"] = max(0.0, total - ours)
+        mine = {self.pid, *self.kids, *self.measuring, self.wrk_pid}
+        others: dict[str, float] = {}
+        for pid, (name, cpu_s) in all_processes().items():  # who they were (processes alive at both ends)
+            if pid not in mine and pid in self.everyone0 and cpu_s - self.everyone0[pid][1] > 0.05 * elapsed:
+                others[name] = others.get(name, 0.0) + cpu_s - self.everyone0[pid][1]
+        out["other_processes_cpu_s"] = dict(sorted(others.items(), key=lambda kv: -kv[1])[:5])
+        return out
+
+
+def log_size(log: Path) -> int:
+    try:
+        return log.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def log_segment(log: Path, start: int, end: int) -> dict[str, Any]:
+    """Tracebacks (by their final line) and other error lines the appliance logged between two offsets."""
+    with open(log, "rb") as f:
+        f.seek(start)
+        text = f.read(max(0, end - start)).decode(errors="replace")
+    return classify_log(text)
+
+
+def classify_log(text: str) -> dict[str, Any]:
+    exceptions: dict[str, int] = {}
+    other: list[str] = []
+    lines = text.splitlines()
+    in_tb = False
+    for i, line in enumerate(lines):
+        if line.startswith("Traceback (most recent call last)"):
+            in_tb = True
+            continue
+        if in_tb and not line.startswith(" "):  # the exception line that ends a traceback
+            key = re.sub(r"\(_ssl\.c:\d+\)", "", line).strip()[:160]
+            exceptions[key] = exceptions.get(key, 0) + 1
+            in_tb = False
+        elif not in_tb and re.search(r"\b(ERROR|CRITICAL)\b|Exception", line):
+            other.append(line[:300])
+    return {"tracebacks": sum(exceptions.values()), "exceptions": exceptions, "error_lines": other}
+
+
+def start_wrk(net: NetnsPair, url: str, header: str, args: argparse.Namespace, script: Path) -> subprocess.Popen:
+    sched = ["chrt", "--idle", "0"] if args.wrk_sched == "idle" else []
+    argv = [*sched, "wrk", "-t", str(args.wrk_threads), "-c", str(args.connections), "-d", f"{args.duration:g}s",
+            "--timeout", f"{args.wrk_timeout:g}s", "--latency", "-s", str(script), "-H", header, url]
+    return net.run(net.ns_b, argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                   start_new_session=True)
+
+
+def finish_wrk(proc: subprocess.Popen, args: argparse.Namespace) -> dict[str, Any]:
+    try:
+        text, _ = proc.communicate(timeout=args.duration + args.wrk_timeout + 30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        text, _ = proc.communicate()
+        return {"ok": False, "error": "wrk did not end in time", "text": text}
+    line = next((ln for ln in text.splitlines() if ln.startswith("WRKJSON ")), None)
+    if proc.returncode != 0 or line is None:
+        return {"ok": False, "error": f"wrk exited {proc.returncode}", "text": text}
+    result = json.loads(line[len("WRKJSON "):])
+    result["ok"] = True
+    result["requests_per_s"] = result["requests"] / (result["duration_us"] / 1e6) if result["duration_us"] else 0.0
+    result["bytes_per_request"] = result["bytes"] / result["requests"] if result["requests"] else 0.0
+    result["text"] = "\n".join(ln for ln in text.splitlines() if not ln.startswith("WRKJSON "))
+    return result
+
+
+def window(net: NetnsPair, kind: str, condition: str, round_no: int, ctx: dict[str, Any],
+           args: argparse.Namespace) -> dict[str, Any]:
+    """One window: wrk on ``condition`` (or nothing), and NTP load or PTP observation in the middle of it."""
+    print(f"  ... round {round_no + 1}: {kind.upper()} with console load: {condition}", file=sys.stderr, flush=True)
+    slave: Ptp4l = ctx["slave"]
+    log: Path = ctx["candidate"].log_path
+    measure_s = args.duration - 2 * LEAD_S
+    wrk = None
+    t_start, log_start = time.monotonic(), log_size(log)
+    if condition != "none":
+        url = f"{ctx['url']}/api/v1/status" if condition == "api" else f"{ctx['url']}/"
+        header = f"Authorization: Bearer {ctx['token']}" if condition == "api" else f"Cookie: {ctx['cookie']}"
+        wrk = start_wrk(net, url, header, args, ctx["wrk_script"])
+    measuring = [os.getpid(), slave.proc.pid] + ([slave._poller.proc.pid] if slave._poller and slave._poller.proc
+                                                 else [])
+    meter = CpuMeter(ctx["appliance_pid"], wrk.pid if wrk is not None else None,  # ip netns exec, chrt exec wrk
+                     measuring)
+    time.sleep(LEAD_S)
+    out: dict[str, Any] = {"kind": kind, "condition": condition, "round": round_no}
+    meter.start()
+    begin = time.monotonic()
+    if kind == "ntp":
+        run = subprocess.run(["ip", "netns", "exec", net.ns_b, str(ctx["ntpload"]), "-h", net.ip4_a, "-p",
+                              str(NTP_PORT), "-d", f"{measure_s:g}", "-w", str(args.ntp_window)],
+                             capture_output=True, text=True, timeout=measure_s + 30, check=False)
+        if run.returncode == 0 and run.stdout.strip():
+            out["ntp"] = json.loads(run.stdout.strip().splitlines()[-1])
+        else:
+            out["ntp"] = {"error": f"ntpload exited {run.returncode}: {run.stderr[-500:]}"}
+    else:
+        time.sleep(max(0.0, begin + measure_s - time.monotonic()))
+    end = time.monotonic()
+    out["cpu"] = meter.stop()
+    log_measured = log_size(log)
+    remaining = t_start + args.duration - time.monotonic()
+    if wrk is not None:
+        out["wrk"] = finish_wrk(wrk, args)
+    elif remaining > 0:
+        time.sleep(remaining)  # the same timing without console load
+    time.sleep(GAP_S)  # a pause between windows; the poller's last samples; the log of wrk's last connections
+    log_end = log_size(log)
+    out["log_until_measured_end"] = log_segment(log, log_start, log_measured)
+    out["log_after_measured_end"] = log_segment(log, log_measured, log_end)
+    offsets = [o for o in slave.offsets_ns() if begin <= o[0] <= end]
+    out["ptp"] = summarize(offsets, discard_s=0.0)
+    out["ptp"]["syncs_per_s"] = out["ptp"]["count"] / (end - begin)
+    out["ptp_samples"] = offsets  # (monotonic time, offset ns, path delay ns)
+    out["measured_s"] = end - begin
+    if not slave.alive():
+        raise RuntimeError(f"the ptp4l slave exited; log:\n{slave.tail(40)}")
+    if ctx["candidate"].proc.poll() is not None:
+        raise RuntimeError(f"the appliance exited ({ctx['candidate'].proc.returncode}); log tail:\n"
+                           + ctx["candidate"].log_path.read_text(errors="replace")[-3000:])
+    cpu = out["cpu"]
+    out["shared_host"] = (100 * cpu["other_cpu_s"] / cpu["seconds"] > OTHER_LIMIT_PCT
+                          or sum(cpu["steal_pct"].get(f"cpu{c}", 0.0) for c in (APPLIANCE_CPU, LOAD_CPU))
+                          > OTHER_LIMIT_PCT)
+    return out
+
+
+# --- set-up ----------------------------------------------------------------------------------------------------------
+
+def appliance_cli(*argv: str, state: Path, stdin: str = "") -> str:
+    out = subprocess.run([sys.executable, "-m", "appliance", *argv, "--set", f"state_dir={state}"], input=stdin,
+                         capture_output=True, text=True, env=ENV, timeout=60, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"appliance {' '.join(argv)} exited {out.returncode}: {out.stderr.strip()}")
+    return out.stdout.strip()
+
+
+def start_appliance(net: NetnsPair, workdir: Path, args: argparse.Namespace) -> tuple[Candidate, Path]:
+    """ptp_offset's appliance command (learned state, PTP on the veth), plus NTP and the console on namespace A's
+    address, pinned to APPLIANCE_CPU, under setpriv without CAP_SYS_TIME (Candidate)."""
+    run_dir = workdir / "appliance"
+    run_dir.mkdir()
+    state = run_dir / "state"
+    seed_learned_state(state)
+    cmd = (f"taskset -c {APPLIANCE_CPU} {DEFAULT_CANDIDATE} --set ntp.enabled=true --set ntp.listen={{ip4}} "
+           f"--set ntp.port={NTP_PORT} --set ntp.workers=1 --set ntp.rate_limit_per_s=0 "
+           f"--set web.enabled=true --set web.listen={{ip4}} --set web.port={WEB_PORT} "
+           f"--set web.rate_per_s={args.web_rate} --set log.level=warning")
+    fields = {"python": sys.executable, "iface": net.if_a, "transport": "udp4", "log_sync": log_sync_of(args.ptp_rate),
+              "state_dir": state, "domain": args.domain, "profile": PROFILE, "ns": net.ns_a, "ip4": net.ip4_a,
+              "ip6": net.ip6_a, "workdir": run_dir, "ptp4l_cfg": ""}
+    candidate = Candidate(net, cmd, fields, run_dir / "appliance.log")
+    candidate.command = cmd.format(**fields)
+    return candidate, state
+
+
+def wait_locked(candidate: Candidate, state: Path, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if candidate.proc.poll() is not None:
+            raise RuntimeError(f"the appliance exited ({candidate.proc.returncode}) before locking")
+        st = status(state)
+        if st is not None and st["clock"]["state"] == "LOCKED":
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"the appliance did not lock within {timeout_s:g} s")
+
+
+def setup_users(state: Path) -> tuple[str, str]:
+    password = secrets.token_urlsafe(18)
+    appliance_cli("user", "add", USER, "--role", "viewer", "--password-stdin", state=state, stdin=password + "\n")
+    token = appliance_cli("user", "token", USER, "--label", "console-load-bench", state=state).splitlines()[-1]
+    return password, token.strip()
+
+
+def login(net: NetnsPair, url: str, password: str, token: str, cert: Path) -> dict[str, Any]:
+    run = subprocess.run(["ip", "netns", "exec", net.ns_b, sys.executable, str(Path(__file__).resolve()),
+                          "--login-helper", url, str(cert)], input=f"{password}\n{token}\n", capture_output=True,
+                         text=True, env=ENV, timeout=120, check=False)
+    try:
+        result = json.loads(run.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError) as exc:
+        raise RuntimeError(f"login helper exited {run.returncode}: {run.stdout[-1000:]} {run.stderr[-2000:]}") from exc
+    if run.returncode != 0:
+        raise RuntimeError(f"console login/check failed: {json.dumps(result)[:1500]} {run.stderr[-1500:]}")
+    return result
+
+
+# --- summary ---------------------------------------------------------------------------------------------------------
+
+def pooled_ptp(windows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The harness's offset statistics over the samples of several windows together."""
+    rows = sorted(tuple(o) for w in windows for o in w["ptp_samples"])
+    out = summarize(rows, discard_s=0.0)
+    out["over_10us"] = sum(1 for r in rows if abs(r[1]) > SPIKE_NS)
+    measured = sum(w["measured_s"] for w in windows)
+    out["syncs_per_s"] = out["count"] / measured if measured else math.nan
+    return out
+
+
+def med(values: list[float]) -> float:
+    values = [v for v in values if v is not None and not math.isnan(v)]
+    return statistics.median(values) if values else math.nan
+
+
+def summarise(windows: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {"ntp": {}, "ptp": {}, "ptp_during_ntp_load": {}, "console": {}, "cpu": {}}
+    for kind in ("ntp", "ptp"):
+        for cond in CONDITIONS:
+            ws = [w for w in windows if w["kind"] == kind and w["condition"] == cond]
+            out["cpu"][f"{kind}/{cond}"] = {
+                "cpu0_busy_pct": med([w["cpu"]["busy_pct"].get(f"cpu{APPLIANCE_CPU}", math.nan) for w in ws]),
+                "cpu0_softirq_pct": med([w["cpu"]["softirq_pct"].get(f"cpu{APPLIANCE_CPU}", math.nan) for w in ws]),
+                "cpu1_busy_pct": med([w["cpu"]["busy_pct"].get(f"cpu{LOAD_CPU}", math.nan) for w in ws]),
+                "cpu1_softirq_pct": med([w["cpu"]["softirq_pct"].get(f"cpu{LOAD_CPU}", math.nan) for w in ws]),
+                "steal_pct": med([sum(w["cpu"]["steal_pct"].get(f"cpu{c}", 0.0) for c in (APPLIANCE_CPU, LOAD_CPU))
+                                  for w in ws]),
+                **{f"{name}_cpu_pct": med([100 * w["cpu"][f"{name}_cpu_s"] / w["cpu"]["seconds"] for w in ws])
+                   for name in ("appliance_main", "appliance_children", "wrk", "ntpload", "measuring", "other")}}
+            if kind == "ntp":
+                ok = [w["ntp"] for w in ws if "replies_per_s" in w["ntp"]]
+                out["ntp"][cond] = {"replies_per_s": med([r["replies_per_s"] for r in ok]),
+                                    "per_round": [r["replies_per_s"] for r in ok],
+                                    "per_round_shared_host": [w["shared_host"] for w in ws
+                                                              if "replies_per_s" in w["ntp"]],
+                                    "loss_pct": med([r["loss_pct"] for r in ok]),
+                                    "rtt_us_p50": med([r["rtt_us_p50"] for r in ok]),
+                                    "rtt_us_p99": med([r["rtt_us_p99"] for r in ok]),
+                                    "invalid": sum(r["invalid"] for r in ok), "kod": sum(r["kod"] for r in ok),
+                                    "unsync": sum(r["unsync"] for r in ok), "errors": len(ws) - len(ok)}
+                out["ptp_during_ntp_load"][cond] = pooled_ptp(ws)
+            else:
+                out["ptp"][cond] = pooled_ptp(ws)
+                out["ptp"][cond]["per_round_rms_ns"] = [w["ptp"]["rms_ns"] for w in ws]
+                out["ptp"][cond]["per_round_p99_abs_ns"] = [w["ptp"]["p99_abs_ns"] for w in ws]
+            if cond != "none":
+                runs = [w["wrk"] for w in ws]
+                good = [r for r in runs if r.get("ok")]
+                statuses: dict[str, int] = {}
+                for r in good:
+                    for k, v in r["status"].items():
+                        statuses[k] = statuses.get(k, 0) + v
+                out["console"][f"{cond}/{kind}"] = {
+                    "requests_per_s": med([r["requests_per_s"] for r in good]),
+                    **{f"{p}_ms": med([r["latency_us"][p] / 1000 for r in good])
+                       for p in ("p50", "p90", "p99", "max")},
+                    "per_round_p50_ms": [r["latency_us"]["p50"] / 1000 for r in good],
+                    "per_round_p99_ms": [r["latency_us"]["p99"] / 1000 for r in good],
+                    "requests": sum(r["requests"] for r in good),
+                    "socket_errors": sum(r["errors"][k] for r in good for k in ("connect", "read", "write")),
+                    "timeouts": sum(r["errors"]["timeout"] for r in good),
+                    "http_status": statuses, "bytes_per_request": med([r["bytes_per_request"] for r in good]),
+                    "connection_close": sum(r["connection_close"] for r in good),
+                    "failed_runs": len(runs) - len(good)}
+    base_ntp = out["ntp"]["none"]["replies_per_s"]
+    base_ptp = out["ptp"]["none"]
+    out["ratios"] = {}
+    for cond in ("api", "dashboard"):
+        out["ratios"][cond] = {
+            "ntp_replies": out["ntp"][cond]["replies_per_s"] / base_ntp if base_ntp else math.nan,
+            "ptp_rms": out["ptp"][cond]["rms_ns"] / base_ptp["rms_ns"] if base_ptp["rms_ns"] else math.nan,
+            "ptp_p99_abs": out["ptp"][cond]["p99_abs_ns"] / base_ptp["p99_abs_ns"] if base_ptp["p99_abs_ns"]
+            else math.nan}
+    return out
+
+
+def report(s: dict[str, Any], windows: list[dict[str, Any]], args: argparse.Namespace,
+           check: dict[str, Any]) -> bool:
+    ok = True
+    print(f"Web console under load (wrk, {args.connections} connections, {args.wrk_threads} thread, closed loop, "
+          f"{args.duration:g} s per window, measured over the middle {args.duration - 2 * LEAD_S:g} s, "
+          f"{args.rounds} rounds); appliance on CPU {APPLIANCE_CPU} serving PTP ({PROFILE}, udp4, "
+          f"{args.ptp_rate:g} Sync/s), NTP (1 worker) and the console (web.rate_per_s={args.web_rate} for the bench); "
+          f"ptp4l slave, ntpload (window {args.ntp_window}) and wrk "
+          f"({'SCHED_IDLE' if args.wrk_sched == 'idle' else 'normal'}"
+          f" priority) on CPU {LOAD_CPU}, over a veth pair")
+    print(f"  console check: dashboard {check['dashboard_status']} ({check['dashboard_bytes']} bytes), "
+          f"status API {check['api_status']} ({check['api_bytes']} bytes)")
+    print("Console latency (medians over the windows)")
+    print(f"  {'endpoint':10} {'while':22} {'req/s':>8} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} {'max ms':>8} "
+          f"{'requests':>9} {'conn:close':>10} {'sock err':>8} {'timeouts':>8}  HTTP status")
+    for cond in ("api", "dashboard"):
+        for kind, label in (("ptp", "PTP measured, NTP idle"), ("ntp", "NTP load")):
+            c = s["console"][f"{cond}/{kind}"]
+            print(f"  {cond:10} {label:22} {c['requests_per_s']:8.1f} {c['p50_ms']:8.2f} {c['p90_ms']:8.2f} "
+                  f"{c['p99_ms']:8.2f} {c['max_ms']:8.2f} {c['requests']:9d} {c['connection_close']:10d} "
+                  f"{c['socket_errors']:8d} "
+                  f"{c['timeouts']:8d}  {c['http_status']}")
+            bad = sum(v for k, v in c["http_status"].items() if not k.startswith("2"))
+            ok &= c["failed_runs"] == 0 and c["socket_errors"] == 0 and c["timeouts"] == 0 and bad == 0
+    print(f"NTP replies/s at window {args.ntp_window} (median over rounds; per round, * = other work on the host or "
+          f"the hypervisor took more than {OTHER_LIMIT_PCT:g} % of a CPU in that window)")
+    print(f"  {'console load':12} {'replies/s':>10} {'loss %':>7} {'rtt p50 us':>10} {'rtt p99 us':>10} "
+          f"{'ratio':>6}   per round (ratio to the round's own 'none')")
+    base = s["ntp"]["none"]["per_round"]
+    for cond in CONDITIONS:
+        n = s["ntp"][cond]
+        ratio = 1.0 if cond == "none" else s["ratios"][cond]["ntp_replies"]
+        rounds = [f"{v:,.0f}{'*' if shared else ''}" + (f" ({v / b:.3f})" if cond != "none" and b else "")
+                  for v, shared, b in zip(n["per_round"], n["per_round_shared_host"], base)]
+        print(f"  {cond:12} {n['replies_per_s']:10,.0f} {n['loss_pct']:7.3f} {n['rtt_us_p50']:10.0f} "
+              f"{n['rtt_us_p99']:10.0f} {ratio:6.3f}   " + ", ".join(rounds))
+        ok &= n["errors"] == 0 and n["invalid"] == 0
+    print("PTP offset seen by the ptp4l slave (samples of all rounds pooled)")
+    print(f"  {'console load':12} {'samples':>7} {'Sync/s':>6} {'rms ns':>8} {'p99|.| ns':>9} {'max|.| ns':>9} "
+          f"{'mean ns':>8} {'>10us':>5} {'rms ratio':>9} {'p99 ratio':>9}")
+    for cond in CONDITIONS:
+        p = s["ptp"][cond]
+        r = {"ptp_rms": 1.0, "ptp_p99_abs": 1.0} if cond == "none" else s["ratios"][cond]
+        print(f"  {cond:12} {p['count']:7d} {p.get('syncs_per_s', math.nan):6.2f} {p['rms_ns']:8.0f} "
+              f"{p['p99_abs_ns']:9.0f} {p['max_abs_ns']:9.0f} {p['mean_ns']:8.0f} {p['over_10us']:5d} "
+              f"{r['ptp_rms']:9.3f} "
+              f"{r['ptp_p99_abs']:9.3f}")
+        ok &= p["count"] > 0
+    print(f"CPU (medians over the windows): busy % (of it interrupts %) of CPU {APPLIANCE_CPU} and CPU {LOAD_CPU}; "
+          f"in % of one CPU: the appliance's main process (event loop, PTP, console threads), its child (NTP "
+          f"worker), wrk, ntpload, the measuring side (bench, ptp4l slave, pmc), other processes on the host, time "
+          f"stolen by the hypervisor")
+    for key, c in s["cpu"].items():
+        print(f"  {key:14} CPU{APPLIANCE_CPU} {c['cpu0_busy_pct']:5.1f} ({c['cpu0_softirq_pct']:4.1f})  "
+              f"CPU{LOAD_CPU} {c['cpu1_busy_pct']:5.1f} ({c['cpu1_softirq_pct']:4.1f})   main "
+              f"{c['appliance_main_cpu_pct']:5.1f}  NTP worker {c['appliance_children_cpu_pct']:5.1f}  "
+              f"wrk {c['wrk_cpu_pct']:5.1f}  ntpload {c['ntpload_cpu_pct']:5.1f}  measuring "
+              f"{c['measuring_cpu_pct']:4.1f}  other {c['other_cpu_pct']:5.1f}  steal {c['steal_pct']:4.1f}")
+    busy = [k for k, c in s["cpu"].items() if c["other_cpu_pct"] > OTHER_LIMIT_PCT or c["steal_pct"] > OTHER_LIMIT_PCT]
+    if busy:
+        print(f"  WARNING: other processes or the hypervisor took more than {OTHER_LIMIT_PCT} % of a CPU in {busy}: "
+              f"a shared host; those figures are suspect")
+        names: dict[str, float] = {}
+        for w in windows:
+            for name, cpu_s in w["cpu"]["other_processes_cpu_s"].items():
+                names[name] = names.get(name, 0.0) + cpu_s
+        if names:
+            print("    other processes seen (CPU s over all windows): "
+                  + ", ".join(f"{n} {v:.1f}" for n, v in sorted(names.items(), key=lambda kv: -kv[1])[:6]))
+    print("Ratios with / without console load")
+    for cond in ("api", "dashboard"):
+        r = s["ratios"][cond]
+        ntp_pass, rms_pass, p99_pass = (r["ntp_replies"] >= NTP_TARGET, r["ptp_rms"] <= PTP_TARGET,
+                                        r["ptp_p99_abs"] <= PTP_TARGET)
+        print(f"  {cond:10} NTP replies/s {r['ntp_replies']:.3f} (target >= {NTP_TARGET}: "
+              f"{'PASS' if ntp_pass else 'FAIL'})   PTP rms {r['ptp_rms']:.3f}, p99|offset| {r['ptp_p99_abs']:.3f} "
+              f"(target <= {PTP_TARGET}: {'PASS' if rms_pass and p99_pass else 'FAIL'})")
+        ok &= ntp_pass and rms_pass and p99_pass
+    return ok
+
+
+def main() -> int:
+    if len(sys.argv) == 4 and sys.argv[1] == "--login-helper":
+        return login_helper(sys.argv[2], USER, sys.argv[3])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("--connections", type=int, default=50, help="wrk connections (default 50)")
+    ap.add_argument("--duration", type=float, default=20.0, help="seconds of each window and wrk run (default 20)")
+    ap.add_argument("--rounds", type=int, default=2, help="rounds of the 6 windows (default 2)")
+    ap.add_argument("--ntp-window", type=int, default=32, help="NTP requests in flight (default 32)")
+    ap.add_argument("--ptp-rate", type=float, default=16.0, help="Sync messages per second (default 16)")
+    ap.add_argument("--settle", type=float, default=5.0, help="seconds after the slave reached SLAVE (default 5)")
+    ap.add_argument("--wrk-threads", type=int, default=1, help="wrk threads (default 1: one load CPU)")
+    ap.add_argument("--web-rate", type=int, default=RATE_PER_S,
+                    help=f"web.rate_per_s of the appliance (default {RATE_PER_S}, the setting's maximum: the "
+                    "per-address rate limit out of the way; the appliance's own default is 20)")
+    ap.add_argument("--wrk-sched", choices=("idle", "normal"), default="idle",
+                    help="wrk's scheduling on the load CPU (default idle: SCHED_IDLE, so that ntpload, the ptp4l "
+                    "slave and the bench never wait for it; normal: it competes with them)")
+    ap.add_argument("--wrk-timeout", type=float, default=10.0, help="wrk's request timeout, s (default 10)")
+    ap.add_argument("--ready-timeout", type=float, default=120.0)
+    ap.add_argument("--json", help="write every figure here")
+    ap.add_argument("--keep-series", action="store_true",
+                    help="include every PTP sample (time, offset, path delay) of every window in --json")
+    args = ap.parse_args()
+    args.domain = int(PROFILE_SLAVE_OPTIONS[PROFILE]["domainNumber"])
+    if os.geteuid() != 0:
+        print("console_load: needs root (network namespaces)", file=sys.stderr)
+        return 2
+    for tool in ("ip", "ptp4l", "pmc", "setpriv", "taskset", "chrt", "gcc", "wrk"):
+        if shutil.which(tool) is None:
+            hint = " (apt-get install -y wrk)" if tool == "wrk" else " (scripts/test-all installs the Debian peers)"
+            print(f"console_load: {tool} is needed{hint}", file=sys.stderr)
+            return 2
+    if args.duration < 5 or args.connections < args.wrk_threads or args.rounds < 1:
+        print("console_load: --duration must be >= 5 s, --connections >= --wrk-threads, --rounds >= 1",
+              file=sys.stderr)
+        return 2
+    if len(os.sched_getaffinity(0) | {APPLIANCE_CPU, LOAD_CPU}) < 2 or (os.cpu_count() or 1) < 2:
+        print("console_load: needs two CPUs (0 for the appliance, 1 for the load)", file=sys.stderr)
+        return 2
+    os.sched_setaffinity(0, {LOAD_CPU})  # the bench and all it starts (slave, pmc, ntpload, wrk) on the load CPU
+    started = time.monotonic()
+    windows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="console-load-") as tmp, NetnsPair(prefix="pcl") as net:
+        workdir = Path(tmp)
+        os.chmod(workdir, 0o700)
+        ntpload = build_load(workdir)
+        script = workdir / "wrk-report.lua"
+        script.write_text(WRK_SCRIPT)
+        candidate, state = start_appliance(net, workdir, args)
+        slave = None
+        try:
+            password, token = setup_users(state)  # the user store is SQLite: fine while the appliance runs
+            t0 = time.monotonic()
+            wait_locked(candidate, state, args.ready_timeout)
+            to_locked = time.monotonic() - t0
+            url = f"https://{net.ip4_a}:{WEB_PORT}"
+            check = login(net, url, password, token, state / "web-cert.pem")
+            slave = Ptp4l(net.b, transport="udp4", delay=PROFILE_DELAY[PROFILE],
+                          extra=slave_options(PROFILE, args.domain), sync_rate_hint=args.ptp_rate, label="measuring")
+            to_slave = slave.wait_slave(args.ready_timeout)
+            time.sleep(args.settle)
+            ctx = {"slave": slave, "appliance_pid": candidate.proc.pid, "candidate": candidate, "url": url,
+                   "token": token, "cookie": check["cookie"], "ntpload": ntpload, "wrk_script": script}
+            for r in range(args.rounds):
+                order = CONDITIONS if r % 2 == 0 else CONDITIONS[::-1]
+                for kind in ("ntp", "ptp"):
+                    for cond in order:
+                        windows.append(window(net, kind, cond, r, ctx, args))
+            final = wait_for(state, lambda st: True, 20)
+            after = login(net, url, password, token, state / "web-cert.pem")  # still answers; a new login works
+        except BaseException:
+            candidate.stop()
+            print(f"console_load: failed; appliance log tail:\n"
+                  f"{candidate.log_path.read_text(errors='replace')[-3000:]}", file=sys.stderr)
+            raise
+        finally:
+            if slave is not None:
+                slave.stop()
+            candidate.stop()
+        full_log = candidate.log_path.read_text(errors="replace")
+        problems = classify_log(full_log)
+        log_tail = full_log[-4000:]
+    summary = summarise(windows)
+    ok = report(summary, windows, args, check)
+    ptp_out = final.get("outputs", {}).get("ptp", {})
+    ntp_out = final.get("outputs", {}).get("ntp", {})
+    web_out = final.get("outputs", {}).get("web", {})
+    print(f"After the load: clock {final['clock']['state']}, PTP port {ptp_out.get('port_state', ptp_out.get('state'))}"
+          f", console {'serving' if web_out.get('serving', True) else 'NOT serving'}, a new login "
+          f"{'works' if after.get('dashboard_ok') else 'FAILS'}; locked after {to_locked:.1f} s, slave after "
+          f"{to_slave:.1f} s; run {time.monotonic() - started:.0f} s")
+    during = sum(w["log_until_measured_end"]["tracebacks"] + len(w["log_until_measured_end"]["error_lines"])
+                 for w in windows)
+    at_end = sum(w["log_after_measured_end"]["tracebacks"] + len(w["log_after_measured_end"]["error_lines"])
+                 for w in windows)
+    print(f"Appliance log: {problems['tracebacks']} tracebacks, {len(problems['error_lines'])} other error lines in "
+          f"all; {during} while the windows were measured, {at_end} in the last second of a window or the pause after "
+          f"it (wrk ending and dropping its connections)")
+    for text, count in sorted(problems["exceptions"].items(), key=lambda kv: -kv[1]):
+        print(f"    {count:5d} x {text}")
+    for line in problems["error_lines"][:10]:
+        print(f"          {line[:200]}")
+    ok &= during == 0 and bool(after.get("dashboard_ok"))
+    if args.json:
+        if not args.keep_series:
+            for w in windows:
+                w.pop("ptp_samples", None)
+        Path(args.json).write_text(json.dumps(
+            {"args": vars(args), "appliance_command": candidate.command, "appliance_cpu": APPLIANCE_CPU,
+             "load_cpu": LOAD_CPU, "web_rate_per_s": args.web_rate, "console_check": {k: v for k, v in check.items()
+                                                                                  if k != "cookie"},
+             "console_check_after": {k: v for k, v in after.items() if k != "cookie"},
+             "to_locked_s": to_locked, "to_slave_s": to_slave, "summary": summary, "windows": windows,
+             "final_status": {"clock": final.get("clock"), "ptp": ptp_out, "ntp": ntp_out, "web": web_out},
+             "appliance_log_problems": problems, "appliance_log_tail": log_tail}, indent=1, default=str))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
