@@ -179,39 +179,35 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_holdover(args: argparse.Namespace) -> int:
+def _control(args: argparse.Namespace, request: dict, what: str) -> dict | None:
+    """One request to the running appliance over its control socket, as the user running the command; None (and a
+    line on stderr) if it cannot be made or is refused."""
     import getpass
 
     from appliance import control
 
     config = load_config(args)
     try:
-        reply = control.request(config.control_socket_path(), {"cmd": "holdover", "action": args.action,
-                                                               "user": getpass.getuser()})
+        reply = control.request(config.control_socket_path(), {**request, "user": getpass.getuser()})
     except control.ControlError as exc:
-        print(f"appliance: holdover {args.action}: {exc}", file=sys.stderr)
-        return 1
+        print(f"appliance: {what}: {exc}", file=sys.stderr)
+        return None
     if not reply.get("ok"):
-        print(f"appliance: holdover {args.action}: {reply.get('error', 'refused')}", file=sys.stderr)
+        print(f"appliance: {what}: {reply.get('error', 'refused')}", file=sys.stderr)
+        return None
+    return reply
+
+
+def cmd_holdover(args: argparse.Namespace) -> int:
+    reply = _control(args, {"cmd": "holdover", "action": args.action}, f"holdover {args.action}")
+    if reply is None:
         return 1
     print(f"holdover {args.action}: clock is {reply['state']}")
     return 0
 
 
 def cmd_world(args: argparse.Namespace) -> int:
-    import getpass
-
-    from appliance import control
-
-    config = load_config(args)
-    try:
-        reply = control.request(config.control_socket_path(), {"cmd": "world", "action": args.action,
-                                                               "user": getpass.getuser()})
-    except control.ControlError as exc:
-        print(f"appliance: world {args.action}: {exc}", file=sys.stderr)
-        return 1
-    if not reply.get("ok"):
-        print(f"appliance: world {args.action}: {reply.get('error', 'refused')}", file=sys.stderr)
+    if _control(args, {"cmd": "world", "action": args.action}, f"world {args.action}") is None:
         return 1
     print(f"simulated world: {args.action}")
     return 0

@@ -42,7 +42,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> list[argparse.Argument
     pe.add_argument("--since", required=True, metavar="TIME", help=f"first instant included: {TIME_HELP}")
     pe.add_argument("--until", default="now", metavar="TIME", help=f"first instant excluded (default now): {TIME_HELP}")
     pe.add_argument("file", metavar="FILE", help="bundle file to write (JSON)")
-    _accept_relative_times(pe)
+    accept_relative_times(pe)
     ps = sub.add_parser("show", help="print the latest records")
     ps.add_argument("--last", type=int, default=20, metavar="N", help="how many records (default 20)")
     ps.add_argument("--kind", action="append", default=None, metavar="K",
@@ -51,7 +51,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> list[argparse.Argument
     return [pv, pe, ps]
 
 
-def _accept_relative_times(parser: argparse.ArgumentParser) -> None:
+def accept_relative_times(parser: argparse.ArgumentParser) -> None:
     # argparse takes "-1h" for an unknown option (only "-1" looks like a value to it), so "--since -1h" would fail;
     # widening its negative-number pattern lets relative times through.  "--since=-1h" works either way.
     if hasattr(parser, "_negative_number_matcher"):

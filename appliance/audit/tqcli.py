@@ -8,7 +8,6 @@ not a log) print one line on stderr and exit with status 2.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import time
 from collections.abc import Callable
@@ -16,16 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from appliance import leap
+from appliance.audit.cli import accept_relative_times, parse_time
 from appliance.audit.tqlog import Row, TimeQualityLog, ordered_state_seconds, utc_labeler
 from appliance.leap import LeapTable
-from appliance.timebase import NS_PER_S
 
 LOG_NAME = "quality.sqlite"
 EXIT_USAGE = 2
-_ISO = re.compile(r"^(\d{4})-(\d\d)-(\d\d)(?:[T ](\d\d):(\d\d)(?::(\d\d))?)?(?:Z|\+00:?00)?$")
-_RELATIVE = re.compile(r"^-(\d+)([smhd])$")
-_RELATIVE_OR_NUMBER = re.compile(r"^-\d+[smhd]?$|^-\d*\.\d+$")
-_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -38,8 +33,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     pe.add_argument("--since", required=True, metavar="T", help=f"start: {times}")
     pe.add_argument("--until", default="now", metavar="T", help=f"end, exclusive (default now): {times}")
     pe.add_argument("file", nargs="?", default="-", metavar="FILE|-", help="output file (default -: stdout)")
-    # argparse reads "-1h" as an unknown option unless it looks like a negative number, as "-1" does.
-    pe._negative_number_matcher = _RELATIVE_OR_NUMBER
+    accept_relative_times(pe)
     ps = qsub.add_parser("show", help="the latest rows as a table")
     _settings_args(ps)
     ps.add_argument("--last", type=int, default=20, metavar="N", help="number of rows (default 20)")
@@ -66,21 +60,6 @@ def run(args: argparse.Namespace, state_dir: Path, table: LeapTable, now_tai_ns:
     except (ValueError, OSError) as exc:  # QualityLogError is a ValueError
         print(f"appliance: quality: {exc}", file=sys.stderr)
         return EXIT_USAGE
-
-
-def parse_time(text: str, table: LeapTable, now_tai_ns: int) -> int:
-    """TAI ns of "now", a relative "-<n>s|m|h|d" before now, or an ISO UTC time (date, minute or second)."""
-    text = text.strip()
-    if text == "now":
-        return now_tai_ns
-    rel = _RELATIVE.match(text)
-    if rel:
-        return now_tai_ns - int(rel.group(1)) * _UNIT_S[rel.group(2)] * NS_PER_S
-    m = _ISO.match(text)
-    if not m:
-        raise ValueError(f"time {text!r}: expected UTC like 2026-12-03T10:00:00Z, now, or -30m/-1h/-7d")
-    fields = [int(g) if g else 0 for g in m.groups()]
-    return leap.utc_fields_to_tai(*fields, 0, table)
 
 
 def _export(args: argparse.Namespace, path: Path, table: LeapTable, now: int) -> int:

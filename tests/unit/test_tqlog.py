@@ -363,7 +363,7 @@ def test_cli_show_lists_seconds_per_state_of_merged_rows(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (("export", "--since", "yesterday"), "time 'yesterday': expected UTC like 2026-12-03T10:00:00Z"),
+    (("export", "--since", "yesterday"), "bad time 'yesterday': expected ISO UTC like 2026-12-03T10:00:00Z"),
     (("export", "--since", "2017-01-01T00:00:00Z", "--until", "2016-12-31T00:00:00Z"), "is not before --until"),
     (("export", "--since", "2016-12-30T23:59:60Z"), "not an inserted leap second"),
     (("show", "--last", "0"), "--last 0: must be at least 1"),
