@@ -60,6 +60,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -214,19 +216,24 @@ def children_rusage_s() -> float:
 class CpuMeter:
     """Between start() and stop(): busy and softirq share of each CPU; CPU seconds of the appliance's main process
     and of its children (the NTP worker), of wrk (still running at stop()) and of the children the bench reaped
-    meanwhile (ntpload)."""
+    meanwhile (ntpload).  Another load generator than wrk: ``load_name`` names its figure (``<name>_cpu_s``) and
+    ``load_cpu_s(pid)`` reads its CPU seconds; ``probe()``: more counters (seconds), their differences in "probe"."""
 
-    def __init__(self, appliance_pid: int, wrk_pid: int | None, measuring_pids: list[int]):
+    def __init__(self, appliance_pid: int, wrk_pid: int | None, measuring_pids: list[int],
+                 load_cpu_s: Callable[[int], float] | None = None, load_name: str = "wrk",
+                 probe: Callable[[], dict[str, float]] | None = None):
         self.pid, self.wrk_pid, self.measuring = appliance_pid, wrk_pid, measuring_pids
+        self.load_cpu_s, self.load_name, self.probe = load_cpu_s or proc_cpu_s, load_name, probe
         self.kids = children_of(appliance_pid)
 
     def start(self) -> None:
         self.t0, self.cpu0 = time.monotonic(), cpu_times()
         self.main0, self.kids0 = proc_cpu_s(self.pid), {k: proc_cpu_s(k) for k in self.kids}
-        self.wrk0 = proc_cpu_s(self.wrk_pid) if self.wrk_pid else 0.0
+        self.wrk0 = self.load_cpu_s(self.wrk_pid) if self.wrk_pid else 0.0
         self.reaped0 = children_rusage_s()
         self.measuring0 = sum(proc_cpu_s(p) for p in self.measuring)
         self.everyone0 = all_processes()
+        self.probe0 = self.probe() if self.probe else {}
 
     def stop(self) -> dict[str, Any]:
         elapsed, cpu1 = time.monotonic() - self.t0, cpu_times()
@@ -239,7 +246,7 @@ class CpuMeter:
         out = {"seconds": elapsed, "busy_pct": busy, "softirq_pct": softirq, "steal_pct": steal,
                "appliance_main_cpu_s": proc_cpu_s(self.pid) - self.main0,
                "appliance_children_cpu_s": sum(proc_cpu_s(k) - v for k, v in self.kids0.items()),
-               "wrk_cpu_s": proc_cpu_s(self.wrk_pid) - self.wrk0 if self.wrk_pid else 0.0,
+               f"{self.load_name}_cpu_s": self.load_cpu_s(self.wrk_pid) - self.wrk0 if self.wrk_pid else 0.0,
                "ntpload_cpu_s": children_rusage_s() - self.reaped0,
                "measuring_cpu_s": sum(proc_cpu_s(p) for p in self.measuring) - self.measuring0}
         # Whatever else ran on the two CPUs meanwhile (other users of a shared host): the time charged to
@@ -254,6 +261,8 @@ class CpuMeter:
             if pid not in mine and pid in self.everyone0 and cpu_s - self.everyone0[pid][1] > 0.05 * elapsed:
                 others[name] = others.get(name, 0.0) + cpu_s - self.everyone0[pid][1]
         out["other_processes_cpu_s"] = dict(sorted(others.items(), key=lambda kv: -kv[1])[:5])
+        if self.probe:
+            out["probe"] = {k: v - self.probe0.get(k, 0.0) for k, v in self.probe().items()}
         return out
 
 
@@ -316,23 +325,48 @@ def finish_wrk(proc: subprocess.Popen, args: argparse.Namespace) -> dict[str, An
     return result
 
 
+def start_console_load(net: NetnsPair, condition: str, ctx: dict[str, Any],
+                       args: argparse.Namespace) -> subprocess.Popen:
+    url = f"{ctx['url']}/api/v1/status" if condition == "api" else f"{ctx['url']}/"
+    header = f"Authorization: Bearer {ctx['token']}" if condition == "api" else f"Cookie: {ctx['cookie']}"
+    return start_wrk(net, url, header, args, ctx["wrk_script"])
+
+
+@dataclass(frozen=True)
+class Load:
+    """The load a window runs for a condition other than "none", and how the bench names and summarises it (this
+    bench: wrk on the console; bench/snmp_load.py: snmpbulkwalk loops on the SNMP agent)."""
+
+    name: str  # "console": the progress lines, the report ("console load") and the summary's key
+    tool: str  # "wrk": a window's key for its result, and the CPU figure's name (<tool>_cpu_s)
+    conditions: tuple[str, ...]  # "none" first
+    start: Callable[[NetnsPair, str, dict[str, Any], argparse.Namespace], subprocess.Popen]
+    finish: Callable[[subprocess.Popen, argparse.Namespace], dict[str, Any]]
+    summarise: Callable[[list[dict[str, Any]]], dict[str, Any]]  # the results of one condition's windows of a kind
+    cpu_s: Callable[[int], float] = proc_cpu_s  # CPU seconds of the running generator (its pid)
+    main_does: str = "event loop, PTP, console threads"  # what the appliance's main process runs, for the report
+    probe: Callable[[int], dict[str, float]] | None = None  # more counters of the appliance (its pid) per window
+
+
 def window(net: NetnsPair, kind: str, condition: str, round_no: int, ctx: dict[str, Any],
-           args: argparse.Namespace) -> dict[str, Any]:
+           args: argparse.Namespace, load: Load | None = None) -> dict[str, Any]:
     """One window: wrk on ``condition`` (or nothing), and NTP load or PTP observation in the middle of it."""
-    print(f"  ... round {round_no + 1}: {kind.upper()} with console load: {condition}", file=sys.stderr, flush=True)
+    load = load or CONSOLE
+    print(f"  ... round {round_no + 1}: {kind.upper()} with {load.name} load: {condition}", file=sys.stderr,
+          flush=True)
     slave: Ptp4l = ctx["slave"]
     log: Path = ctx["candidate"].log_path
     measure_s = args.duration - 2 * LEAD_S
     wrk = None
     t_start, log_start = time.monotonic(), log_size(log)
     if condition != "none":
-        url = f"{ctx['url']}/api/v1/status" if condition == "api" else f"{ctx['url']}/"
-        header = f"Authorization: Bearer {ctx['token']}" if condition == "api" else f"Cookie: {ctx['cookie']}"
-        wrk = start_wrk(net, url, header, args, ctx["wrk_script"])
+        wrk = load.start(net, condition, ctx, args)
     measuring = [os.getpid(), slave.proc.pid] + ([slave._poller.proc.pid] if slave._poller and slave._poller.proc
                                                  else [])
+    probe = load.probe
     meter = CpuMeter(ctx["appliance_pid"], wrk.pid if wrk is not None else None,  # ip netns exec, chrt exec wrk
-                     measuring)
+                     measuring, load.cpu_s, load.tool,
+                     (lambda: probe(ctx["appliance_pid"])) if probe is not None else None)
     time.sleep(LEAD_S)
     out: dict[str, Any] = {"kind": kind, "condition": condition, "round": round_no}
     meter.start()
@@ -352,7 +386,7 @@ def window(net: NetnsPair, kind: str, condition: str, round_no: int, ctx: dict[s
     log_measured = log_size(log)
     remaining = t_start + args.duration - time.monotonic()
     if wrk is not None:
-        out["wrk"] = finish_wrk(wrk, args)
+        out[load.tool] = load.finish(wrk, args)
     elif remaining > 0:
         time.sleep(remaining)  # the same timing without console load
     time.sleep(GAP_S)  # a pause between windows; the poller's last samples; the log of wrk's last connections
@@ -386,9 +420,10 @@ def appliance_cli(*argv: str, state: Path, stdin: str = "") -> str:
     return out.stdout.strip()
 
 
-def start_appliance(net: NetnsPair, workdir: Path, args: argparse.Namespace) -> tuple[Candidate, Path]:
+def start_appliance(net: NetnsPair, workdir: Path, args: argparse.Namespace, extra: str = "") -> tuple[Candidate, Path]:
     """ptp_offset's appliance command (learned state, PTP on the veth), plus NTP and the console on namespace A's
-    address, pinned to APPLIANCE_CPU, under setpriv without CAP_SYS_TIME (Candidate)."""
+    address, pinned to APPLIANCE_CPU, under setpriv without CAP_SYS_TIME (Candidate); ``extra``: more settings
+    (``--set`` ...; ``{ip4}`` is namespace A's address)."""
     run_dir = workdir / "appliance"
     run_dir.mkdir()
     state = run_dir / "state"
@@ -396,7 +431,7 @@ def start_appliance(net: NetnsPair, workdir: Path, args: argparse.Namespace) -> 
     cmd = (f"taskset -c {APPLIANCE_CPU} {DEFAULT_CANDIDATE} --set ntp.enabled=true --set ntp.listen={{ip4}} "
            f"--set ntp.port={NTP_PORT} --set ntp.workers=1 --set ntp.rate_limit_per_s=0 "
            f"--set web.enabled=true --set web.listen={{ip4}} --set web.port={WEB_PORT} "
-           f"--set web.rate_per_s={args.web_rate} --set log.level=warning")
+           f"--set web.rate_per_s={args.web_rate} --set log.level=warning" + (f" {extra}" if extra else ""))
     fields = {"python": sys.executable, "iface": net.if_a, "transport": "udp4", "log_sync": log_sync_of(args.ptp_rate),
               "state_dir": state, "domain": args.domain, "profile": PROFILE, "ns": net.ns_a, "ip4": net.ip4_a,
               "ip6": net.ip6_a, "workdir": run_dir, "ptp4l_cfg": ""}
@@ -454,10 +489,35 @@ def med(values: list[float]) -> float:
     return statistics.median(values) if values else math.nan
 
 
-def summarise(windows: list[dict[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {"ntp": {}, "ptp": {}, "ptp_during_ntp_load": {}, "console": {}, "cpu": {}}
+def summarise_wrk(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """wrk's results of several windows: latency medians over them, counts summed."""
+    good = [r for r in runs if r.get("ok")]
+    statuses: dict[str, int] = {}
+    for r in good:
+        for k, v in r["status"].items():
+            statuses[k] = statuses.get(k, 0) + v
+    return {
+        "requests_per_s": med([r["requests_per_s"] for r in good]),
+        **{f"{p}_ms": med([r["latency_us"][p] / 1000 for r in good])
+           for p in ("p50", "p90", "p99", "max")},
+        "per_round_p50_ms": [r["latency_us"]["p50"] / 1000 for r in good],
+        "per_round_p99_ms": [r["latency_us"]["p99"] / 1000 for r in good],
+        "requests": sum(r["requests"] for r in good),
+        "socket_errors": sum(r["errors"][k] for r in good for k in ("connect", "read", "write")),
+        "timeouts": sum(r["errors"]["timeout"] for r in good),
+        "http_status": statuses, "bytes_per_request": med([r["bytes_per_request"] for r in good]),
+        "connection_close": sum(r["connection_close"] for r in good),
+        "failed_runs": len(runs) - len(good)}
+
+
+CONSOLE = Load("console", "wrk", CONDITIONS, start_console_load, finish_wrk, summarise_wrk)
+
+
+def summarise(windows: list[dict[str, Any]], load: Load | None = None) -> dict[str, Any]:
+    load = load or CONSOLE
+    out: dict[str, Any] = {"ntp": {}, "ptp": {}, "ptp_during_ntp_load": {}, load.name: {}, "cpu": {}}
     for kind in ("ntp", "ptp"):
-        for cond in CONDITIONS:
+        for cond in load.conditions:
             ws = [w for w in windows if w["kind"] == kind and w["condition"] == cond]
             out["cpu"][f"{kind}/{cond}"] = {
                 "cpu0_busy_pct": med([w["cpu"]["busy_pct"].get(f"cpu{APPLIANCE_CPU}", math.nan) for w in ws]),
@@ -467,7 +527,7 @@ def summarise(windows: list[dict[str, Any]]) -> dict[str, Any]:
                 "steal_pct": med([sum(w["cpu"]["steal_pct"].get(f"cpu{c}", 0.0) for c in (APPLIANCE_CPU, LOAD_CPU))
                                   for w in ws]),
                 **{f"{name}_cpu_pct": med([100 * w["cpu"][f"{name}_cpu_s"] / w["cpu"]["seconds"] for w in ws])
-                   for name in ("appliance_main", "appliance_children", "wrk", "ntpload", "measuring", "other")}}
+                   for name in ("appliance_main", "appliance_children", load.tool, "ntpload", "measuring", "other")}}
             if kind == "ntp":
                 ok = [w["ntp"] for w in ws if "replies_per_s" in w["ntp"]]
                 out["ntp"][cond] = {"replies_per_s": med([r["replies_per_s"] for r in ok]),
@@ -485,28 +545,11 @@ def summarise(windows: list[dict[str, Any]]) -> dict[str, Any]:
                 out["ptp"][cond]["per_round_rms_ns"] = [w["ptp"]["rms_ns"] for w in ws]
                 out["ptp"][cond]["per_round_p99_abs_ns"] = [w["ptp"]["p99_abs_ns"] for w in ws]
             if cond != "none":
-                runs = [w["wrk"] for w in ws]
-                good = [r for r in runs if r.get("ok")]
-                statuses: dict[str, int] = {}
-                for r in good:
-                    for k, v in r["status"].items():
-                        statuses[k] = statuses.get(k, 0) + v
-                out["console"][f"{cond}/{kind}"] = {
-                    "requests_per_s": med([r["requests_per_s"] for r in good]),
-                    **{f"{p}_ms": med([r["latency_us"][p] / 1000 for r in good])
-                       for p in ("p50", "p90", "p99", "max")},
-                    "per_round_p50_ms": [r["latency_us"]["p50"] / 1000 for r in good],
-                    "per_round_p99_ms": [r["latency_us"]["p99"] / 1000 for r in good],
-                    "requests": sum(r["requests"] for r in good),
-                    "socket_errors": sum(r["errors"][k] for r in good for k in ("connect", "read", "write")),
-                    "timeouts": sum(r["errors"]["timeout"] for r in good),
-                    "http_status": statuses, "bytes_per_request": med([r["bytes_per_request"] for r in good]),
-                    "connection_close": sum(r["connection_close"] for r in good),
-                    "failed_runs": len(runs) - len(good)}
+                out[load.name][f"{cond}/{kind}"] = load.summarise([w[load.tool] for w in ws])
     base_ntp = out["ntp"]["none"]["replies_per_s"]
     base_ptp = out["ptp"]["none"]
     out["ratios"] = {}
-    for cond in ("api", "dashboard"):
+    for cond in load.conditions[1:]:
         out["ratios"][cond] = {
             "ntp_replies": out["ntp"][cond]["replies_per_s"] / base_ntp if base_ntp else math.nan,
             "ptp_rms": out["ptp"][cond]["rms_ns"] / base_ptp["rms_ns"] if base_ptp["rms_ns"] else math.nan,
@@ -539,12 +582,22 @@ def report(s: dict[str, Any], windows: list[dict[str, Any]], args: argparse.Name
                   f"{c['timeouts']:8d}  {c['http_status']}")
             bad = sum(v for k, v in c["http_status"].items() if not k.startswith("2"))
             ok &= c["failed_runs"] == 0 and c["socket_errors"] == 0 and c["timeouts"] == 0 and bad == 0
+    return report_service(s, windows, args) and ok
+
+
+def report_service(s: dict[str, Any], windows: list[dict[str, Any]], args: argparse.Namespace,
+                   load: Load | None = None) -> bool:
+    """NTP replies/s, the PTP offset, the CPU use and the ratios with / without the load; False if a target is
+    missed or a window failed."""
+    load = load or CONSOLE
+    ok = True
+    label = f"{load.name} load"
     print(f"NTP replies/s at window {args.ntp_window} (median over rounds; per round, * = other work on the host or "
           f"the hypervisor took more than {OTHER_LIMIT_PCT:g} % of a CPU in that window)")
-    print(f"  {'console load':12} {'replies/s':>10} {'loss %':>7} {'rtt p50 us':>10} {'rtt p99 us':>10} "
+    print(f"  {label:12} {'replies/s':>10} {'loss %':>7} {'rtt p50 us':>10} {'rtt p99 us':>10} "
           f"{'ratio':>6}   per round (ratio to the round's own 'none')")
     base = s["ntp"]["none"]["per_round"]
-    for cond in CONDITIONS:
+    for cond in load.conditions:
         n = s["ntp"][cond]
         ratio = 1.0 if cond == "none" else s["ratios"][cond]["ntp_replies"]
         rounds = [f"{v:,.0f}{'*' if shared else ''}" + (f" ({v / b:.3f})" if cond != "none" and b else "")
@@ -553,9 +606,9 @@ def report(s: dict[str, Any], windows: list[dict[str, Any]], args: argparse.Name
               f"{n['rtt_us_p99']:10.0f} {ratio:6.3f}   " + ", ".join(rounds))
         ok &= n["errors"] == 0 and n["invalid"] == 0
     print("PTP offset seen by the ptp4l slave (samples of all rounds pooled)")
-    print(f"  {'console load':12} {'samples':>7} {'Sync/s':>6} {'rms ns':>8} {'p99|.| ns':>9} {'max|.| ns':>9} "
+    print(f"  {label:12} {'samples':>7} {'Sync/s':>6} {'rms ns':>8} {'p99|.| ns':>9} {'max|.| ns':>9} "
           f"{'mean ns':>8} {'>10us':>5} {'rms ratio':>9} {'p99 ratio':>9}")
-    for cond in CONDITIONS:
+    for cond in load.conditions:
         p = s["ptp"][cond]
         r = {"ptp_rms": 1.0, "ptp_p99_abs": 1.0} if cond == "none" else s["ratios"][cond]
         print(f"  {cond:12} {p['count']:7d} {p.get('syncs_per_s', math.nan):6.2f} {p['rms_ns']:8.0f} "
@@ -564,14 +617,14 @@ def report(s: dict[str, Any], windows: list[dict[str, Any]], args: argparse.Name
               f"{r['ptp_p99_abs']:9.3f}")
         ok &= p["count"] > 0
     print(f"CPU (medians over the windows): busy % (of it interrupts %) of CPU {APPLIANCE_CPU} and CPU {LOAD_CPU}; "
-          f"in % of one CPU: the appliance's main process (event loop, PTP, console threads), its child (NTP "
-          f"worker), wrk, ntpload, the measuring side (bench, ptp4l slave, pmc), other processes on the host, time "
-          f"stolen by the hypervisor")
+          f"in % of one CPU: the appliance's main process ({load.main_does}), its child (NTP "
+          f"worker), {load.tool}, ntpload, the measuring side (bench, ptp4l slave, pmc), other processes on the host, "
+          f"time stolen by the hypervisor")
     for key, c in s["cpu"].items():
         print(f"  {key:14} CPU{APPLIANCE_CPU} {c['cpu0_busy_pct']:5.1f} ({c['cpu0_softirq_pct']:4.1f})  "
               f"CPU{LOAD_CPU} {c['cpu1_busy_pct']:5.1f} ({c['cpu1_softirq_pct']:4.1f})   main "
               f"{c['appliance_main_cpu_pct']:5.1f}  NTP worker {c['appliance_children_cpu_pct']:5.1f}  "
-              f"wrk {c['wrk_cpu_pct']:5.1f}  ntpload {c['ntpload_cpu_pct']:5.1f}  measuring "
+              f"{load.tool} {c[f'{load.tool}_cpu_pct']:5.1f}  ntpload {c['ntpload_cpu_pct']:5.1f}  measuring "
               f"{c['measuring_cpu_pct']:4.1f}  other {c['other_cpu_pct']:5.1f}  steal {c['steal_pct']:4.1f}")
     busy = [k for k, c in s["cpu"].items() if c["other_cpu_pct"] > OTHER_LIMIT_PCT or c["steal_pct"] > OTHER_LIMIT_PCT]
     if busy:
@@ -584,8 +637,8 @@ def report(s: dict[str, Any], windows: list[dict[str, Any]], args: argparse.Name
         if names:
             print("    other processes seen (CPU s over all windows): "
                   + ", ".join(f"{n} {v:.1f}" for n, v in sorted(names.items(), key=lambda kv: -kv[1])[:6]))
-    print("Ratios with / without console load")
-    for cond in ("api", "dashboard"):
+    print(f"Ratios with / without {label}")
+    for cond in load.conditions[1:]:
         r = s["ratios"][cond]
         ntp_pass, rms_pass, p99_pass = (r["ntp_replies"] >= NTP_TARGET, r["ptp_rms"] <= PTP_TARGET,
                                         r["ptp_p99_abs"] <= PTP_TARGET)

@@ -1,7 +1,9 @@
 """The SNMP agent of a running appliance: settings to agent, status to MIB view, events to notifications.
 
-Edge module (the agent's sockets, loop timers, the host clock for sysUpTime).  The view is rebuilt from the
-appliance's status at most twice a second; a SET of applianceClockForcedHoldover goes through the same command path
+Edge module (the agent's sockets, its thread, loop timers, the host clock for sysUpTime).  The agent runs in a
+thread of its own, on its own event loop, at idle CPU priority: pysnmp spends about 2 ms of CPU on a GETBULK, and a
+walking NMS must not take that from NTP and PTP.  The appliance's loop publishes the status twice a second; the
+view is rebuilt from it at most twice a second; a SET of applianceClockForcedHoldover goes through the same command path
 as the control socket and the console (so it is audited, with the SNMPv3 user as its actor); notifications follow
 routed events, failed console logins (from the audit trail) and output faults.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -76,10 +79,15 @@ class SnmpPart:
                            object_id=enterprise_oid(pen), contact=str(config["snmp.sys_contact"]),
                            name=str(config["snmp.sys_name"]) or socket.gethostname(),
                            location=str(config["snmp.sys_location"]))
-        self.agent = Agent(str(config["snmp.listen"]), int(config["snmp.port"]), self.view, self._set, self.gate,
-                           str(config["snmp.community"]), users, bool(config["snmp.v3_allow_without_privacy"]),
-                           [(1, 3, 6, 1)], receivers, self._auth_failure,
-                           engine_id(config, pen))
+        self._agent_args = (str(config["snmp.listen"]), int(config["snmp.port"]), self.view, self._set, self.gate,
+                            str(config["snmp.community"]), users, bool(config["snmp.v3_allow_without_privacy"]),
+                            [(1, 3, 6, 1)], receivers, self._auth_failure, engine_id(config, pen))
+        self.agent: Agent | None = None  # made in the agent's own thread, on its own event loop
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._published: dict[str, Any] = {}
+        self._publish_timer: asyncio.TimerHandle | None = None
         self.listen, self.port = str(config["snmp.listen"]), int(config["snmp.port"])
         self.error = ""
         self._view: MibView | None = None
@@ -101,15 +109,24 @@ class SnmpPart:
         return self._alarm_index[code]
 
     def view(self) -> MibView:
+        """The view the agent answers from, in the agent's thread: rebuilt from the status the appliance's loop
+        published, at most twice a second."""
         now = time.monotonic()
         if self._view is None or now - self._view_at > VIEW_MAX_AGE_S:
-            from appliance.status import to_dict
-
-            system = System(uptime_ticks=int((now - self._started) * 100), **self.system)
-            self._view = build(self.table, to_dict(self.app.status()), system, self._utc, self.alarm_index,
-                               lambda tai_ns: leap.tai_to_posix_ns(tai_ns, self.app.utc.table)[0])
+            self._view = self._build(self._published)
             self._view_at = now
         return self._view
+
+    def _build(self, status: dict[str, Any]) -> MibView:
+        system = System(uptime_ticks=int((time.monotonic() - self._started) * 100), **self.system)
+        return build(self.table, status, system, self._utc, self.alarm_index,
+                     lambda tai_ns: leap.tai_to_posix_ns(tai_ns, self.app.utc.table)[0])
+
+    def _publish(self) -> None:
+        from appliance.status import to_dict
+
+        self._published = to_dict(self.app.status())
+        self._publish_timer = self.loop.call_later(VIEW_MAX_AGE_S, self._publish)
 
     # --- SET ------------------------------------------------------------------------------------------------------
     def _set(self, oid: tuple[int, ...], value: Any, user: str) -> None:
@@ -118,8 +135,13 @@ class SnmpPart:
         number = int(value)
         if number not in (1, 2):
             raise ValueError(f"TruthValue {number}: expected true(1) or false(2)")
-        reply = self.app.handle_command({"cmd": "holdover", "action": "start" if number == 1 else "stop",
-                                         "user": f"snmp:{user}"})
+        request = {"cmd": "holdover", "action": "start" if number == 1 else "stop", "user": f"snmp:{user}"}
+
+        async def command() -> dict[str, Any]:
+            reply = self.app.handle_command(request)
+            self._publish_now()
+            return reply
+        reply = asyncio.run_coroutine_threadsafe(command(), self.loop).result(5)
         self._view = None
         if not reply.get("ok"):
             raise SetRefused(str(reply.get("error", "refused")))
@@ -136,7 +158,7 @@ class SnmpPart:
             self.send(notice)
 
     def on_audit(self, record: Any) -> None:
-        """Called from whichever thread wrote the record (the console's): the agent lives on the loop."""
+        """Called from whichever thread wrote the record (the console's): notifications are built on the loop."""
         for notice in notify.for_audit(record.kind, record.text, record.at_tai_ns):
             self.loop.call_soon_threadsafe(self.send, notice)
 
@@ -146,13 +168,21 @@ class SnmpPart:
             return
         self._last_auth_trap = now
         log.warning("SNMP request from %s failed authentication", source)
-        self.send(notify.Notice("authenticationFailure", {"applianceNotifyText": f"SNMP authentication failure "
+        self.loop.call_soon_threadsafe(self.send, notify.Notice("authenticationFailure", {"applianceNotifyText": f"SNMP authentication failure "
                                                                                  f"from {source}",
                                                           "applianceNotifyTime": self.app.now_tai_ns()}))
 
+    def _publish_now(self) -> None:
+        from appliance.status import to_dict
+
+        self._published = to_dict(self.app.status())
+        self._view = None
+
     def send(self, notice: notify.Notice) -> None:
-        self._view = None  # the varbinds say how things are now, not half a second ago
-        view = self.view() if notice.name not in STANDARD else None
+        """On the appliance's loop: the varbinds from the status now (not half a second ago), sent from the agent's
+        thread."""
+        self._publish_now()
+        view = self._build(self._published) if notice.name not in STANDARD else None
         binds: list[tuple[tuple[int, ...], str, Any]] = []
         if notice.name in STANDARD:
             oid = STANDARD[notice.name]
@@ -182,7 +212,9 @@ class SnmpPart:
                 kind, encoded = found
             binds.append((obj.oid + suffix, kind, encoded))
         self.notifications += 1
-        self.agent.notify(oid, binds, int((time.monotonic() - self._started) * 100))
+        if self.agent is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(self.agent.notify, oid, binds,
+                                            int((time.monotonic() - self._started) * 100))
 
     def _watch_outputs(self) -> None:
         outputs = self.app.status().outputs
@@ -193,35 +225,63 @@ class SnmpPart:
 
     # --- lifecycle --------------------------------------------------------------------------------------------------
     def start(self) -> None:
-        try:
-            self.agent.start()
-        except Exception as exc:  # noqa: BLE001 - a port that cannot be bound must not stop time service
-            self.error = f"cannot serve on {self.listen} port {self.port}: {exc}"
+        self._publish()
+        self._thread = threading.Thread(target=self._run, name="snmp", daemon=True)
+        self._thread.start()
+        self._ready.wait(10)
+        self.app.time_outputs["snmp"] = self
+        if self.error:
             log.error("SNMP agent: %s", self.error)
-            self.app.time_outputs["snmp"] = self
             return
         log.info("SNMP agent on %s port %d", self.listen, self.port)
         self.app.listeners.append(self.on_event)
         audit = getattr(self.app, "audit_part", None)
         if audit is not None:
             audit.record_listeners.append(self.on_audit)
-        self.app.time_outputs["snmp"] = self
         self._last_outputs = dict(self.app.status().outputs)
         self._timer = self.loop.call_later(1.0, self._watch_outputs)
         self.send(notify.Notice("warmStart" if self.warm else "coldStart"))
 
+    def _run(self) -> None:
+        """The agent's thread: its own event loop, at idle CPU priority, so SNMP polling never takes CPU from NTP,
+        PTP or the clock (a waking time service preempts it at once)."""
+        from appliance.web.server import lower_priority
+
+        lower_priority()
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        try:
+            self.agent = Agent(*self._agent_args)
+            self.agent.start()
+            self._loop = loop
+        except Exception as exc:  # noqa: BLE001 - a port that cannot be bound must not stop time service
+            self.error = f"cannot serve on {self.listen} port {self.port}: {exc}"
+            self._ready.set()
+            loop.close()
+            return
+        self._ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            try:
+                self.agent.stop()
+            except Exception as exc:  # noqa: BLE001
+                log.debug("SNMP agent stop: %s", exc)
+            loop.close()
+
     def stop(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
+        for timer in (self._timer, self._publish_timer):
+            if timer is not None:
+                timer.cancel()
         if self.on_event in self.app.listeners:
             self.app.listeners.remove(self.on_event)
         self.app.time_outputs.pop("snmp", None)
-        try:
-            self.agent.stop()
-        except Exception as exc:  # noqa: BLE001
-            log.debug("SNMP agent stop: %s", exc)
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._thread is not None:
+            self._thread.join(5)
 
     def status(self) -> dict[str, Any]:
         return {"enabled": True, "listen": self.listen, "port": self.port, "error": self.error,
-                "notifications": self.notifications, "send_errors": self.agent.send_errors,
+                "notifications": self.notifications, "send_errors": self.agent.send_errors if self.agent else 0,
                 "denied": self.gate.denied, "rate_limited": self.gate.limited}
