@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -25,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flask import Flask, Response, abort, g, jsonify, redirect, render_template, request, session, url_for
+from flask import Flask, Response, g, jsonify, redirect, render_template, request, session, url_for
 from flask_wtf.csrf import CSRFError, CSRFProtect
 
 from appliance.web.users import ROLES, UserStore
@@ -186,9 +185,3 @@ def _refuse(code: int, message: str) -> Any:
         return redirect(url_for("views.login"))
     return render_template("refused.html", code=code, message=message), code
 
-
-def new_secret() -> bytes:
-    return secrets.token_bytes(32)
-
-
-__all__ = ["WebContext", "create_app", "needs", "can", "audit", "ctx_of", "abort", "RateLimiter", "new_secret"]
