@@ -238,7 +238,7 @@ class SnmpPart:
         audit = getattr(self.app, "audit_part", None)
         if audit is not None:
             audit.record_listeners.append(self.on_audit)
-        self._last_outputs = dict(self.app.status().outputs)
+        self._last_outputs = {}  # an output already faulty at start is notified at the first check
         self._timer = self.loop.call_later(1.0, self._watch_outputs)
         self.send(notify.Notice("warmStart" if self.warm else "coldStart"))
 

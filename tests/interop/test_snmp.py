@@ -69,6 +69,7 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, Path,
     state = work / "state"
     state.mkdir()
     seed_learned_state(state)  # the clock may hold over at once
+    (state / "status.json").write_text("{}")  # a file where the IRIG-B output wants a directory
     add = subprocess.run([sys.executable, "-m", "appliance", "snmp", "user-add", "nms", "--write", "--stdin",
                           "--set", f"state_dir={state}"], input=f"{AUTH}\n{PRIV}\n", capture_output=True, text=True,
                          env=ENV, cwd=REPO, timeout=60)
@@ -81,7 +82,10 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, Path,
                      "--set", f"snmp.engine_id={ENGINE[2:]}",
                      "--set", "snmp.listen=127.0.0.1", "--set", f"snmp.port={port}", "--set", "snmp.community=public",
                      "--set", f"snmp.trap_receivers=v2c:public@127.0.0.1:{v2.port},v3:nms@127.0.0.1:{v3.port}",
-                     "--set", "web.listen=127.0.0.1", "--set", f"web.port={web}")
+                     "--set", "web.listen=127.0.0.1", "--set", f"web.port={web}",
+                     # an IRIG-B AM output whose directory cannot be made: an output fault from the start
+                     "--set", "irig_out.format=B122", "--set", "irig_out.sink=wav",
+                     "--set", f"irig_out.wav_path={state / 'status.json' / 'irig.wav'}")
     try:
         wait_for(state, lambda s: s["clock"]["state"] in ("LOCKED", "HOLDOVER"), timeout_s=60)
         wait_for(state, lambda s: s["clock"]["state"] == "LOCKED", timeout_s=60)
@@ -132,7 +136,7 @@ def test_walk_of_the_whole_tree_equals_the_status(agent: tuple, tool: str, auth:
     used = sum(1 for k in sats if values[k].endswith("true(1)"))
     assert used == sum(1 for s in before["satellites"] if s["used"])
     outputs = {values[k].split(": ", 1)[1] for k in values if k.startswith("applianceOutputName.")}
-    assert outputs == {n for n in ("ntp", "ptp", "web", "audit") if n in before["outputs"]}
+    assert outputs == {n for n in ("ntp", "ptp", "irig", "web", "audit") if n in before["outputs"]}
     active = sum(1 for a in before["alarms"] if a["raised"])
     assert values["applianceAlarmsActive.0"] == f"Gauge32: {active} alarms"
     assert int(values["applianceNtpReplies.0"].split()[1]) <= after["outputs"]["ntp"]["totals"]["replies"]
@@ -164,6 +168,8 @@ def test_notifications_v2c_and_v3_for_holdover_reference_loss_and_failed_login(a
     port, state, v2, v3, web = agent
     for trapd in (v2, v3):
         trapd.wait(r"coldStart|warmStart")
+        trapd.wait(r"applianceOutputFaultRaised.*applianceOutputName\.irig = STRING: irig.*"
+                   r"applianceOutputFaultText\.irig = STRING: .*Not a directory")
     # forced holdover over SNMPv3 SET: holdover entered, and the state change
     done = snmp("snmpset", *V3, f"127.0.0.1:{port}", "applianceClockForcedHoldover.0", "i", "1")
     assert done.returncode == 0, done.stderr

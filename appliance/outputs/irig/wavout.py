@@ -105,7 +105,10 @@ class WavSink:
     # --- the appliance's side -------------------------------------------------------------------------------
     def start(self) -> None:
         if not self.stream:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:  # reported in status; each frame tries again, the appliance carries on
+                self._fail(exc)
         self._thread = threading.Thread(target=self._run, name="irig-am-wav", daemon=True)
         self._thread.start()
 
