@@ -23,6 +23,7 @@ from appliance.config import Config
 from appliance.events import (Alarm, ClockStateChanged, DeviceEvent, GnssEpoch, LeapInfo, PairedSecond, PpsEdge,
                               ReceiverState, ReceiverStateChanged, Rejected, Severity, StepClock, TimeLabel,
                               TimePulseInfo)
+from appliance.gnss.guard import IntegrityChanged, ReferenceGuard, ReferenceUsable
 from appliance.gnss.pairing import PpsPairer
 from appliance.gnss.receiver import GnssReceiver
 from appliance.holdover.discipline import DisciplineParams
@@ -53,6 +54,31 @@ def load_leap_table(config: Config) -> leap.LeapTable:
     return table
 
 
+def integrity_guard(config: Config) -> ReferenceGuard:
+    """The integrity monitor and its thresholds from the settings (``integrity.*``)."""
+    from appliance.config import parse_position
+    from appliance.events import Position
+    from appliance.gnss.integrity import (Detectors, DriftDetector, IntegrityMonitor, NtpCrossCheck,
+                                          PhaseJumpDetector, PositionDetector)
+    from appliance.gnss.survey import SurveyIn
+    from appliance.holdover.oscillator import OSCILLATORS, power_law
+
+    text = str(config["integrity.position"]).strip()
+    survey = (SurveyIn.configured(Position(*parse_position(text))) if text else
+              SurveyIn(float(config["integrity.survey_s"]), float(config["integrity.survey_max_std_m"]),
+                       min(60, int(config["integrity.survey_s"]))))
+    detectors = Detectors(position=PositionDetector(float(config["integrity.position_limit_m"])),
+                          jump=PhaseJumpDetector(float(config["integrity.phase_k"])),
+                          drift=DriftDetector(threshold_ns=float(config["integrity.drift_threshold_ns"])),
+                          ntp=NtpCrossCheck(float(config["integrity.ntp_margin_ms"]) * 1e6))
+    monitor = IntegrityMonitor(survey, float(config["integrity.qualification_s"]), detectors=detectors)
+    spec = OSCILLATORS[str(config["clock.oscillator"])]
+    # An oscillator is never this far off once warm (10 sigma of its tolerance, and the clamp of the loop).
+    max_freq = min(float(config["clock.max_frequency_ppb"]), 10 * spec.initial_offset_ppb + 50.0)
+    return ReferenceGuard(monitor, power_law(spec), enabled=bool(config["integrity.enabled"]),
+                          action=str(config["integrity.action"]), max_frequency_ppb=max_freq)
+
+
 def discipline_params(config: Config) -> DisciplineParams:
     return DisciplineParams(
         time_constant_s=float(config["clock.time_constant_s"]),
@@ -81,6 +107,7 @@ class Appliance:
         self.pairer = PpsPairer(int(config["gnss.label_max_age_ms"]) * NS_PER_MS, int(config["gnss.cable_delay_ns"]))
         self.clock = ClockService(discipline_params(config), str(config["clock.oscillator"]), backend, raw_now(),
                                   str(config["ptp.profile"]), str(config["clock.degraded_class"]))
+        self.guard = integrity_guard(config)
         self.backend_name = backend_name
         self._sim_time_error = sim_time_error
         self._save_state = save_state
@@ -145,17 +172,31 @@ class Appliance:
             for listener in self.listeners:
                 listener(ev)
 
+    def _guarded(self, events: list[object]) -> None:
+        """What the integrity guard says: alarms to the alarm book, the rest routed."""
+        self._alarms([e for e in events if isinstance(e, Alarm)])
+        self._route([e for e in events if not isinstance(e, Alarm)])
+
     def _handle(self, ev: object) -> None:
         if isinstance(ev, GnssEpoch):
             if ev.satellites:
                 self._last_sats = ev.satellites
+            self._guarded(self.guard.on_epoch(ev))
+        elif isinstance(ev, ReferenceUsable):
+            self._route(self.clock.on_integrity(ev.usable, ev.reason, ev.at_raw_ns))
+        elif isinstance(ev, IntegrityChanged):
+            (log.info if ev.usable and ev.new == "ok" else log.warning)(
+                "GNSS integrity %s -> %s (%s): %s", ev.old, ev.new, "used" if ev.usable else "REJECTED", ev.reason)
         elif isinstance(ev, TimeLabel):
             self._route(self.pairer.on_label(ev))
         elif isinstance(ev, TimePulseInfo):
             self.pairer.on_time_pulse(ev)
         elif isinstance(ev, PairedSecond):
             self.paired = (self.paired + [ev])[-64:]
-            self._route(self.clock.on_paired(ev))
+            offset, free_phase = self.clock.measure(ev)
+            self._guarded(self.guard.on_free_phase(ev.edge_raw_ns, free_phase))
+            if not self.guard.hold_sample:  # an outlier waits for the next sample to say step or noise
+                self._route(self.clock.on_offset(offset, ev.edge_raw_ns))
         elif isinstance(ev, LeapInfo):
             self._alarms(self.utc.on_receiver(ev, self.now_tai_ns()))
         elif isinstance(ev, ReceiverStateChanged):
@@ -297,7 +338,7 @@ class Appliance:
                 outputs[name] = {**outputs[name], "sink": sink.status()}
         return TimeStatus(now, leap.tai_to_utc(now, table).iso_ms(), self.mode, __version__, self.started_at_ns,
                           rx, self._last_sats, summarize(self._last_sats), pps, leap_status, clock,
-                          tuple(self.alarms.active.values()), outputs=outputs)
+                          tuple(self.alarms.active.values()), outputs=outputs, integrity=self.guard.status(raw))
 
     def apply_live(self, name: str, value: Any) -> bool:
         """Take a changed setting without a restart where the running parts can; False if it needs a restart."""

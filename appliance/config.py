@@ -37,7 +37,8 @@ class Setting:
             return "one of " + ", ".join(str(c) for c in self.choices)
         if self.type in ("int", "float") and (self.minimum is not None or self.maximum is not None):
             return f"{self.type} in [{_fmt(self.minimum)}, {_fmt(self.maximum)}]"
-        return {"address": "an IPv4 or IPv6 address", "bool": "true or false", "path": "a file path",
+        return {"address": "an IPv4 or IPv6 address", "position": "\"lat_deg,lon_deg,alt_m\" or empty",
+                "servers": "a list of NTP servers like [\"ntp1.example\", \"192.0.2.1:123\"]", "bool": "true or false", "path": "a file path",
                 "networks": "a list of networks like [\"192.0.2.0/24\", \"2001:db8::/32\"] (comma-separated "
                             "with --set)"}.get(
             self.type, self.type)
@@ -100,6 +101,30 @@ SETTINGS: tuple[Setting, ...] = (
       minimum=0, maximum=30 * 86_400),
     S("gnss.accuracy_ns", "int", 20, "Time accuracy of receiver, antenna and cabling (part of the error bound)",
       minimum=0, maximum=1_000_000, restart=False),
+    # --- GNSS integrity ------------------------------------------------------------------------------------
+    S("integrity.enabled", "bool", True, "Check the GNSS reference for spoofing and jamming"),
+    S("integrity.action", "enum", "reject", "On spoofing or jamming: reject the reference and hold over, or only "
+      "raise the alarm (monitor)", choices=("reject", "monitor")),
+    S("integrity.position", "position", "", "Antenna position as \"lat_deg,lon_deg,alt_m\" (WGS-84, height above "
+      "mean sea level); empty: survey it in"),
+    S("integrity.survey_s", "int", 3600, "Survey-in: seconds of 3D fixes averaged into the antenna's home position",
+      minimum=60, maximum=7 * 86_400),
+    S("integrity.survey_max_std_m", "float", 10.0, "Survey-in: largest scatter of the fixes (rms, m) accepted",
+      minimum=0.1, maximum=1000.0),
+    S("integrity.position_limit_m", "float", 50.0, "A fix this far from home is a position push (spoofing)",
+      minimum=1.0, maximum=100_000.0),
+    S("integrity.phase_k", "float", 3.0, "A phase this many times its predicted error bound away is a time jump",
+      minimum=1.5, maximum=100.0),
+    S("integrity.drift_threshold_ns", "float", 40.0, "Phase drift from the prediction accumulated beyond 5 ns/s "
+      "that counts as a time push", minimum=10.0, maximum=100_000.0),
+    S("integrity.qualification_s", "int", 60, "A rejected reference must be consistent this long before it is "
+      "used again", minimum=10, maximum=86_400),
+    S("integrity.ntp_servers", "servers", (), "NTP servers for a coarse cross-check of GNSS time (host or "
+      "host:port; comma-separated with --set); empty: none"),
+    S("integrity.ntp_interval_s", "int", 64, "Seconds between NTP cross-check polls of each server",
+      minimum=16, maximum=86_400),
+    S("integrity.ntp_margin_ms", "float", 5.0, "GNSS time this far beyond NTP's own uncertainty is spoofing",
+      minimum=0.5, maximum=10_000.0),
     # --- simulation -------------------------------------------------------------------------------------------
     S("sim.seed", "int", 1, "Seed of the simulated world (receiver noise, oscillator noise)", minimum=0,
       maximum=2**32 - 1),
@@ -333,11 +358,54 @@ def _coerce(setting: Setting, value: Any, from_text: bool) -> Any:
         return number
     if kind == "networks":
         return _networks(value, from_text)
+    if kind == "servers":
+        return _servers(value, from_text)
     if not isinstance(value, str):
         raise TypeError(f"expected a string, got {value!r}")
     if kind == "address":
         ipaddress.ip_address(value)  # ValueError names the bad text
+    if kind == "position" and value.strip():
+        parse_position(value)
     return value
+
+
+def parse_position(text: str) -> tuple[float, float, float]:
+    """\"lat_deg,lon_deg,alt_m\" -> floats, checked for range."""
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) != 3:
+        raise ValueError(f"expected lat_deg,lon_deg,alt_m, got {text!r}")
+    lat, lon, alt = (float(p) for p in parts)
+    if not (-90 <= lat <= 90 and -180 <= lon <= 180 and -1000 <= alt <= 100_000):
+        raise ValueError(f"position out of range: {text!r}")
+    return lat, lon, alt
+
+
+def split_server(text: str) -> tuple[str, int]:
+    """\"host\", \"host:port\", \"[v6]:port\" or a bare IPv6 address -> (host, port)."""
+    text = text.strip()
+    host, port = text, 123
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        if rest:
+            if not rest.startswith(":"):
+                raise ValueError(f"bad server {text!r}")
+            port = int(rest[1:])
+    elif text.count(":") == 1:
+        host, _, p = text.partition(":")
+        port = int(p)
+    if not host or not 0 < port < 65536 or any(c.isspace() for c in host):
+        raise ValueError(f"bad server {text!r}")
+    return host, port
+
+
+def _servers(value: Any, from_text: bool) -> tuple[str, ...]:
+    if from_text and isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise TypeError(f"expected a list of servers, got {value!r}")
+    for text in value:
+        split_server(text)
+    return tuple(value)
 
 
 def _networks(value: Any, from_text: bool) -> tuple[str, ...]:

@@ -82,6 +82,7 @@ class TimeStatus:
     alarms: tuple[Alarm, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
     outputs: dict[str, Any] = field(default_factory=dict)  # per output (ntp, ptp ...): its state and counters
+    integrity: Any = None  # GuardStatus: the GNSS integrity verdict, survey and detectors
 
 
 def summarize(satellites: tuple[SatInfo, ...]) -> tuple[ConstellationSummary, ...]:
@@ -112,6 +113,32 @@ def _plain(value: Any) -> Any:
     if isinstance(value, enum.Enum):
         return value.value
     return value
+
+
+def _integrity_line(g: dict[str, Any] | None) -> str:
+    if not g:
+        return "-"
+    if not g["enabled"]:
+        return "checks disabled (integrity.enabled=false)"
+    level = g["level"]
+    text = level.upper() if level != "ok" else "ok"
+    text += ", reference " + ("used" if g["usable"] else "REJECTED (holding over)")
+    if g["override"] != "auto":
+        text += f", operator override: {g['override']}"
+    elif g["action"] == "monitor":
+        text += " (monitor only)"
+    if g.get("requalify_in_s") is not None:
+        text += f", qualifies again after {g['requalify_in_s']:.0f} s of consistent data"
+    if level != "ok" and g["reasons"]:
+        text += ": " + "; ".join(g["reasons"][:3])
+    sv = g["survey"]
+    home = sv.get("home")
+    where = "" if not home else f" {home['lat_deg']:.6f} {home['lon_deg']:.6f} {home['alt_m'] or 0:.1f} m"
+    if sv["state"] == "fixed":
+        text += f"; home{where} ({sv['source']})"
+    else:
+        text += f"; surveying {sv['elapsed_s']:.0f}/{sv['duration_s']:.0f} s"
+    return text
 
 
 def _age(now_ns: int, then_ns: int | None) -> str:
@@ -152,6 +179,7 @@ def render(d: dict[str, Any]) -> str:
         "Satellites      : " + (", ".join(f"{c['name']} {c['used']}/{c['visible']}"
                                           + (f" ({c['mean_cn0_dbhz']:.0f} dBHz)" if c['mean_cn0_dbhz'] else "")
                                           for c in d["constellations"]) or "none") + "   (used/visible)",
+        "Integrity       : " + _integrity_line(d.get("integrity")),
         f"PPS             : {pps['source']}: {pps['edges']} edges, {pps['paired']} paired"
         + (f", qErr {pps['last_qerr_ps'] / 1000:+.1f} ns" if pps.get("last_qerr_ps") is not None else ""),
         f"UTC offset      : TAI-UTC {leap['tai_utc_s']} s from {leap['source']}"

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from appliance.events import (AdminCommand, Alarm, ClockStateChanged, DeviceEvent, ReceiverStateChanged, StepClock)
+from appliance.gnss.guard import IntegrityChanged
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,11 @@ def entry_for(event: object) -> Entry | None:
         return Entry("alarm.raised" if event.raised else "alarm.cleared", "system",
                      f"{'raised' if event.raised else 'cleared'} [{event.severity.value}] {event.text}",
                      {"code": event.code, "severity": event.severity.value})
+    if isinstance(event, IntegrityChanged):
+        use = "reference used" if event.usable else "reference rejected"
+        return Entry("reference.integrity", "system", f"GNSS integrity {event.old} -> {event.new}, {use}: "
+                     f"{event.reason}", {"old": event.old, "new": event.new, "usable": event.usable,
+                                         "reason": event.reason})
     if isinstance(event, StepClock):
         return Entry("clock.step", "system", f"clock stepped by {event.delta_ns:+d} ns (first lock)",
                      {"delta_ns": event.delta_ns})

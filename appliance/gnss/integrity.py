@@ -146,12 +146,14 @@ class DriftDetector:
     spoofing episode must not read as a push the other way): it counts, clipped, only when the next change is as
     large and the same way, i.e. a fast ramp.  Alarm at ``threshold_ns`` accumulated: a 100 ns/s push alarms within
     ~2 s, a 10 ns/s one within ~10 s, both far below 1 us of error; a quiet clock's few ns never get there.
-    ``rebase`` when the caller re-anchors its prediction.
+    ``rebase`` when the caller re-anchors its prediction.  The sums are capped at ``cap`` x the threshold, so once a
+    push ends the detector says "ok" after a few tens of seconds rather than the push's whole length.
     """
 
     def __init__(self, allowance_ns_per_s: float = 5.0, threshold_ns: float = 40.0, suspect_ns: float | None = None,
-                 clip_ns: float = 200.0, max_gap_s: float = 30.0):
+                 clip_ns: float = 200.0, max_gap_s: float = 30.0, cap: float = 2.0):
         self.allowance, self.threshold_ns = allowance_ns_per_s, threshold_ns
+        self.cap_ns = cap * threshold_ns  # a capped sum: a push that ends is "ok" again within seconds
         self.suspect_ns = suspect_ns if suspect_ns is not None else threshold_ns / 2
         self.clip_ns, self.max_gap_ns = clip_ns, int(max_gap_s * NS_PER_S)
         self._window: deque[tuple[int, float]] = deque(maxlen=3)
@@ -163,6 +165,11 @@ class DriftDetector:
         """The prediction was re-anchored: residuals before and after are not comparable.  The sums are kept."""
         self._window.clear()
         self._last, self._step = None, None
+
+    def reset(self) -> None:
+        """Start afresh: the alarm is latched, and from here the sums say whether the data drifts *now*."""
+        self.rebase()
+        self.up = self.down = 0.0
 
     def _changes(self, change: float, limit: float) -> list[float]:
         """The changes to accumulate: small ones as they are; a large one only once the next confirms a ramp."""
@@ -185,8 +192,8 @@ class DriftDetector:
             dt_s = max(1e-3, (filtered[0] - self._last[0]) / NS_PER_S)
             allowance = max(self.allowance, 3 * rate_sigma_ppb) * dt_s
             for change in self._changes(filtered[1] - self._last[1], self.clip_ns * max(1.0, dt_s)):
-                self.up = max(0.0, self.up + change - allowance)
-                self.down = max(0.0, self.down - change - allowance)
+                self.up = min(self.cap_ns, max(0.0, self.up + change - allowance))
+                self.down = min(self.cap_ns, max(0.0, self.down - change - allowance))
         self._last = filtered
         drift = max(self.up, self.down)
         sign = "+" if self.up >= self.down else "-"
@@ -574,6 +581,8 @@ class IntegrityMonitor:
     def _evaluate(self, at_ns: int, evidence: bool) -> Verdict:
         level, score, reasons, bad = self._raw(at_ns)
         if level in (Level.SPOOFED, Level.JAMMED):
+            if self._latched is None:
+                self.d.drift.reset()  # latched now: an attack that goes on shows as fresh drift, one that ends not
             held = self._latched[0] if self._latched else Level.OK
             self._latched = (max(level, held, key=SEVERITY.__getitem__), score, reasons)
             self._consistent_since = None

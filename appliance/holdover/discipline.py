@@ -314,6 +314,10 @@ class ClockDiscipline:
         self._corr_anchor_ns = raw_ns
         self.steps_ns.append(step_ns)
 
+    def correction_ns(self, raw_ns: int) -> float:
+        """Every correction applied to the clock since start (frequency integrated, and steps), at ``raw_ns``."""
+        return self._correction_ns(raw_ns)
+
     def _correction_ns(self, raw_ns: int) -> float:
         return self._corr_ns + (raw_ns - self._corr_anchor_ns) * self.freq_ppb * 1e-9
 

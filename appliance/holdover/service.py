@@ -62,17 +62,39 @@ class ClockService:
         self.backend = backend
         self.profile, self.degraded = profile, degraded
         self.samples = 0
+        self.receiver_usable = True
+        self.integrity_usable = True
+        self.integrity_reason = ""
 
     # --- inputs -------------------------------------------------------------------------------------------
-    def on_paired(self, paired: PairedSecond, temp_c: float | None = None) -> list[object]:
-        self.samples += 1
+    def measure(self, paired: PairedSecond) -> tuple[float, float]:
+        """(offset, free phase) of a paired second: served minus reference, and the reference against the raw
+        oscillator (the offset minus every correction the discipline applied), which no steering can hide."""
         offset = phase_offset_ns(self.backend.served_ns(paired.edge_raw_ns), paired)
-        return self._apply(self.engine.on_sample(offset, paired.edge_raw_ns, temp_c))
+        return offset, offset - self.engine.correction_ns(paired.edge_raw_ns)
+
+    def on_paired(self, paired: PairedSecond, temp_c: float | None = None) -> list[object]:
+        return self.on_offset(self.measure(paired)[0], paired.edge_raw_ns, temp_c)
+
+    def on_offset(self, offset_ns: float, raw_ns: int, temp_c: float | None = None) -> list[object]:
+        self.samples += 1
+        return self._apply(self.engine.on_sample(offset_ns, raw_ns, temp_c))
 
     def on_receiver_state(self, state: ReceiverState, reason: str, raw_ns: int) -> list[object]:
-        usable = state in USABLE_STATES
-        why = reason if not usable else f"receiver {state.value}"
-        return self._apply(self.engine.on_reference_usable(usable, f"receiver {state.value}: {why}", raw_ns))
+        self.receiver_usable = state in USABLE_STATES
+        why = reason if not self.receiver_usable else f"receiver {state.value}"
+        return self._usable(f"receiver {state.value}: {why}", raw_ns)
+
+    def on_integrity(self, usable: bool, reason: str, raw_ns: int) -> list[object]:
+        """The integrity checks accept or reject the reference (spoofing, jamming, operator override)."""
+        self.integrity_usable, self.integrity_reason = usable, reason
+        return self._usable(reason, raw_ns)
+
+    def _usable(self, reason: str, raw_ns: int) -> list[object]:
+        usable = self.receiver_usable and self.integrity_usable
+        if not self.integrity_usable and self.receiver_usable:
+            reason = self.integrity_reason
+        return self._apply(self.engine.on_reference_usable(usable, reason, raw_ns))
 
     def tick(self, raw_ns: int, temp_c: float | None = None) -> list[object]:
         return self._apply(self.engine.tick(raw_ns, temp_c))
