@@ -128,6 +128,7 @@ class Appliance:
         self.audit_hook: Callable[[str, str, str, dict[str, Any]], None] | None = None  # operator commands
         self.audit_part: Any = None  # the audit trail, when the runner keeps one
         self.world: Any = None  # the simulated world, when the appliance runs on one (drills: world commands)
+        self.ntp_check: Any = None  # the NTP cross-check poller, when servers are configured
         self._last_sats: tuple = ()
         self._last_rejects_logged: dict[str, int] = {}
         self._timers = [every(scheduler, 200 * NS_PER_MS, self._tick), every(scheduler, NS_PER_S, self._second),
@@ -144,6 +145,11 @@ class Appliance:
         self.pps_edges += 1
         self.pps_source = edge.source
         self._route(self.pairer.on_edge(edge))
+
+    def on_ntp_sample(self, sample: Any) -> None:
+        """An NTP cross-check answer (``ntpcheck.NtpSample``); failed queries only show in status."""
+        if not sample.error:
+            self._guarded(self.guard.on_ntp(self.raw_now(), sample.server, sample.offset_ns, sample.uncertainty_ns))
 
     def on_device(self, event: DeviceEvent) -> None:
         self._route(self.receiver.on_device(event, self.raw_now()))
@@ -338,7 +344,15 @@ class Appliance:
                 outputs[name] = {**outputs[name], "sink": sink.status()}
         return TimeStatus(now, leap.tai_to_utc(now, table).iso_ms(), self.mode, __version__, self.started_at_ns,
                           rx, self._last_sats, summarize(self._last_sats), pps, leap_status, clock,
-                          tuple(self.alarms.active.values()), outputs=outputs, integrity=self.guard.status(raw))
+                          tuple(self.alarms.active.values()), outputs=outputs, integrity=self._integrity_status(raw))
+
+    def _integrity_status(self, raw_ns: int) -> Any:
+        import dataclasses
+
+        status = self.guard.status(raw_ns)
+        if self.ntp_check is None:
+            return status
+        return dataclasses.replace(status, ntp={**(status.ntp or {}), "servers": self.ntp_check.status()})
 
     def apply_live(self, name: str, value: Any) -> bool:
         """Take a changed setting without a restart where the running parts can; False if it needs a restart."""
@@ -361,27 +375,112 @@ class Appliance:
         if cmd == "holdover":
             return self._holdover_command(str(request.get("action", "")), str(request.get("user", "operator")))
         if cmd == "world":
-            return self._world_command(str(request.get("action", "")), str(request.get("user", "operator")))
+            return self._world_command(str(request.get("action", "")), str(request.get("user", "operator")),
+                                       str(request.get("value", "")))
+        if cmd == "integrity":
+            return self._integrity_command(str(request.get("action", "")), str(request.get("user", "operator")))
         return {"ok": False, "error": f"unknown command {cmd!r}"}
 
-    def _world_command(self, action: str, who: str) -> dict[str, Any]:
-        """The simulated world, for drills and tests: block the antenna's sky or power the receiver off, and back."""
+    WORLD_ACTIONS = {
+        "block-sky": "block the antenna's view of the sky", "clear-sky": "give the antenna its sky back",
+        "receiver-off": "power the receiver off", "receiver-on": "power the receiver on",
+        "receiver-reset": "reset the receiver (no fix for 30 s)",
+        "spoof-push": "push the receiver's time by VALUE ns/s (default 100)",
+        "spoof-step": "step the receiver's time by VALUE ns (default 1000)",
+        "spoof-position": "push the receiver's position VALUE m north (default 100)",
+        "meacon": "replay the whole sky with a delay of VALUE ns (default 2000)",
+        "jam": "jam: C/N0 down by VALUE dB (default 15), jamming indicator up",
+        "spoof-system": "spoof one constellation: VALUE is name:ns, e.g. beidou:400",
+        "fake-sky": "a spoofer's own constellation replaces the real sky",
+        "stop-attacks": "end every attack: the true sky returns",
+    }
+
+    def _world_command(self, action: str, who: str, value: str = "") -> dict[str, Any]:
+        """The simulated world, for drills and tests: the sky, the receiver, and attacks on it."""
         world = getattr(self, "world", None)
         if world is None:
             return {"ok": False, "error": "there is no simulated world: the appliance runs on hardware"}
-        actions = {"block-sky": ("conditions", True), "clear-sky": ("conditions", False),
-                   "receiver-off": ("power", False), "receiver-on": ("power", True)}
-        if action not in actions:
-            return {"ok": False, "error": f"world takes {', '.join(actions)}"}
-        what, value = actions[action]
-        if what == "conditions":
-            world.receiver.conditions.blocked = value
-        else:
-            world.receiver_powered = value
-        log.warning("operator %s: simulated world: %s", who, action)
+        if action not in self.WORLD_ACTIONS:
+            return {"ok": False, "error": f"world takes {', '.join(self.WORLD_ACTIONS)}"}
+        try:
+            text = self._apply_world(world, action, value)
+        except ValueError as exc:
+            return {"ok": False, "error": f"world {action}: {exc}"}
+        log.warning("operator %s: simulated world: %s", who, text)
         if self.audit_hook is not None:
-            self.audit_hook("command", who, f"simulated world: {action}", {"command": "world", "action": action})
-        return {"ok": True}
+            self.audit_hook("command", who, f"simulated world: {text}", {"command": "world", "action": action,
+                                                                          "value": value})
+        return {"ok": True, "done": text}
+
+    def _apply_world(self, world: Any, action: str, value: str) -> str:
+        from appliance.events import Constellation
+
+        def number(default: float) -> float:
+            try:
+                return float(value) if value else default
+            except ValueError:
+                raise ValueError(f"{value!r} is not a number") from None
+
+        rx = world.receiver
+        c = rx.conditions
+        true_ns = world.true_ns()
+        if action in ("block-sky", "clear-sky"):
+            c.blocked = action == "block-sky"
+        elif action in ("receiver-off", "receiver-on"):
+            world.receiver_powered = action == "receiver-on"
+        elif action == "receiver-reset":
+            rx.reset(true_ns, 30)
+        elif action == "spoof-push":
+            rate = number(100.0)
+            c.push_ns_per_s, c.push_since_ns = rate, true_ns
+            return f"spoof-push {rate:g} ns/s"
+        elif action == "spoof-step":
+            step = int(number(1000.0))
+            c.time_offset_ns += step
+            return f"spoof-step {step:+d} ns"
+        elif action == "spoof-position":
+            metres = number(100.0)
+            c.position_offset_m = (metres, 0.0, 0.0)
+            return f"spoof-position {metres:g} m north"
+        elif action == "meacon":
+            delay = int(number(2000.0))
+            c.meaconing_delay_ns = delay
+            return f"meacon {delay} ns"
+        elif action == "jam":
+            db = number(15.0)
+            c.cn0_offset_db, c.jam_indicator, c.jamming_state = -abs(db), 200, 3
+            return f"jam {db:g} dB"
+        elif action == "spoof-system":
+            name, _, ns = value.partition(":")
+            systems = {k.value.lower(): k for k in Constellation}
+            if name.lower() not in systems or not ns:
+                raise ValueError(f"expected name:ns with name one of {', '.join(sorted(systems))}")
+            c.system_offsets_ns = {systems[name.lower()]: int(ns)}
+            return f"spoof-system {name} {int(ns):+d} ns"
+        elif action == "fake-sky":
+            c.fake_sky_seed = 4242
+        elif action == "stop-attacks":
+            fresh = type(c)()
+            fresh.blocked = c.blocked
+            rx.conditions = fresh
+        return action
+
+    def _integrity_command(self, action: str, who: str) -> dict[str, Any]:
+        """Operator override of the integrity verdict (trust, reject, auto) or a new survey-in; always audited."""
+        if action == "resurvey":
+            self.guard.resurvey()
+            events: list[object] = []
+        else:
+            try:
+                events = self.guard.set_override(action, self.raw_now(), who)
+            except ValueError as exc:
+                return {"ok": False, "error": str(exc)}
+        log.warning("operator %s: integrity %s", who, action)
+        if self.audit_hook is not None:
+            self.audit_hook("command", who, f"integrity {action}", {"command": "integrity", "action": action})
+        self._guarded(events)
+        g = self.guard
+        return {"ok": True, "override": g.override, "usable": g.usable, "level": g.monitor.verdict().level.value}
 
     def _holdover_command(self, action: str, who: str) -> dict[str, Any]:
         if action not in ("start", "stop"):
@@ -458,6 +557,8 @@ async def _main(config: Config) -> int:
         if config["web.enabled"]:
             parts.append(_web(config, app, loop, table))
         audit = _audit(config, app, loop, table)
+        if config["integrity.enabled"] and config["integrity.ntp_servers"]:
+            parts.append(_NtpCheckPart(config, app, loop, table))
         if config["snmp.enabled"]:
             from appliance.snmp.service import SnmpPart
 
@@ -503,6 +604,28 @@ def _clock_kept_time(app: Appliance) -> bool:
         return kernel.query().synchronized
     except OSError:
         return False
+
+
+class _NtpCheckPart:
+    """Polls the configured NTP servers from a thread; each answer reaches the integrity guard on the loop."""
+
+    def __init__(self, config: Config, app: Appliance, loop: asyncio.AbstractEventLoop, table: leap.LeapTable):
+        from appliance.gnss.ntpcheck import NtpCrossCheckPoller
+
+        def served_posix(host_ns: int) -> int:
+            return leap.tai_to_posix_ns(app.served_at_host(host_ns)[0], app.utc.table)[0]
+
+        self.app = app
+        self.poller = NtpCrossCheckPoller(tuple(config["integrity.ntp_servers"]),
+                                          float(config["integrity.ntp_interval_s"]), 2.0, served_posix,
+                                          lambda sample: loop.call_soon_threadsafe(app.on_ntp_sample, sample))
+
+    def start(self) -> None:
+        self.app.ntp_check = self.poller
+        self.poller.start()
+
+    def stop(self) -> None:
+        self.poller.stop()
 
 
 class _NtpPart:

@@ -46,9 +46,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("holdover", help="force the clock into holdover (maintenance, tests) or let it return")
     _settings_args(p)
     p.add_argument("action", choices=("start", "stop"))
-    p = sub.add_parser("world", help="drills on the running appliance's simulated world: block or clear the sky, "
-                       "power the receiver off or on")
-    p.add_argument("action", choices=("block-sky", "clear-sky", "receiver-off", "receiver-on"))
+    from appliance.app import Appliance
+
+    p = sub.add_parser("world", help="drills on the running appliance's simulated world: the sky, the receiver, "
+                       "spoofing and jamming", formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog="actions:\n" + "\n".join(f"  {k:<15} {v}" for k, v in Appliance.WORLD_ACTIONS.items()))
+    p.add_argument("action", choices=tuple(Appliance.WORLD_ACTIONS), metavar="ACTION")
+    p.add_argument("value", nargs="?", default="", help="the attack's size, where it takes one")
+    _settings_args(p)
+    p = sub.add_parser("integrity", help="override the GNSS integrity verdict (trust, reject, auto) or survey the "
+                       "antenna position again (resurvey); audited")
+    p.add_argument("action", choices=("trust", "reject", "auto", "resurvey"))
     _settings_args(p)
     p = sub.add_parser("sim", help="run a numbered, seeded clock scenario in simulated time and print its figures")
     p.add_argument("--scenario", required=True, metavar="NAME",
@@ -115,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     handler = {"run": cmd_run, "status": cmd_status, "replay": cmd_replay, "check-config": cmd_check_config,
                "config": cmd_config, "sim-receiver": cmd_sim_receiver, "holdover": cmd_holdover,
                "sim": cmd_sim, "irig": cmd_irig, "audit": cmd_audit, "quality": cmd_quality,
-               "user": cmd_user, "snmp": cmd_snmp, "world": cmd_world}[args.command]
+               "user": cmd_user, "snmp": cmd_snmp, "world": cmd_world,
+               "integrity": cmd_integrity}[args.command]
     try:
         return handler(args)
     except BrokenPipeError:
@@ -207,9 +216,19 @@ def cmd_holdover(args: argparse.Namespace) -> int:
 
 
 def cmd_world(args: argparse.Namespace) -> int:
-    if _control(args, {"cmd": "world", "action": args.action}, f"world {args.action}") is None:
+    reply = _control(args, {"cmd": "world", "action": args.action, "value": args.value}, f"world {args.action}")
+    if reply is None:
         return 1
-    print(f"simulated world: {args.action}")
+    print(f"simulated world: {reply.get('done', args.action)}")
+    return 0
+
+
+def cmd_integrity(args: argparse.Namespace) -> int:
+    reply = _control(args, {"cmd": "integrity", "action": args.action}, f"integrity {args.action}")
+    if reply is None:
+        return 1
+    print(f"integrity {args.action}: override {reply['override']}, verdict {reply['level']}, reference "
+          f"{'used' if reply['usable'] else 'rejected'}")
     return 0
 
 

@@ -131,6 +131,12 @@ def _integrity_line(g: dict[str, Any] | None) -> str:
         text += f", qualifies again after {g['requalify_in_s']:.0f} s of consistent data"
     if level != "ok" and g["reasons"]:
         text += ": " + "; ".join(g["reasons"][:3])
+    ntp = g.get("ntp") or {}
+    if "offset_ms" in ntp:
+        text += f"; NTP check {ntp['offset_ms']:+.2f} ms (+-{ntp['uncertainty_ms']:.2f}) via {ntp['server']}"
+    failing = [name for name, st in (ntp.get("servers") or {}).items() if st.get("error")]
+    if failing:
+        text += f"; NTP check failing: {', '.join(failing)}"
     sv = g["survey"]
     home = sv.get("home")
     where = "" if not home else f" {home['lat_deg']:.6f} {home['lon_deg']:.6f} {home['alt_m'] or 0:.1f} m"

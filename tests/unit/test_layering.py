@@ -17,6 +17,7 @@ EDGES = {
     "cli": "command line",
     "__main__": "python -m appliance",
     "control": "the Unix control socket",
+    "gnss.ntpcheck": "polls NTP servers with ntplib (UDP) from a thread; host clock reads",
     "sched": "AsyncioScheduler reads the host clock; SimScheduler beside it is pure",
     "gnss.serial_reader": "pyserial reader thread",
     "gnss.pps_linux": "Linux PPS API ioctl reader thread",

@@ -1,0 +1,108 @@
+"""The NTP cross-check poller against a real chronyd serving the host clock on loopback.
+
+chronyd runs through ``peers.Chronyd`` (``setpriv --bounding-set -sys_time chronyd -x``: it can neither adjust nor
+gain the right to adjust this machine's clock), here as a server: ``local stratum 1`` at a free port on 127.0.0.1 (and
+::1 where the host has it).  Its time is then the host clock, so the poller's offset against a served time equal to
+the host clock must be near zero, and a served time carried 50 ms away must show as -50 ms and alarm the detector.
+A missing chronyd fails the test under CI=true and skips it elsewhere (``peers.require``).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from appliance.gnss.integrity import Level, NtpCrossCheck
+from appliance.gnss.ntpcheck import NtpCrossCheckPoller, NtpSample
+from tests.interop.peers import Chronyd, eventually
+from tests.interop.procs import free_udp_port
+
+pytestmark = [pytest.mark.interop]
+MS = 1_000_000
+TIMEOUT_S = 1.0
+SPOOFED_BY_NS = 50 * MS
+
+
+def _has_ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+IPV6 = _has_ipv6_loopback()
+
+
+@pytest.fixture(scope="module")
+def chrony_port() -> Iterator[int]:
+    """A chronyd serving its (the host's) clock at stratum 1 on a free loopback port, answering loopback only."""
+    port = free_udp_port()
+    lines = [f"port {port}", "bindaddress 127.0.0.1", "allow 127.0.0.1", "local stratum 1"]
+    if IPV6:
+        lines += ["bindaddress ::1", "allow ::1"]
+    with Chronyd("\n".join(lines)) as chrony:
+        probe = NtpCrossCheckPoller([f"127.0.0.1:{port}"], 10.0, TIMEOUT_S, lambda host_ns: host_ns, lambda _: None)
+        eventually(lambda: not probe.poll_once()[0].error, 10, f"chronyd answering (log:\n{chrony.output()})")
+        yield port
+
+
+def _poll(port: int, served_ahead_ns: int = 0, host: str = "127.0.0.1") -> list[NtpSample]:
+    server = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    p = NtpCrossCheckPoller([server], 10.0, TIMEOUT_S, lambda host_ns: host_ns + served_ahead_ns, lambda _: None)
+    return [p.poll_once()[0] for _ in range(3)]
+
+
+def _assert_sane(sample: NtpSample) -> None:
+    assert sample.error == "", sample
+    assert sample.stratum == 1
+    # chronyd's local reference has no root delay and ~no dispersion: what remains is half a loopback round trip
+    # through two Python calls, well under a millisecond.
+    assert 0 < sample.uncertainty_ns < 5 * MS, sample
+
+
+def test_offset_against_the_host_clock_is_near_zero(chrony_port: int) -> None:
+    for sample in _poll(chrony_port):
+        _assert_sane(sample)
+        assert abs(sample.offset_ns) < 3 * MS, sample
+        assert NtpCrossCheck().update(sample.offset_ns, sample.uncertainty_ns).verdict is Level.OK
+
+
+def test_a_served_time_carried_away_shows_and_alarms(chrony_port: int) -> None:
+    for sample in _poll(chrony_port, served_ahead_ns=SPOOFED_BY_NS):
+        _assert_sane(sample)
+        assert abs(sample.offset_ns + SPOOFED_BY_NS) < 3 * MS, sample  # NTP minus served: behind by 50 ms
+        assert NtpCrossCheck().update(sample.offset_ns, sample.uncertainty_ns).verdict is Level.SPOOFED
+
+
+@pytest.mark.skipif(not IPV6, reason="no IPv6 loopback on this host")
+def test_ipv6_server_in_brackets(chrony_port: int) -> None:
+    for sample in _poll(chrony_port, host="::1"):
+        _assert_sane(sample)
+        assert abs(sample.offset_ns) < 3 * MS, sample
+
+
+def test_the_thread_polls_chronyd_and_stops(chrony_port: int) -> None:
+    server = f"127.0.0.1:{chrony_port}"
+    seen: list[NtpSample] = []
+    two = threading.Event()
+
+    def on_sample(sample: NtpSample) -> None:
+        seen.append(sample)
+        if len(seen) >= 2:
+            two.set()
+
+    p = NtpCrossCheckPoller([server], 0.3, TIMEOUT_S, lambda host_ns: host_ns, on_sample)
+    p.start()
+    try:
+        assert two.wait(5), seen
+    finally:
+        p.stop()
+    assert not any(t.name == "ntpcheck" for t in threading.enumerate())
+    row = p.status()[server]
+    assert row["polls"] == len(seen) >= 2 and row["failures"] == 0 and row["error"] == ""
+    assert abs(row["offset_ms"]) < 3 and 0 < row["uncertainty_ms"] < 5 and row["stratum"] == 1
