@@ -1,6 +1,7 @@
 """The REST API (JSON, /api/v1): status, satellites, alarms, audit, configuration, time quality, stability.
 
-Edge module (Flask views).  Viewers read everything; operators may also force or release holdover and download
+Edge module (Flask views).  Viewers read everything (the GNSS integrity verdict is part of the status); operators
+may also force or release holdover, override the GNSS integrity verdict or survey the antenna again, and download
 audit bundles; admins may also change settings.  Authentication is a session (with its CSRF token on writes) or
 ``Authorization: Bearer <token>``.  The OpenAPI document of all of it is ``/api/v1/openapi.json``.
 """
@@ -20,6 +21,8 @@ from appliance.web.openapi import document
 bp = Blueprint("api", __name__)
 NS_PER_S = 1_000_000_000
 MAX_RANGE_S = 400 * 86_400
+HOLDOVER_ACTIONS = ("start", "stop")
+INTEGRITY_ACTIONS = ("trust", "reject", "auto", "resurvey")  # the appliance's integrity command
 
 
 def _error(code: int, message: str) -> Any:
@@ -126,14 +129,25 @@ def config_change(name: str) -> Any:
 @bp.route("/holdover", methods=["POST"])
 @needs("operator")
 def holdover() -> Any:
+    return _operator_command("holdover", HOLDOVER_ACTIONS)
+
+
+@bp.route("/integrity", methods=["POST"])
+@needs("operator")
+def integrity() -> Any:
+    return _operator_command("integrity", INTEGRITY_ACTIONS)
+
+
+def _operator_command(cmd: str, actions: tuple[str, ...]) -> Any:
+    """Hand ``{"action": ...}`` to the appliance as ``cmd``: 400 on a bad body, 409 when the appliance refuses."""
     from flask import g
 
     body = request.get_json(silent=True) or {}
     action = body.get("action") if isinstance(body, dict) else None
-    if action not in ("start", "stop"):
-        return _error(400, 'expected {"action": "start"} or {"action": "stop"}')
+    if not isinstance(action, str) or action not in actions:
+        return _error(400, "expected " + " or ".join(f'{{"action": "{a}"}}' for a in actions))
     actor = f"{'api' if g.via == 'token' else 'web'}:{g.user}"
-    reply = ctx_of().command({"cmd": "holdover", "action": action, "user": actor})  # the appliance audits it
+    reply = ctx_of().command({"cmd": cmd, "action": action, "user": actor})  # the appliance audits it
     if not reply.get("ok"):
         return _error(409, str(reply.get("error", "refused")))
     return jsonify(reply)

@@ -19,12 +19,15 @@ _ERRORS = {"400": {"description": "bad request", "content": _JSON},
            "401": {"description": "no valid session or token", "content": _JSON},
            "403": {"description": "the user's role does not allow it", "content": _JSON},
            "429": {"description": "too many requests from this address", "content": _JSON}}
+_REFUSED = {"409": {"description": "the appliance refused the command (the reply's error says why)", "content": _JSON}}
 
 
 def _op(summary: str, role: str = "viewer", params: list[dict[str, Any]] | None = None,
-        body: dict[str, Any] | None = None, content: dict[str, Any] | None = None) -> dict[str, Any]:
+        body: dict[str, Any] | None = None, content: dict[str, Any] | None = None,
+        responses: dict[str, Any] | None = None) -> dict[str, Any]:
     op: dict[str, Any] = {"summary": summary, "description": f"Needs the {role} role.",
-                          "responses": {"200": {"description": "OK", "content": content or _JSON}, **_ERRORS}}
+                          "responses": {"200": {"description": "OK", "content": content or _JSON}, **_ERRORS,
+                                        **(responses or {})}}
     if params:
         op["parameters"] = params
     if body:
@@ -45,7 +48,7 @@ def document() -> dict[str, Any]:
                         "description": "the console's session; writes also need the X-CSRFToken header"}}},
         "security": [{"token": []}, {"session": []}],
         "paths": {
-            "/status": {"get": _op("The appliance's status: clock, receiver, leap, outputs, alarms")},
+            "/status": {"get": _op("The appliance's status: clock, receiver, GNSS integrity, leap, outputs, alarms")},
             "/satellites": {"get": _op("Satellites in view with azimuth, elevation, C/N0 and use")},
             "/alarms": {"get": _op("Active alarms and the history of raised and cleared alarms")},
             "/audit": {"get": _op("Audit records, newest first", params=[
@@ -64,7 +67,23 @@ def document() -> dict[str, Any]:
                                                        "schema": {"type": "string"}}]}},
             "/holdover": {"post": _op("Force holdover or release it (audited)", role="operator",
                                       body={"type": "object", "required": ["action"],
-                                            "properties": {"action": {"enum": ["start", "stop"]}}})},
+                                            "properties": {"action": {"enum": ["start", "stop"]}}},
+                                      responses=_REFUSED)},
+            "/integrity": {"post": _op("Override the GNSS integrity verdict (trust: use the reference whatever the "
+                                       "checks say; reject: hold over; auto: the checks decide) or survey the "
+                                       "antenna's position again (resurvey); audited. The verdict itself is the "
+                                       "status's integrity", role="operator",
+                                       body={"type": "object", "required": ["action"],
+                                             "properties": {"action": {"enum": ["trust", "reject", "auto",
+                                                                                "resurvey"]}}},
+                                       content={"application/json": {"schema": {
+                                           "type": "object", "required": ["ok"],
+                                           "properties": {"ok": {"type": "boolean"},
+                                                          "override": {"enum": ["auto", "trust", "reject"]},
+                                                          "usable": {"type": "boolean"},
+                                                          "level": {"enum": ["ok", "suspect", "jammed",
+                                                                             "spoofed"]}}}}},
+                                       responses=_REFUSED)},
             "/quality": {"get": _op("The time-quality record of a range, merged to at most max_points rows",
                                     params=[*_RANGE, {"name": "max_points", "in": "query",
                                                       "schema": {"type": "integer", "minimum": 10,

@@ -1,14 +1,17 @@
 """A real web console (``create_app``) around a recorded status, real stores in tmp_path and a recording command hook.
 
 ``console_env`` builds a ``WebContext`` as the appliance does, but from parts a test can inspect: the status is a
-simulated appliance's (taken once per session), ``commands`` records what the console asked the appliance to do,
-``live`` records the settings applied without a restart, the audit store, the time-quality log and the settings
-editor are the real ones on files in ``tmp_path``.  ``Browser`` is a test client that speaks HTTPS (the session cookie
-is Secure and CSRF checks the referrer over HTTPS) and knows how to log in and post forms with the CSRF token.
+simulated appliance's (taken once per session; a test may replace ``env.status``, e.g. with ``env.with_integrity``),
+``commands`` records what the console asked the appliance to do (the fake answers holdover and integrity commands
+as the appliance does, or refuses with ``env.refusal``), ``live`` records the settings applied without a restart,
+the audit store, the time-quality log and the settings editor are the real ones on files in ``tmp_path``.
+``Browser`` is a test client that speaks HTTPS (the session cookie is Secure and CSRF checks the referrer over HTTPS)
+and knows how to log in and post forms with the CSRF token.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import re
@@ -27,6 +30,18 @@ NS_PER_S = 1_000_000_000
 BASE = "https://localhost"
 PASSWORDS = {"viewer": "viewer-pass-0123", "operator": "operator-pass-4567", "admin": "admin-pass-89ab"}
 QUALITY_SECONDS = 300
+# The integrity part of a status whose verdict says spoofed: the reference rejected, qualifying again in 42.4 s
+SPOOFED: dict[str, Any] = {
+    "level": "spoofed", "usable": False, "score": 9.5, "requalify_in_s": 42.4, "rejections": 1,
+    "reasons": ["position: fix 200.0 m from the surveyed home (limit 50 m)", "sky: 27 of 41 satellites new"],
+    "findings": [{"detector": "position", "verdict": "spoofed", "score": 4.0,
+                  "reason": "fix 200.0 m from the surveyed home (limit 50 m)"},
+                 {"detector": "sky", "verdict": "ok", "score": 0.0, "reason": "0 of 38 tracked satellites new"}],
+    "survey": {"state": "fixed", "source": "configured",
+               "home": {"lat_deg": 46.2044, "lon_deg": 6.1432, "alt_m": 375.0},
+               "samples": 0, "std_m": None, "elapsed_s": 0.0, "duration_s": 0.0,
+               "reason": "home position configured (integrity.position)"},
+    "ntp": {"server": "ntp.example", "offset_ms": 0.42, "uncertainty_ms": 3.5, "at_raw_ns": 1}}
 _CSRF_META = re.compile(r'<meta name="csrf-token" content="([^"]+)"')
 _CSRF_FIELD = re.compile(r'name="csrf_token" value="([^"]+)"')
 
@@ -107,6 +122,33 @@ class ConsoleEnv:
     status: dict[str, Any]
     commands: list[dict[str, Any]] = field(default_factory=list)
     live: list[tuple[str, Any]] = field(default_factory=list)
+    refusal: str | None = None  # when set, the fake appliance refuses every command with this error
+
+    def with_integrity(self, **changes: Any) -> dict[str, Any]:
+        """Replace the status by a copy whose ``integrity`` has ``changes`` (the session's status is not touched)."""
+        status = copy.deepcopy(self.status)
+        status["integrity"] = {**status["integrity"], **changes}
+        self.status = status
+        return status
+
+    def answer(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The fake appliance's reply to a control command, as ``Appliance.command`` gives it."""
+        self.commands.append(request)
+        if self.refusal is not None:
+            return {"ok": False, "error": self.refusal}
+        if request.get("cmd") != "integrity":
+            return {"ok": True, "state": "HOLDOVER"}
+        g = self.status["integrity"]
+        action = request.get("action")
+        if action not in ("trust", "reject", "auto", "resurvey"):
+            return {"ok": False, "error": "integrity override takes auto, trust, reject"}
+        if action == "resurvey":
+            g = self.with_integrity(survey={**g["survey"], "state": "surveying", "source": "survey", "samples": 0,
+                                            "elapsed_s": 0.0, "reason": "surveying: 0 s"})["integrity"]
+        else:  # as the guard decides: trust uses the reference, reject holds over, auto follows the verdict
+            usable = {"trust": True, "reject": False}.get(action, g["level"] in ("ok", "suspect"))
+            g = self.with_integrity(override=action, usable=usable)["integrity"]
+        return {"ok": True, "override": g["override"], "usable": g["usable"], "level": g["level"]}
 
     @property
     def now_tai_ns(self) -> int:
@@ -193,10 +235,6 @@ def console_env(tmp_path: Path, sim_status: dict[str, Any], users_template: Path
         quality.flush()
         env = ConsoleEnv(app=None, ctx=None, state_dir=state_dir, status=sim_status)  # type: ignore[arg-type]
 
-        def command(request: dict[str, Any]) -> dict[str, Any]:
-            env.commands.append(request)
-            return {"ok": True, "state": "HOLDOVER"}
-
         def apply_live(name: str, value: Any) -> bool:
             env.live.append((name, value))
             return name == "log.level"
@@ -215,7 +253,7 @@ def console_env(tmp_path: Path, sim_status: dict[str, Any], users_template: Path
                 return path.read_bytes()
 
         fields: dict[str, Any] = {
-            "status": lambda: sim_status, "command": command, "users": users,
+            "status": lambda: env.status, "command": env.answer, "users": users,
             "settings": SettingsEditor(cfg.defaults(), state_dir, apply_live), "audit": store,
             "audit_append": audit_append, "quality": quality, "export_bundle": export, "utc_label": label,
             "now_tai_ns": lambda: now, "posix_ms": lambda tai_ns: leap.tai_to_posix_ns(tai_ns, table)[0] // 1_000_000,

@@ -2,16 +2,22 @@
 
 An operator logs in, sees LOCKED, forces holdover and sees HOLDOVER and clockClass 7 on the dashboard without a
 reload, finds the command in the audit log, verifies the chain and downloads a signed backup; a viewer tries to
-change a setting and is refused with nothing changed.  A screenshot of each page is kept in artifacts/web/.
+change a setting and is refused with nothing changed.  GNSS integrity: on the console of a fake appliance whose
+status the test sets, the dashboard's card follows the verdict to SPOOFED and the operator's override buttons; on the
+real appliance, a spoofed position (a world drill) turns the card SPOOFED until the attack ends and the reference
+qualifies again.  A screenshot of each page is kept in artifacts/web/.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.sync_api import expect
@@ -19,10 +25,14 @@ from playwright.sync_api import expect
 from tests.interop.peers import require
 from tests.interop.procs import ENV, appliance, free_tcp_port, stop, wait_for
 from tests.interop.ptp_appliance import seed_learned_state
+from tests.web.conftest import PASSWORDS as FAKE_PASSWORDS
+from tests.web.conftest import SPOOFED, ConsoleEnv
 
 pytestmark = [pytest.mark.interop]
 ARTIFACTS = Path(__file__).parents[2] / "artifacts" / "web"
 FAST = ["--set", "clock.warmup_s=0", "--set", "clock.qualify_s=3", "--set", "ntp.enabled=false"]
+HOME = "46.2044,6.1432,375"  # the simulated antenna's position: no survey-in to wait for
+INTEGRITY = ["--set", f"integrity.position={HOME}", "--set", "integrity.qualification_s=10"]
 PASSWORDS = {"operator": "operator-pass-1", "viewer": "viewer-pass-12"}
 
 
@@ -41,7 +51,7 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pat
     add_user(state, "operator", "operator")
     add_user(state, "viewer", "viewer")
     port = free_tcp_port()
-    proc = appliance("run", "--set", f"state_dir={state}", *FAST, "--set", "web.listen=127.0.0.1",
+    proc = appliance("run", "--set", f"state_dir={state}", *FAST, *INTEGRITY, "--set", "web.listen=127.0.0.1",
                      "--set", f"web.port={port}")
     try:
         wait_for(state, lambda s: s["clock"]["state"] == "LOCKED", timeout_s=60)
@@ -144,4 +154,160 @@ def test_viewer_is_refused_a_setting_change_and_nothing_changes(console: tuple[s
     assert next(s for s in settings if s["name"] == "log.level")["value"] == "info"
     page.goto(base + "/users")
     assert "the admin role is needed" in page.text_content("#refused")
+    page.context.close()
+
+
+# --- GNSS integrity -------------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def fake_console(console_env: Callable[..., ConsoleEnv], tmp_path: Path) -> Iterator[tuple[str, ConsoleEnv]]:
+    """The console of a fake appliance (tests/web/conftest.py) served over HTTPS on loopback: the test sets the status
+    the pages poll (``env.status``) and reads the commands they send (``env.commands``)."""
+    from werkzeug.serving import make_server
+
+    from appliance.web.tls import ensure_certificate
+
+    env = console_env()
+    cert, key = tmp_path / "web.crt", tmp_path / "web.key"
+    ensure_certificate(cert, key, "127.0.0.1", datetime.datetime.now(datetime.UTC))
+    server = make_server("127.0.0.1", 0, env.app, threaded=True, ssl_context=(str(cert), str(key)))
+    thread = threading.Thread(target=server.serve_forever, name="fake-console", daemon=True)
+    thread.start()
+    try:
+        yield f"https://127.0.0.1:{server.server_port}", env
+    finally:
+        server.shutdown()
+        thread.join(10)
+
+
+def _spoofed(env: ConsoleEnv) -> None:
+    """The fake appliance's status turns spoofed: the verdict, its alarm, the clock holding over."""
+    status = env.with_integrity(**SPOOFED)
+    alarm = {"code": "gnss-spoofing", "severity": "critical", "raised": True, "at_ns": env.now_tai_ns,
+             "text": "GNSS spoofing detected: " + SPOOFED["reasons"][0]}
+    env.status = {**status, "alarms": [alarm, *status["alarms"]],
+                  "clock": {**status["clock"], "state": "HOLDOVER", "reason": "GNSS integrity spoofed"}}
+
+
+def test_integrity_card_follows_the_verdict_and_the_operator_overrides_it(
+        fake_console: tuple[str, ConsoleEnv], browser: object) -> None:
+    base, env = fake_console
+    page: Any = login(browser, base, "operator", FAKE_PASSWORDS["operator"])
+    card = page.locator("#integrity")
+    expect(card).to_contain_text("GNSS integrity")
+    expect(page.locator("#integrity-level")).to_have_text("ok")
+    expect(page.locator("#integrity-usable")).to_have_text("reference used")
+    expect(page.locator("#integrity-reason")).to_have_text("all checks ok")
+    navigations: list[str] = []
+    page.on("framenavigated", lambda frame: navigations.append(frame.url))
+
+    page.click("#integrity-reject")  # the fake appliance applies the override to the status it publishes
+    expect(page.locator("#command-result")).to_have_text(
+        "integrity reject: override reject, verdict ok, reference REJECTED", timeout=10_000)
+    expect(page.locator("#integrity-usable")).to_have_text("reference REJECTED", timeout=10_000)
+    expect(page.locator("#integrity-override")).to_have_text("operator override: reject")
+    page.click("#integrity-auto")
+    expect(page.locator("#integrity-usable")).to_have_text("reference used", timeout=10_000)
+    expect(page.locator("#integrity-override")).to_have_text("")
+    assert env.commands == [{"cmd": "integrity", "action": "reject", "user": "web:operator"},
+                            {"cmd": "integrity", "action": "auto", "user": "web:operator"}]
+    shot(page, "dashboard-integrity-ok")
+
+    _spoofed(env)  # the next poll shows it, without a reload
+    level = page.locator("#integrity-level")
+    expect(level).to_have_text("SPOOFED", timeout=10_000)
+    expect(level).to_have_class("state integrity-spoofed")
+    expect(level).to_have_css("background-color", "rgb(130, 80, 223)")  # not the clock states' colours
+    expect(page.locator("#integrity-usable")).to_have_text("reference REJECTED")
+    expect(page.locator("#integrity-requalify")).to_have_text("qualifies again in 43 s")
+    expect(page.locator("#integrity-reason")).to_have_text(SPOOFED["reasons"][0])
+    expect(page.locator("#alarms li.critical")).to_contain_text("GNSS spoofing detected")
+    expect(page.locator("#state")).to_have_text("HOLDOVER")
+    assert navigations == [], "the dashboard changed without a reload"
+    shot(page, "dashboard-integrity-spoofed")
+
+    page.goto(base + "/gnss")
+    rows = page.locator("#integrity-findings tbody tr")
+    expect(rows).to_have_count(2, timeout=10_000)
+    expect(rows.nth(0)).to_contain_text("position")
+    expect(rows.nth(0)).to_contain_text("spoofed")
+    expect(rows.nth(0)).to_have_class("verdict-spoofed")
+    expect(page.locator("#rx-survey")).to_have_text("fixed (configured)")
+    expect(page.locator("#survey-detail")).to_have_text("46.204400, 6.143200, 375.0 m")
+    expect(page.locator("#integrity-ntp")).to_have_text("NTP cross-check via ntp.example: +0.42 ms (± 3.50 ms)")
+    expect(page.locator("#gnss-integrity")).to_have_text("SPOOFED")
+    page.wait_for_selector("#skyplot canvas", timeout=10_000)
+    shot(page, "gnss-integrity-spoofed")
+    page.click("#integrity-resurvey")
+    expect(page.locator("#rx-survey")).to_have_text("surveying", timeout=10_000)
+    expect(page.locator("#survey-detail")).to_contain_text("surveying 0 / 0 s, 0 fixes")
+    assert env.commands[-1] == {"cmd": "integrity", "action": "resurvey", "user": "web:operator"}
+    page.context.close()
+
+
+def test_a_viewer_sees_the_verdict_but_no_override(fake_console: tuple[str, ConsoleEnv], browser: object) -> None:
+    base, env = fake_console
+    _spoofed(env)
+    page: Any = login(browser, base, "viewer", FAKE_PASSWORDS["viewer"])
+    expect(page.locator("#integrity-level")).to_have_text("SPOOFED")
+    for button in ("#integrity-trust", "#integrity-reject", "#integrity-auto", "#holdover-start"):
+        expect(page.locator(button)).to_have_count(0)
+    page.goto(base + "/gnss")
+    expect(page.locator("#integrity-findings tbody tr")).to_have_count(2, timeout=10_000)
+    expect(page.locator("#integrity-resurvey")).to_have_count(0)
+    refused = page.request.post(base + "/api/v1/integrity", data={"action": "trust"},
+                                headers={"X-CSRFToken": page.locator('meta[name="csrf-token"]').get_attribute(
+                                    "content"), "Referer": base + "/"})
+    assert refused.status == 403
+    assert env.commands == []
+    page.context.close()
+
+
+def world(state: Path, action: str, value: str = "") -> None:
+    out = subprocess.run([sys.executable, "-m", "appliance", "world", action, *([value] if value else []),
+                          "--set", f"state_dir={state}"], capture_output=True, text=True, env=ENV, timeout=30,
+                         check=False)
+    assert out.returncode == 0, out.stderr
+
+
+def test_a_spoofed_position_turns_the_card_spoofed_until_the_reference_qualifies_again(
+        console: tuple[str, Path, subprocess.Popen], browser: object) -> None:
+    base, state, _ = console
+    page: Any = login(browser, base, "operator", PASSWORDS["operator"])
+    expect(page.locator("#integrity-level")).to_have_text("ok", timeout=20_000)
+    expect(page.locator("#integrity-usable")).to_have_text("reference used")
+    page.goto(base + "/gnss")
+    expect(page.locator("#rx-survey")).to_have_text("fixed (configured)", timeout=10_000)
+    expect(page.locator("#integrity-findings tbody tr", has_text="position")).to_have_count(1, timeout=10_000)
+    page.goto(base + "/")
+
+    world(state, "spoof-position", "200")
+    try:
+        expect(page.locator("#integrity-level")).to_have_text("SPOOFED", timeout=20_000)
+        expect(page.locator("#integrity-usable")).to_have_text("reference REJECTED")
+        expect(page.locator("#integrity-reason")).to_contain_text("from the surveyed home")
+        expect(page.locator("#alarms li.critical")).to_contain_text("GNSS spoofing detected", timeout=10_000)
+        expect(page.locator("#state")).not_to_have_text("LOCKED", timeout=10_000)
+        shot(page, "dashboard-spoofed-live")
+        page.goto(base + "/gnss")
+        expect(page.locator("#integrity-findings tbody tr.verdict-spoofed")).to_contain_text("position",
+                                                                                           timeout=10_000)
+        shot(page, "gnss-spoofed-live")
+        page.goto(base + "/")
+    finally:
+        world(state, "stop-attacks")
+    expect(page.locator("#integrity-requalify")).to_contain_text("qualifies again in", timeout=20_000)
+    expect(page.locator("#integrity-level")).to_have_text("ok", timeout=60_000)
+    expect(page.locator("#integrity-usable")).to_have_text("reference used")
+
+    page.click("#integrity-reject")  # the operator's override, on the real appliance
+    expect(page.locator("#integrity-usable")).to_have_text("reference REJECTED", timeout=10_000)
+    expect(page.locator("#integrity-override")).to_have_text("operator override: reject")
+    page.click("#integrity-auto")
+    expect(page.locator("#integrity-usable")).to_have_text("reference used", timeout=10_000)
+    expect(page.locator("#state")).to_have_text("LOCKED", timeout=60_000)
+    page.goto(base + "/audit")
+    for text in ("integrity reject", "integrity auto"):
+        row = page.locator("#audit tbody tr", has_text=text)
+        assert row.count() >= 1 and "web:operator" in row.first.inner_text(), text
     page.context.close()

@@ -73,7 +73,7 @@ def test_every_route_refuses_a_client_without_session_or_token(console_env: Any,
             assert forged.status_code == 401 or forged.headers["Location"].startswith("/login"), (method, path)
     # the walk saw the pages, the writes and the API (a route added later is covered by the same walk)
     assert {"views.dashboard", "views.config_change", "views.users_change", "views.logout", "views.audit_backup",
-            "api.status", "api.holdover", "api.config_change", "api.audit_export", "api.openapi"} <= checked
+            "api.status", "api.holdover", "api.integrity", "api.config_change", "api.audit_export", "api.openapi"} <= checked
     assert ("metrics" in checked) is not metrics_public
     assert env.commands == [] and env.live == []
     assert not env.overrides.exists()

@@ -62,24 +62,82 @@
     const tb = document.querySelector("#outputs tbody");
     if (tb) tb.replaceChildren(...Object.entries(s.outputs).map(([n, o]) =>
       row([n, o.enabled === false ? "disabled" : (o.error ? "FAULT" : "enabled"), outputDetail(n, o)])));
+    integrity(s.integrity);
     alarms(s.alarms);
   }
-  async function command(action) {
-    const r = await fetch("/api/v1/holdover", { method: "POST", credentials: "same-origin",
+  const LEVELS = ["ok", "suspect", "jammed", "spoofed"];
+  function integrity(g) {
+    const lv = $("integrity-level"); if (!lv) return;
+    const on = g && g.enabled;
+    const level = on ? (LEVELS.includes(g.level) ? g.level : "unknown") : "off";
+    const label = !g ? "-" : !on ? "off" : level === "ok" ? "ok" : String(g.level).toUpperCase();
+    if (lv.textContent !== label) lv.textContent = label;
+    lv.className = "state integrity-" + level;
+    const used = $("integrity-usable");
+    if (used) used.className = on && !g.usable ? "bad" : "muted";
+    text("integrity-usable", !g ? "" : !on ? "checks disabled" : g.usable ? "reference used" : "reference REJECTED");
+    text("integrity-override", !on ? "" : g.override !== "auto" ? "operator override: " + g.override : g.action === "monitor" ? "monitor only" : "");
+    text("integrity-requalify", on && g.requalify_in_s !== null && g.requalify_in_s !== undefined ? "qualifies again in " + Math.ceil(g.requalify_in_s) + " s" : "");
+    text("integrity-reason", !on ? "" : g.reasons && g.reasons.length ? g.reasons[0] : level === "ok" ? "all checks ok" : "");
+  }
+  async function post(url, action) {
+    const r = await fetch(url, { method: "POST", credentials: "same-origin",
       headers: { "Content-Type": "application/json", "X-CSRFToken": csrf }, body: JSON.stringify({ action }) });
-    const body = await r.json().catch(() => ({}));
+    return [r, await r.json().catch(() => ({}))];
+  }
+  async function command(action) {
+    const [r, body] = await post("/api/v1/holdover", action);
     text("command-result", r.ok ? "holdover " + action + ": " + body.state : "refused: " + (body.error || r.status));
     dashboard();
   }
+  async function integrityCommand(action, then) {
+    const [r, body] = await post("/api/v1/integrity", action);
+    text("command-result", r.ok ? "integrity " + action + ": override " + body.override + ", verdict " + body.level +
+      ", reference " + (body.usable ? "used" : "REJECTED") : "refused: " + (body.error || r.status));
+    then();
+  }
 
   const COLORS = { GPS: "#1f77b4", GLONASS: "#d62728", Galileo: "#2ca02c", BeiDou: "#ff7f0e", QZSS: "#9467bd", SBAS: "#8c564b", NavIC: "#e377c2" };
+  function where(p) {
+    return p.lat_deg.toFixed(6) + ", " + p.lon_deg.toFixed(6) + (p.alt_m !== null && p.alt_m !== undefined ? ", " + p.alt_m.toFixed(1) + " m" : "");
+  }
+  function num(v, digits) { return v === null || v === undefined ? "-" : Number(v).toFixed(digits); }
+  function integrityChecks(g) {
+    const sv = g && g.survey;
+    text("rx-survey", !sv ? "-" : sv.state === "fixed" ? "fixed (" + sv.source + ")" : sv.state);
+    text("survey-detail", !sv ? "-" : sv.state === "fixed" ? (sv.home ? where(sv.home) : "-") :
+      "surveying " + num(sv.elapsed_s, 0) + " / " + num(sv.duration_s, 0) + " s, " + sv.samples + " fixes");
+    text("survey-scatter", sv && sv.source === "survey" && sv.std_m !== null && sv.std_m !== undefined ? "scatter " + num(sv.std_m, 1) + " m rms" : "");
+    const detail = $("survey-detail"); if (detail && sv) detail.title = sv.reason || "";
+    const on = g && g.enabled;
+    text("gnss-integrity", !g ? "-" : !on ? "off" : g.level === "ok" ? "ok" : String(g.level).toUpperCase());
+    const gi = $("gnss-integrity");
+    if (gi) gi.className = "value small integrity-" + (!on ? "off" : LEVELS.includes(g.level) ? g.level : "unknown");
+    text("gnss-integrity-usable", !on ? (g ? "checks disabled" : "") : (g.usable ? "reference used" : "reference REJECTED") +
+      (g.override !== "auto" ? " (override " + g.override + ")" : ""));
+    const tb = document.querySelector("#integrity-findings tbody");
+    if (tb) tb.replaceChildren(...((g && g.findings) || []).map((f) => {
+      const tr = row([f.detector, f.verdict, num(f.score, 2), f.reason]); tr.className = "verdict-" + f.verdict; return tr;
+    }));
+    const ntp = (g && g.ntp) || {};
+    const el = $("integrity-ntp");
+    if (el) {
+      const failing = Object.entries(ntp.servers || {}).filter(([, st]) => st.error).map(([name]) => name);
+      let line = "";
+      if (ntp.offset_ms !== undefined && ntp.offset_ms !== null)
+        line = "NTP cross-check via " + ntp.server + ": " + (ntp.offset_ms >= 0 ? "+" : "") + ntp.offset_ms.toFixed(2) + " ms (± " + num(ntp.uncertainty_ms, 2) + " ms)";
+      if (failing.length) line += (line ? "; " : "NTP cross-check ") + "failing: " + failing.join(", ");
+      text("integrity-ntp", line);
+      el.hidden = !line;
+    }
+  }
   async function gnss() {
-    const d = await getJSON("/api/v1/satellites");
+    const d = await getJSON("/api/v1/status");
     const e = d.receiver.last_epoch;
     text("rx-state", d.receiver.state);
     text("rx-fix", e ? String(e.fix_mode) + (e.time_only ? " (fixed position, time only)" : "") : "-");
-    text("rx-position", e && e.position ? e.position.lat_deg.toFixed(6) + ", " + e.position.lon_deg.toFixed(6) + (e.position.alt_m !== null ? ", " + e.position.alt_m.toFixed(1) + " m" : "") : "-");
-    text("rx-survey", e && e.time_only ? "position held" : "navigating");
+    text("rx-position", e && e.position ? where(e.position) : "-");
+    integrityChecks(d.integrity);
     const sats = d.satellites;
     const byConst = {};
     for (const s of sats) (byConst[s.constellation] = byConst[s.constellation] || []).push(s);
@@ -144,7 +202,11 @@
   if (page === "dashboard") {
     every(dashboard, 1000);
     for (const b of document.querySelectorAll("button[data-action]")) b.addEventListener("click", () => command(b.dataset.action));
-  } else if (page === "gnss") every(gnss, 2000);
+    for (const b of document.querySelectorAll("button[data-integrity]")) b.addEventListener("click", () => integrityCommand(b.dataset.integrity, dashboard));
+  } else if (page === "gnss") {
+    every(gnss, 2000);
+    for (const b of document.querySelectorAll("button[data-integrity]")) b.addEventListener("click", () => integrityCommand(b.dataset.integrity, gnss));
+  }
   else if (page === "plots") { every(plots, 10000); $("window").addEventListener("change", () => plots()); }
   else if (page === "alarms") every(alarmsPage, 2000);
 })();
