@@ -121,6 +121,13 @@ class GnssEpoch:
     rx_raw_ns: int = 0
     sources: tuple[str, ...] = ()  # sentence / frame types that contributed
     time_only: bool = False  # timing receiver in fixed-position mode (u-blox gpsFix 5)
+    jam_indicator: int | None = None  # u-blox MON-HW jamInd: 0 no CW jamming .. 255 strong
+    jamming_state: int | None = None  # MON-HW jammingState: 0 unknown/disabled, 1 ok, 2 warning, 3 critical
+    spoofing_state: int | None = None  # NAV-STATUS spoofDetState: 0 unknown, 1 none, 2 indicated, 3 multiple
+    # Where each system's own time solution (NAV-TIMEGPS/GAL/BDS) puts this epoch, in ns on the TAI axis, minus where
+    # GPS puts it (GPS's own entry is then 0), or minus ``tai_ns`` when GPS did not report.  Positive: that system
+    # says the epoch is later.  Only systems reporting a valid time of week and week; () when none did.
+    system_offsets_ns: tuple[tuple[Constellation, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,11 +1,12 @@
 """Receiver records (NMEA and UBX) -> one GnssEpoch per navigation epoch.
 
 Pure core.  An epoch is everything the receiver said about one instant.  Records that carry a time (RMC, GGA, ZDA,
-NAV-PVT ...) name their epoch; records that do not (GSA, GSV, TIM-TP) belong to the epoch being assembled.  A record
-naming a different instant closes the current epoch, as does u-blox NAV-EOE or the caller after a quiet gap.  UBX
-navigation records name their epoch by GPS time of week (iTOW, shared by every message of one navigation epoch), which
-keeps an epoch whole across a leap second, where UTC time of day and iTOW stop moving together.  NMEA and UBX
-describing the same second (a timing receiver sends both) merge into one epoch.
+NAV-PVT ...) name their epoch; records that do not (GSA, GSV, TIM-TP, MON-HW) belong to the epoch being assembled.
+A record naming a different instant closes the current epoch, as does u-blox NAV-EOE or the caller after a quiet gap.
+UBX navigation records name their epoch by GPS time of week (iTOW, shared by every message of one navigation epoch),
+which keeps an epoch whole across a leap second, where UTC time of day and iTOW stop moving together.  NMEA and UBX
+describing the same second (a timing receiver sends both) merge into one epoch.  Per-system times (NAV-TIMEGPS,
+NAV-TIMEGAL, NAV-TIMEBDS) become offsets between the systems, for the integrity checks.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from appliance import leap
 from appliance.events import Constellation, FixMode, GnssEpoch, Position, SatInfo
 from appliance.gnss import nmea, ubx
 
+C = Constellation
 DAY_MS = 86_400_000
 WEEK_MS = 7 * DAY_MS
+SYSTEM_ORDER = tuple(ubx.SYSTEM_TIMES)  # GPS first: the reference of the offsets
 
 
 def utc_text(date: tuple[int, int, int], tod_ms: int) -> str:
@@ -67,6 +70,10 @@ class _Building:
     sig_used: set[tuple[Constellation, int]] = field(default_factory=set)  # NAV-SIG: used on any signal
     gga_count: int | None = None
     hdop: float | None = None
+    jam_indicator: int | None = None
+    jamming_state: int | None = None
+    spoofing_state: int | None = None
+    system_tai_ns: dict[Constellation, int] = field(default_factory=dict)  # where each system puts the epoch
     sources: list[str] = field(default_factory=list)
 
     def empty(self) -> bool:
@@ -91,7 +98,7 @@ class EpochAssembler:
         out: list[GnssEpoch] = []
         key = self._key_of(record)
         itow = _itow_of(record)
-        if self._names_other_epoch(key, itow):
+        if self._names_other_epoch(key, itow, _states_time(record)):
             out += self.flush()
         cur = self._cur
         if cur.empty():
@@ -125,11 +132,17 @@ class EpochAssembler:
         return None if cur.date is None or cur.tod_ms is None else utc_text(cur.date, cur.tod_ms)
 
     # --- which instant a record names -------------------------------------------------------------------------
-    def _names_other_epoch(self, key: tuple[int, object] | None, itow: int | None) -> bool:
+    def _names_other_epoch(self, key: tuple[int, object] | None, itow: int | None, stated: bool) -> bool:
         cur = self._cur
         if itow is not None and cur.itow_ms is not None:
             return itow != cur.itow_ms
-        return key is not None and cur.tod_ms is not None and key[0] != cur.tod_ms
+        if key is None or cur.tod_ms is None:
+            return False
+        if stated:
+            return key[0] != cur.tod_ms
+        # A time of day derived from iTOW cannot read 23:59:60: during an inserted second it reads the next day's
+        # 00:00:00, a whole day from the 86,400,000 ms NMEA states, and names the same epoch.
+        return (key[0] - cur.tod_ms) % DAY_MS != 0
 
     def _key_of(self, record: object) -> tuple[int, tuple[int, int, int] | None] | None:
         if isinstance(record, nmea.TimeRecord):
@@ -139,7 +152,8 @@ class EpochAssembler:
                 self._itow_to_tod_ms = (record.tod_ms - record.itow_ms) % DAY_MS
                 return record.tod_ms, record.date
             return None
-        if isinstance(record, ubx.UbxGpsTime) and record.leap_valid and self._itow_to_tod_ms is None:
+        if isinstance(record, ubx.UbxGpsTime) and record.leap_valid:
+            # Refreshed on every report, so that after a leap second iTOW keeps naming the epoch NMEA states.
             self._itow_to_tod_ms = (-record.leap_s * 1000) % DAY_MS
         itow = getattr(record, "itow_ms", None)
         if itow is not None and self._itow_to_tod_ms is not None and not isinstance(record, ubx.UbxEndOfEpoch):
@@ -179,6 +193,14 @@ class EpochAssembler:
                 cur.ubx_fix = r
             if r.position is not None:
                 cur.positions[0] = r.position
+            if r.spoofing_state is not None:
+                cur.spoofing_state = r.spoofing_state
+        elif isinstance(r, (ubx.UbxGpsTime, ubx.UbxSystemTime)):
+            at_ns = ubx.epoch_time_tai_ns(r)
+            if at_ns is not None:
+                cur.system_tai_ns[C.GPS if isinstance(r, ubx.UbxGpsTime) else r.constellation] = at_ns
+        elif isinstance(r, ubx.UbxHardware):
+            cur.jam_indicator, cur.jamming_state = r.jam_indicator, r.jamming_state
         elif isinstance(r, ubx.UbxPosition):
             cur.positions.setdefault(0, r.position)
         elif isinstance(r, ubx.UbxSats):
@@ -220,7 +242,8 @@ class EpochAssembler:
         valid = bool(cur.valid_votes) and all(cur.valid_votes) and tai is not None and mode >= FixMode.FIX_2D
         time_only = bool(cur.ubx_fix and cur.ubx_fix.time_only)
         return GnssEpoch(text, tai, valid, mode, position, sats, used_count, cur.hdop, cur.rx_raw_ns,
-                         tuple(dict.fromkeys(cur.sources)), time_only)
+                         tuple(dict.fromkeys(cur.sources)), time_only, cur.jam_indicator, cur.jamming_state,
+                         cur.spoofing_state, _system_offsets_ns(cur.system_tai_ns, tai))
 
     def _to_tai(self, date: tuple[int, int, int], tod_ms: int) -> int | None:
         seconds, millis = divmod(tod_ms, 1000)
@@ -274,3 +297,13 @@ class EpochAssembler:
         for const, prn in stated_used - set(merged):  # used but not in view this epoch (no GSV sent)
             out.append(SatInfo(const, prn, used=True))
         return tuple(sorted(out, key=lambda s: (s.constellation.value, s.prn)))
+
+
+def _system_offsets_ns(system_tai_ns: dict[Constellation, int],
+                       label_tai_ns: int | None) -> tuple[tuple[Constellation, int], ...]:
+    """Each system's instant minus GPS's (or, without GPS, minus the labelled second): the convention of
+    ``GnssEpoch.system_offsets_ns``.  Against GPS, an error common to every system (the receiver's own) cancels."""
+    reference = system_tai_ns.get(C.GPS, label_tai_ns)
+    if reference is None:
+        return ()
+    return tuple((system, system_tai_ns[system] - reference) for system in SYSTEM_ORDER if system in system_tai_ns)

@@ -1,18 +1,28 @@
 """u-blox UBX payloads -> typed receiver records (timing receivers' binary messages).
 
 Pure core.  Field layouts follow the u-blox M8/F9 interface descriptions (UBX-13003221, UBX-18010854): NAV-PVT,
-NAV-STATUS, NAV-POSLLH, NAV-DOP, NAV-TIMEUTC, NAV-TIMEGPS, NAV-TIMELS, NAV-SAT, NAV-SIG, NAV-EOE, TIM-TP and TIM-SVIN.
-Each layout is a ``struct`` format, so a short payload is a clear rejection rather than an index error.
+NAV-STATUS, NAV-POSLLH, NAV-DOP, NAV-TIMEUTC, NAV-TIMEGPS, NAV-TIMEGAL, NAV-TIMEBDS, NAV-TIMELS, NAV-SAT, NAV-SIG,
+NAV-EOE, MON-HW, TIM-TP and TIM-SVIN.  Each layout is a ``struct`` format, so a short payload is a clear rejection
+rather than an index error.  Each system's time of week converts to TAI here, where its week numbering is known.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from appliance.events import Constellation, FixMode, Position, Rejected, SatInfo
 
 C = Constellation
+NS_PER_S = 1_000_000_000
+NS_PER_MS = 1_000_000
+WEEK_S = 7 * 86_400
+GPS_EPOCH_TAI_S = 315_964_819  # 1980-01-06T00:00:00 UTC = 1980-01-06T00:00:19 TAI; GPS time = TAI - 19 s
+# Where each system's week 0 starts, in GPS weeks, and how far its time runs behind GPS time (s).  Galileo System
+# Time counts like GPS time from GPS week 1024 (1999-08-22); BeiDou Time is GPS time - 14 s, its week 0 starting
+# 2006-01-01T00:00:00 UTC (BDS-SIS-ICD 5.1.2, Galileo OS-SIS-ICD 5.1.2).
+SYSTEM_TIMES = {C.GPS: (0, 0), C.GALILEO: (1024, 0), C.BEIDOU: (1356, 14)}
 # NAV-SAT / NAV-SIG gnssId.
 GNSS_IDS = {0: C.GPS, 1: C.SBAS, 2: C.GALILEO, 3: C.BEIDOU, 5: C.QZSS, 6: C.GLONASS, 7: C.NAVIC}
 # NAV-STATUS / NAV-PVT gpsFix: 0 none, 1 dead reckoning only, 2 2D, 3 3D, 4 GNSS+DR, 5 time only.
@@ -71,6 +81,31 @@ class UbxGpsTime:
     tow_valid: bool
     week_valid: bool
     leap_valid: bool
+
+
+@dataclass(frozen=True, slots=True)
+class UbxSystemTime:
+    """NAV-TIMEGAL or NAV-TIMEBDS: where that system's own solution puts the navigation epoch at ``itow_ms``."""
+
+    kind: str
+    itow_ms: int
+    constellation: Constellation
+    tow_s: int
+    ftow_ns: int  # signed: the epoch is at tow_s + ftow_ns of that system's week
+    week: int
+    leap_s: int  # that system's time minus UTC
+    tow_valid: bool
+    week_valid: bool
+    leap_valid: bool
+    tacc_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class UbxHardware:
+    """MON-HW: the receiver's own interference monitor.  No iTOW: it belongs to the epoch being assembled."""
+
+    jam_indicator: int  # jamInd: 0 no CW jamming .. 255 strong
+    jamming_state: int  # 0 unknown or disabled, 1 ok, 2 warning, 3 critical
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,20 +171,44 @@ class UbxIgnored:
     kind: str
 
 
-UbxRecord = (UbxUtc | UbxFix | UbxPosition | UbxDop | UbxGpsTime | UbxLeap | UbxSats | UbxSignalsUsed | UbxTimePulse
-             | UbxSurvey | UbxEndOfEpoch | UbxIgnored)
+UbxRecord = (UbxUtc | UbxFix | UbxPosition | UbxDop | UbxGpsTime | UbxSystemTime | UbxHardware | UbxLeap | UbxSats
+             | UbxSignalsUsed | UbxTimePulse | UbxSurvey | UbxEndOfEpoch | UbxIgnored)
 
 NAMES = {
     (0x01, 0x01): "NAV-POSECEF", (0x01, 0x02): "NAV-POSLLH", (0x01, 0x03): "NAV-STATUS", (0x01, 0x04): "NAV-DOP",
     (0x01, 0x07): "NAV-PVT", (0x01, 0x11): "NAV-VELECEF", (0x01, 0x20): "NAV-TIMEGPS", (0x01, 0x21): "NAV-TIMEUTC",
-    (0x01, 0x22): "NAV-CLOCK", (0x01, 0x26): "NAV-TIMELS", (0x01, 0x35): "NAV-SAT", (0x01, 0x3B): "NAV-SVIN",
-    (0x01, 0x43): "NAV-SIG", (0x01, 0x61): "NAV-EOE", (0x0A, 0x09): "MON-HW", (0x0A, 0x38): "MON-RF",
-    (0x0D, 0x01): "TIM-TP", (0x0D, 0x04): "TIM-SVIN",
+    (0x01, 0x22): "NAV-CLOCK", (0x01, 0x24): "NAV-TIMEBDS", (0x01, 0x25): "NAV-TIMEGAL", (0x01, 0x26): "NAV-TIMELS",
+    (0x01, 0x35): "NAV-SAT", (0x01, 0x3B): "NAV-SVIN", (0x01, 0x43): "NAV-SIG", (0x01, 0x61): "NAV-EOE",
+    (0x0A, 0x09): "MON-HW", (0x0A, 0x38): "MON-RF", (0x0D, 0x01): "TIM-TP", (0x0D, 0x04): "TIM-SVIN",
 }
 
 
 def name_of(msg_class: int, msg_id: int) -> str:
     return NAMES.get((msg_class, msg_id), f"UBX-{msg_class:02X}-{msg_id:02X}")
+
+
+def system_time_tai_ns(system: Constellation, week: int, tow_ns: int) -> int:
+    """TAI (ns since 1970 TAI) of ``tow_ns`` into ``week`` of a system's own time (GPS, Galileo or BeiDou)."""
+    week0_gps, behind_s = SYSTEM_TIMES[system]
+    return (GPS_EPOCH_TAI_S + (week0_gps + week) * WEEK_S + behind_s) * NS_PER_S + tow_ns
+
+
+def tai_ns_to_system_time(system: Constellation, tai_ns: int) -> tuple[int, int, int]:
+    """(week, whole seconds of week, ns from that second in -0.5 s..0.5 s): the inverse of system_time_tai_ns."""
+    since_ns = tai_ns - system_time_tai_ns(system, 0, 0)
+    second = (since_ns + NS_PER_S // 2) // NS_PER_S
+    week, tow_s = divmod(second, WEEK_S)
+    return week, tow_s, since_ns - second * NS_PER_S
+
+
+def epoch_time_tai_ns(record: UbxGpsTime | UbxSystemTime) -> int | None:
+    """Where a per-system time record puts its epoch on the TAI axis; None unless its time of week and week are
+    valid."""
+    if not (record.tow_valid and record.week_valid):
+        return None
+    if isinstance(record, UbxGpsTime):
+        return system_time_tai_ns(C.GPS, record.week, record.itow_ms * NS_PER_MS + record.ftow_ns)
+    return system_time_tai_ns(record.constellation, record.week, record.tow_s * NS_PER_S + record.ftow_ns)
 
 
 def decode(msg_class: int, msg_id: int, payload: bytes) -> UbxRecord | Rejected:
@@ -182,7 +241,7 @@ def _nav_timeutc(p: bytes) -> UbxUtc:
 
 def _nav_pvt(p: bytes) -> UbxFix | tuple[UbxUtc, UbxFix]:
     (itow, year, month, day, hour, minute, sec, valid, tacc, nano, fix_type, flags, _flags2, num_sv,
-     lon, lat, height, hmsl) = struct.unpack_from("<IHBBBBBBIiBBBBiiii", p)
+     lon, lat, _height, hmsl) = struct.unpack_from("<IHBBBBBBIiBBBBiiii", p)
     fix_ok = bool(flags & 0x01)
     mode = _FIX.get(fix_type, FixMode.NO_FIX) if fix_ok else FixMode.NO_FIX
     pos = Position(lat * 1e-7, lon * 1e-7, hmsl / 1000.0) if fix_ok else None
@@ -215,6 +274,22 @@ def _nav_dop(p: bytes) -> UbxDop:
 def _nav_timegps(p: bytes) -> UbxGpsTime:
     itow, ftow, week, leap_s, valid = struct.unpack_from("<IihbB", p)
     return UbxGpsTime(itow, ftow, week, leap_s, bool(valid & 1), bool(valid & 2), bool(valid & 4))
+
+
+def _nav_system_time(kind: str, system: Constellation) -> Callable[[bytes], UbxSystemTime]:
+    """NAV-TIMEGAL and NAV-TIMEBDS share a layout: iTOW, tow (s), fraction (ns), week, leapS, valid, tAcc."""
+    def decode_time(p: bytes) -> UbxSystemTime:
+        itow, tow, ftow, week, leap_s, valid, tacc = struct.unpack_from("<IIihbBI", p)
+        if valid & 1 and tow >= WEEK_S:
+            raise ValueError(f"time of week {tow} s")
+        return UbxSystemTime(kind, itow, system, tow, ftow, week, leap_s, bool(valid & 1), bool(valid & 2),
+                             bool(valid & 4), tacc)
+    return decode_time
+
+
+def _mon_hw(p: bytes) -> UbxHardware:
+    flags, jam_ind = p[22], p[45]
+    return UbxHardware(jam_ind, (flags >> 2) & 0x03)
 
 
 def _nav_timels(p: bytes) -> UbxLeap:
@@ -272,15 +347,19 @@ _DECODERS = {
     (0x01, 0x02): _nav_posllh, (0x01, 0x03): _nav_status, (0x01, 0x04): _nav_dop, (0x01, 0x07): _nav_pvt,
     (0x01, 0x20): _nav_timegps, (0x01, 0x21): _nav_timeutc, (0x01, 0x26): _nav_timels, (0x01, 0x35): _nav_sat,
     (0x01, 0x43): _nav_sig, (0x01, 0x61): _nav_eoe, (0x0D, 0x01): _tim_tp, (0x0D, 0x04): _tim_svin,
+    (0x01, 0x24): _nav_system_time("NAV-TIMEBDS", C.BEIDOU), (0x01, 0x25): _nav_system_time("NAV-TIMEGAL", C.GALILEO),
+    (0x0A, 0x09): _mon_hw,
 }
 _MIN_LEN = {
     (0x01, 0x02): 28, (0x01, 0x03): 16, (0x01, 0x04): 18, (0x01, 0x07): 92, (0x01, 0x20): 16, (0x01, 0x21): 20,
     (0x01, 0x26): 24, (0x01, 0x35): 8, (0x01, 0x43): 8, (0x01, 0x61): 4, (0x0D, 0x01): 16, (0x0D, 0x04): 28,
+    (0x01, 0x24): 20, (0x01, 0x25): 20, (0x0A, 0x09): 60,
 }
 
 
 def encode_payload(kind: str, **fields: int) -> bytes:
-    """Build the payloads the simulated receiver sends (TIM-TP, NAV-TIMELS, NAV-STATUS), field names as above."""
+    """Build the payloads the simulated receiver sends (TIM-TP, NAV-TIMELS, NAV-STATUS, NAV-TIMEGPS, NAV-TIMEGAL,
+    NAV-TIMEBDS, MON-HW), field names as in the records above."""
     if kind == "TIM-TP":
         return struct.pack("<IIiHBB", fields["tow_ms"], fields.get("tow_sub", 0), fields["qerr_ps"],
                            fields["week"], fields.get("flags", 0x03), fields.get("ref", 0))
@@ -290,6 +369,19 @@ def encode_payload(kind: str, **fields: int) -> bytes:
                            fields.get("change", 0), fields.get("time_to_event_s", 0), fields.get("wn", 0),
                            fields.get("dn", 0), valid)
     if kind == "NAV-STATUS":
-        return struct.pack("<IBBBBII", fields["itow_ms"], fields["gps_fix"], fields.get("flags", 0x0D), 0,
-                           fields.get("flags2", 0x08), 0, 0)
+        flags2 = fields.get("flags2", (fields.get("spoofing_state", 1) & 0x03) << 3)
+        return struct.pack("<IBBBBII", fields["itow_ms"], fields["gps_fix"], fields.get("flags", 0x0D), 0, flags2, 0, 0)
+    if kind == "NAV-TIMEGPS":
+        return struct.pack("<IihbBI", fields["itow_ms"], fields.get("ftow_ns", 0), fields["week"],
+                           fields.get("leap_s", 0), fields.get("valid", 0x07), fields.get("tacc_ns", 0))
+    if kind in ("NAV-TIMEGAL", "NAV-TIMEBDS"):
+        return struct.pack("<IIihbBI", fields["itow_ms"], fields["tow_s"], fields.get("ftow_ns", 0), fields["week"],
+                           fields.get("leap_s", 0), fields.get("valid", 0x07), fields.get("tacc_ns", 0))
+    if kind == "MON-HW":
+        # pinSel..pinVal, noisePerMS, agcCnt, aStatus (2 ok), aPower (1 on), flags, reserved, usedMask, VP[17],
+        # jamInd, reserved[2], pinIrq, pullH, pullL: 60 bytes.
+        flags = (fields.get("jamming_state", 1) & 0x03) << 2
+        return struct.pack("<IIIIHHBBBBI17sBxxIII", 0, 0, 0, 0, fields.get("noise_per_ms", 80),
+                           fields.get("agc_cnt", 5000), 2, 1, flags, 0, 0, bytes(17), fields.get("jam_indicator", 0),
+                           0, 0, 0)
     raise ValueError(f"no encoder for {kind}")

@@ -153,3 +153,80 @@ def test_epoch_without_sky_report_keeps_the_last_one():
                                 "GPGSV,1,1,02,05,40,083,46,07,30,120,40", rmc("120001", "010125")))
     assert [e.used_count for e in epochs] == [2, 2]
     assert [len(e.satellites) for e in epochs] == [2, 2]
+
+
+# --- the integrity inputs: MON-HW, NAV-STATUS and each system's time ---------------------------------------------
+ITOW_1933_34 = 4 * 86_400_000 + (19 * 3600 + 33 * 60 + 34 + 18) * 1000  # Thursday 2025-07-31 19:33:34 UTC
+WEEK_2025_07_31 = 2377
+TAI_1933_34 = (1_753_990_414 + 37) * NS
+
+
+def frame(kind: str, msg_class: int, msg_id: int, **fields: int) -> object:
+    return ubx.decode(msg_class, msg_id, ubx.encode_payload(kind, **fields))
+
+
+def system_times(itow: int, gps_ftow_ns: int = 0, gal_ns: int = 0, bds_ns: int = 0, valid: int = 0x03) -> list:
+    """NAV-TIMEGPS/GAL/BDS putting the epoch at GPS + ``gps_ftow_ns``, and Galileo and BeiDou where told (ns from
+    the labelled second)."""
+    label = TAI_1933_34 + (itow - ITOW_1933_34) * 1_000_000
+    out = [frame("NAV-TIMEGPS", 0x01, 0x20, itow_ms=itow, ftow_ns=gps_ftow_ns, week=WEEK_2025_07_31, valid=valid)]
+    for kind, msg_id, system, extra_ns in (("NAV-TIMEGAL", 0x25, C.GALILEO, gal_ns),
+                                           ("NAV-TIMEBDS", 0x24, C.BEIDOU, bds_ns)):
+        week, tow_s, frac_ns = ubx.tai_ns_to_system_time(system, label + extra_ns)
+        out.append(frame(kind, 0x01, msg_id, itow_ms=itow, tow_s=tow_s, ftow_ns=frac_ns, week=week, valid=valid))
+    return out
+
+
+def test_label_second_matches_the_gps_time_the_fixtures_use():
+    assert ubx.system_time_tai_ns(C.GPS, WEEK_2025_07_31, ITOW_1933_34 * 1_000_000) == TAI_1933_34
+    (epoch,) = assemble(sentences(rmc("193334", "310725")))
+    assert epoch.tai_ns == TAI_1933_34
+
+
+def test_nmea_epoch_carries_the_receivers_monitors_and_system_offsets_from_gps():
+    records = [*sentences(rmc("193334", "310725"), gga("193334")),
+               *system_times(ITOW_1933_34, gps_ftow_ns=-20, gal_ns=-5, bds_ns=380),
+               frame("NAV-STATUS", 0x01, 0x03, itow_ms=ITOW_1933_34, gps_fix=3, spoofing_state=2),
+               frame("MON-HW", 0x0A, 0x09, jam_indicator=37, jamming_state=2)]
+    (epoch,) = assemble(records)
+    assert (epoch.jam_indicator, epoch.jamming_state, epoch.spoofing_state) == (37, 2, 2)
+    # Relative to where GPS puts the epoch (-20 ns): Galileo 15 ns later, BeiDou 400 ns later.
+    assert epoch.system_offsets_ns == ((C.GPS, 0), (C.GALILEO, 15), (C.BEIDOU, 400))
+    assert epoch.fix_mode == FixMode.FIX_3D and epoch.time_valid and epoch.tai_ns == TAI_1933_34
+
+
+def test_without_gps_time_the_offsets_are_from_the_labelled_second():
+    records = [*sentences(rmc("193334", "310725")), *system_times(ITOW_1933_34, gal_ns=-5, bds_ns=380)[1:]]
+    (epoch,) = assemble(records)
+    assert epoch.system_offsets_ns == ((C.GALILEO, -5), (C.BEIDOU, 380))
+
+
+def test_systems_without_a_valid_time_give_no_offset_and_an_epoch_without_them_says_none():
+    no_week = system_times(ITOW_1933_34, bds_ns=380)
+    no_week[2] = frame("NAV-TIMEBDS", 0x01, 0x24, itow_ms=ITOW_1933_34, tow_s=1, week=0, valid=0x01)
+    (epoch,) = assemble([*sentences(rmc("193334", "310725")), *no_week])
+    assert epoch.system_offsets_ns == ((C.GPS, 0), (C.GALILEO, 0))
+    (invalid,) = assemble([*sentences(rmc("193334", "310725")), *system_times(ITOW_1933_34, valid=0x00)])
+    assert invalid.system_offsets_ns == ()
+    (plain,) = assemble(sentences(rmc("193334", "310725")))
+    assert (plain.jam_indicator, plain.jamming_state, plain.spoofing_state, plain.system_offsets_ns) == (
+        None, None, None, ())
+
+
+def test_nmea_then_gps_time_with_leap_seconds_stays_one_epoch_per_second_across_the_leap_second():
+    """NAV-TIMEGPS's leapS lets iTOW name the epoch; it must follow the leap (GPS-UTC 17 -> 18 s), and during
+    23:59:60, which iTOW cannot express, the UBX frames still join the second NMEA states."""
+    itow_2359_59 = 6 * 86_400_000 + 86_399_000 + 17_000
+    seconds = [("235958", "311216", 17), ("235959", "311216", 17), ("235960", "311216", 17), ("000000", "010117", 18),
+               ("000001", "010117", 18)]
+    records = []
+    for i, (hms, date, leap_s) in enumerate(seconds):
+        itow = itow_2359_59 + (i - 1) * 1000
+        records += [*sentences(rmc(hms, date), gga(hms)),
+                    frame("NAV-TIMEGPS", 0x01, 0x20, itow_ms=itow, week=1930, leap_s=leap_s, valid=0x07),
+                    frame("NAV-TIMELS", 0x01, 0x26, itow_ms=itow, current_ls=leap_s),
+                    frame("NAV-STATUS", 0x01, 0x03, itow_ms=itow, gps_fix=3)]
+    epochs = assemble(records)
+    assert [e.utc_text[11:19] for e in epochs] == ["23:59:58", "23:59:59", "23:59:60", "00:00:00", "00:00:01"]
+    assert [e.tai_ns for e in epochs] == [TAI_2017 + k * NS for k in range(-3, 2)]
+    assert all({"RMC", "UbxGpsTime", "UbxLeap", "NAV-STATUS"} <= set(e.sources) for e in epochs)

@@ -162,9 +162,92 @@ def test_nav_status_round_trips_through_the_simulator_encoder():
     assert status.time_only and status.mode == FixMode.FIX_3D and status.itow_ms == ITOW
 
 
+@pytest.mark.parametrize("state", [0, 1, 2, 3])
+def test_nav_status_spoofing_state_round_trips(state):
+    status = ubx.decode(0x01, 0x03, ubx.encode_payload("NAV-STATUS", itow_ms=ITOW, gps_fix=3, spoofing_state=state))
+    assert status.spoofing_state == state and status.mode == FixMode.FIX_3D
+
+
+def mon_hw(flags: int, jam_ind: int) -> bytes:
+    """MON-HW as the M8/F9 interface description lays it out: flags at offset 22, jamInd at 45, 60 bytes."""
+    payload = bytearray(60)
+    payload[20:22] = bytes([2, 1])  # aStatus ok, aPower on
+    payload[22], payload[45] = flags, jam_ind
+    return bytes(payload)
+
+
+def test_mon_hw_jamming_indicator_and_state():
+    assert ubx.decode(0x0A, 0x09, mon_hw(0x0D, 187)) == ubx.UbxHardware(187, 3)  # rtcCalib + jammingState 3
+    assert ubx.decode(0x0A, 0x09, mon_hw(0x01, 4)) == ubx.UbxHardware(4, 0)
+
+
+@pytest.mark.parametrize("jam, state", [(0, 1), (200, 3), (255, 2)])
+def test_mon_hw_round_trips_through_the_simulator_encoder(jam, state):
+    payload = ubx.encode_payload("MON-HW", jam_indicator=jam, jamming_state=state)
+    assert len(payload) == 60
+    assert ubx.decode(0x0A, 0x09, payload) == ubx.UbxHardware(jam, state)
+
+
+def test_nav_timegps_round_trips_through_the_simulator_encoder():
+    payload = ubx.encode_payload("NAV-TIMEGPS", itow_ms=ITOW, ftow_ns=-312, week=2146, leap_s=18, valid=0x03,
+                                 tacc_ns=10)
+    assert ubx.decode(0x01, 0x20, payload) == ubx.UbxGpsTime(ITOW, -312, 2146, 18, True, True, False)
+
+
+def test_nav_timegal_and_timebds():
+    gal = struct.pack("<IIihbBI", ITOW, 237_905, 400_123, 1122, 18, 0x07, 9)
+    assert ubx.decode(0x01, 0x25, gal) == ubx.UbxSystemTime("NAV-TIMEGAL", ITOW, C.GALILEO, 237_905, 400_123, 1122,
+                                                            18, True, True, True, 9)
+    bds = struct.pack("<IIihbBI", ITOW, 237_891, -77, 790, 4, 0x01, 12)
+    assert ubx.decode(0x01, 0x24, bds) == ubx.UbxSystemTime("NAV-TIMEBDS", ITOW, C.BEIDOU, 237_891, -77, 790, 4,
+                                                            True, False, False, 12)
+
+
+@pytest.mark.parametrize("kind, msg_id, system", [("NAV-TIMEGAL", 0x25, C.GALILEO), ("NAV-TIMEBDS", 0x24, C.BEIDOU)])
+def test_system_time_round_trips_through_the_simulator_encoder(kind, msg_id, system):
+    payload = ubx.encode_payload(kind, itow_ms=ITOW, tow_s=604_799, ftow_ns=499_999_999, week=1300, leap_s=4)
+    assert ubx.decode(0x01, msg_id, payload) == ubx.UbxSystemTime(kind, ITOW, system, 604_799, 499_999_999, 1300, 4,
+                                                                  True, True, True, 0)
+
+
+def test_valid_time_of_week_beyond_the_week_is_a_bad_field():
+    payload = ubx.encode_payload("NAV-TIMEGAL", itow_ms=ITOW, tow_s=604_800, week=1300)
+    assert ubx.decode(0x01, 0x25, payload).reason == "bad-field"
+
+
+NS = 1_000_000_000
+TAI_2006 = (1_136_073_600 + 33) * NS  # 2006-01-01T00:00:00 UTC on the TAI axis (TAI-UTC 33 s then)
+
+
+def test_system_time_epochs_on_the_tai_axis():
+    assert ubx.system_time_tai_ns(C.GPS, 0, 0) == 315_964_819 * NS  # 1980-01-06T00:00:00 UTC, TAI-UTC 19 s
+    # Galileo System Time counts from GPS week 1024 (1999-08-22) and keeps GPS time's seconds.
+    assert ubx.system_time_tai_ns(C.GALILEO, 0, 0) == ubx.system_time_tai_ns(C.GPS, 1024, 0)
+    assert ubx.system_time_tai_ns(C.GALILEO, 1100, 5 * NS) == ubx.system_time_tai_ns(C.GPS, 2124, 5 * NS)
+    # BeiDou Time began at 2006-01-01T00:00:00 UTC and runs 14 s behind GPS time.
+    assert ubx.system_time_tai_ns(C.BEIDOU, 0, 0) == TAI_2006
+    assert ubx.system_time_tai_ns(C.BEIDOU, 0, 0) == ubx.system_time_tai_ns(C.GPS, 1356, 14 * NS)
+
+
+@pytest.mark.parametrize("system", [C.GPS, C.GALILEO, C.BEIDOU])
+@pytest.mark.parametrize("tai_ns", [TAI_2006 + 7 * 86_400 * NS - 1, 1_780_315_837 * NS + 700_000_000,
+                                    1_780_315_837 * NS - 300])
+def test_tai_to_system_time_is_the_inverse_with_a_fraction_of_at_most_half_a_second(system, tai_ns):
+    week, tow_s, frac_ns = ubx.tai_ns_to_system_time(system, tai_ns)
+    assert 0 <= tow_s < 604_800 and -NS // 2 <= frac_ns < NS // 2
+    assert ubx.system_time_tai_ns(system, week, tow_s * NS + frac_ns) == tai_ns
+
+
+def test_epoch_time_needs_a_valid_time_of_week_and_week():
+    gps = ubx.UbxGpsTime(1_000, -20, 2146, 18, True, True, False)
+    assert ubx.epoch_time_tai_ns(gps) == ubx.system_time_tai_ns(C.GPS, 2146, 1_000_000_000 - 20)
+    no_week = ubx.UbxSystemTime("NAV-TIMEBDS", 1_000, C.BEIDOU, 986, 0, 790, 4, True, False, True, 0)
+    assert ubx.epoch_time_tai_ns(no_week) is None
+
+
 MIN_LENGTHS = {(0x01, 0x02): 28, (0x01, 0x03): 16, (0x01, 0x04): 18, (0x01, 0x07): 92, (0x01, 0x20): 16,
-               (0x01, 0x21): 20, (0x01, 0x26): 24, (0x01, 0x35): 8, (0x01, 0x43): 8, (0x01, 0x61): 4,
-               (0x0D, 0x01): 16, (0x0D, 0x04): 28}
+               (0x01, 0x21): 20, (0x01, 0x24): 20, (0x01, 0x25): 20, (0x01, 0x26): 24, (0x01, 0x35): 8,
+               (0x01, 0x43): 8, (0x01, 0x61): 4, (0x0A, 0x09): 60, (0x0D, 0x01): 16, (0x0D, 0x04): 28}
 
 
 @pytest.mark.parametrize("class_id", sorted(MIN_LENGTHS))
