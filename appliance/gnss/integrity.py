@@ -74,7 +74,7 @@ def _worst(detector: str, findings: Iterable[Finding]) -> Finding:
     """One finding out of a detector's sub-checks: the worst verdict, the highest score, every non-ok reason."""
     found = list(findings)
     worst = max(found, key=lambda f: (SEVERITY[f.verdict], f.score))
-    bad = [f.reason for f in found if f.verdict is not Level.OK]
+    bad = list(dict.fromkeys(f.reason for f in found if f.verdict is not Level.OK))
     return Finding(detector, worst.verdict, max(f.score for f in found), "; ".join(bad) or worst.reason)
 
 
@@ -351,6 +351,7 @@ class SkyDetector:
         self.jump_deg, self.rate_deg_per_s = jump_deg, rate_deg_per_s
         self.window_ns, self.max_gap_ns = int(window_s * NS_PER_S), int(max_gap_s * NS_PER_S)
         self._skies: deque[tuple[int, dict[SatKey, SatInfo]]] = deque()
+        self._trusted: tuple[int, dict[SatKey, SatInfo]] | None = None  # the real sky, while a replaced one shows
 
     def update(self, at_ns: int, satellites: Iterable[SatInfo]) -> Finding:
         now = _tracked(satellites)
@@ -358,6 +359,37 @@ class SkyDetector:
             return _ok("sky", f"{len(now)} satellites tracked: too few to compare")
         if self._skies and at_ns - self._skies[-1][0] > self.max_gap_ns:
             self._skies.clear()
+        if self._trusted is not None:
+            return self._against_trusted(at_ns, now)
+        found = self._against_recent(at_ns, now)
+        if found.verdict is Level.SPOOFED and self._skies and len(self._skies) > 1:
+            self._trusted = self._skies[0]  # the sky before the change: what must come back
+        return found
+
+    def _against_trusted(self, at_ns: int, now: dict[SatKey, SatInfo]) -> Finding:
+        """A replaced sky stays spoofed for as long as it shows; the real one returning (moved on by the time that
+        passed) is sound again.  After ``max_gap_s`` the remembered sky is too old to judge by and is forgotten."""
+        since_ns, trusted = self._trusted  # type: ignore[misc]
+        self._skies.append((at_ns, now))
+        while len(self._skies) > 1 and at_ns - self._skies[0][0] > self.window_ns:
+            self._skies.popleft()
+        elapsed_s = (at_ns - since_ns) / NS_PER_S
+        if elapsed_s > self.max_gap_ns / NS_PER_S:
+            self._trusted = None
+            return _ok("sky", "sky relearned")
+        fraction, why = self._replaced(now, trusted)
+        limit = self.jump_deg + self.rate_deg_per_s * elapsed_s
+        angles = [a for k in now.keys() & trusted.keys() if (a := _angle_deg(now[k], trusted[k])) is not None]
+        moved = sum(1 for a in angles if a > limit) / len(angles) if len(angles) >= self.min_sats else 0.0
+        if fraction < self.replaced_fraction / 2 and moved < self.replaced_fraction / 2:
+            self._trusted = None
+            self._skies.clear()  # the replaced skies in the window are not the yardstick for the next epochs
+            self._skies.append((at_ns, now))
+            return _ok("sky", "the real sky is back")
+        return Finding("sky", Level.SPOOFED, 1.0, f"still not the real sky: {why} against the sky before the change"
+                                                   f" {elapsed_s:.0f} s ago; {moved:.0%} moved beyond {limit:.0f} deg")
+
+    def _against_recent(self, at_ns: int, now: dict[SatKey, SatInfo]) -> Finding:
         while self._skies and at_ns - self._skies[0][0] > self.window_ns and len(self._skies) > 1:
             self._skies.popleft()
         skies = list(self._skies)

@@ -3,7 +3,8 @@
 Pure.  ``appliance sim --scenario NAME [--seed N]`` runs one and prints what it measured and which checks passed;
 the tests run them all.  Scenarios 1-5 and 7 drive the clock at the phase detector (ClockSim: a day costs about
 two seconds); scenario 6, the leap second, runs the whole appliance on the simulated receiver's bytes, because a
-leap second is about labels as much as about the clock.
+leap second is about labels as much as about the clock.  Scenarios 8-15 attack the GNSS reference (spoofing,
+meaconing, jamming) and 16-20 stage benign sky events that must not alarm, on the whole appliance (``sim/attacks.py``).
 """
 
 from __future__ import annotations
@@ -222,10 +223,81 @@ def s07_warm_restart(seed: int) -> ScenarioResult:
     return r
 
 
+# --- GNSS integrity: attacks (8-15) and benign events (16-20), on the whole appliance ----------------------------
+# name -> (number, the detectors expected to speak, seconds allowed to detect, the alarm expected)
+ATTACK_SCENARIOS = {
+    "spoof-slow-push-10ns": (8, ("drift", "phase-jump"), 30, "gnss-spoofing"),
+    "spoof-slow-push-100ns": (9, ("drift", "phase-jump"), 10, "gnss-spoofing"),
+    "spoof-time-step-1us": (10, ("phase-jump",), 5, "gnss-spoofing"),
+    "spoof-position-push-50m": (11, ("position",), 5, "gnss-spoofing"),
+    "meaconing-2us": (12, ("phase-jump", "cn0"), 5, "gnss-spoofing"),
+    "jamming-15db": (13, ("jamming", "receiver"), 5, "gnss-jamming"),
+    "one-constellation-spoofed": (14, ("constellations",), 5, "gnss-spoofing"),
+    "spoof-fake-sky": (15, ("sky",), 5, "gnss-spoofing"),
+}
+TRIAL_OF = {"spoof-slow-push-10ns": "slow-push-10ns", "spoof-slow-push-100ns": "slow-push-100ns",
+            "spoof-time-step-1us": "time-step-1us", "spoof-position-push-50m": "position-push-50m",
+            "meaconing-2us": "meaconing-2us", "jamming-15db": "jamming-15db",
+            "one-constellation-spoofed": "one-system-spoofed", "spoof-fake-sky": "fake-sky"}
+BENIGN_SCENARIOS = {"benign-rising-setting-1h": (16, "rising-and-setting-1h"),
+                    "benign-fix-loss": (17, "fix-loss-and-recovery"), "benign-leap-second": (18, "leap-second"),
+                    "benign-receiver-reset": (19, "receiver-reset"),
+                    "benign-antenna-blocked": (20, "antenna-briefly-blocked")}
+
+
+def _attack_scenario(name: str) -> Callable[[int], ScenarioResult]:
+    from appliance.sim.attacks import attack_trial
+
+    number, detectors, within_s, alarm = ATTACK_SCENARIOS[name]
+
+    def scenario(seed: int) -> ScenarioResult:
+        r = ScenarioResult(number, name, seed)
+        t = attack_trial(TRIAL_OF[name], seed)
+        r.figures.update(detected=t.detected, detect_s=t.detect_s, max_te_before_let_go_ns=t.max_te_before_ns,
+                         max_te_ns=t.max_te_ns, alarms=t.alarms, state_after_detect=t.state_after_detect,
+                         requalified_after_end_s=t.requalified_s, state_end=t.state_end,
+                         reasons=list(t.reasons[:3]))
+        r.check("locked and quiet before the attack", t.figures["state_before"] == "LOCKED" and
+                not t.figures["alarms_before"])
+        r.check(f"detected within {within_s} s", t.detected and t.detect_s is not None and t.detect_s <= within_s)
+        r.check(f"by the {' or '.join(detectors)} check", any(
+            reason.startswith(d + ":") for reason in t.reasons for d in detectors))
+        r.check(f"alarm {alarm} raised", alarm in t.alarms)
+        r.check("the clock holds over once the reference is rejected", t.state_after_detect == "HOLDOVER")
+        r.check("time error before the clock let go < 1 us", (t.max_te_before_ns or 0) < 1000)
+        r.check("time error < 100 ns throughout", t.max_te_ns < 100)
+        r.check("reference qualified again within 120 s of the attack's end",
+                t.requalified_s is not None and t.requalified_s <= 120)
+        r.check("locked again at the end", t.state_end == "LOCKED")
+        return r
+    return scenario
+
+
+def _benign_scenario(name: str) -> Callable[[int], ScenarioResult]:
+    from appliance.sim.attacks import benign_trial, leap_second_trial
+
+    number, trial = BENIGN_SCENARIOS[name]
+
+    def scenario(seed: int) -> ScenarioResult:
+        r = ScenarioResult(number, name, seed)
+        t = leap_second_trial(seed) if trial == "leap-second" else benign_trial(trial, seed)
+        r.figures.update(alarms=t.alarms, reference_rejected=t.detected, max_te_ns=t.max_te_ns,
+                         state_end=t.state_end, integrity_end=t.level_end, **t.figures)
+        r.check("no spoofing or jamming alarm", not t.alarms)
+        r.check("the reference was never rejected", not t.detected)
+        r.check("integrity ok at the end", t.level_end == "ok")
+        r.check("locked at the end", t.state_end == "LOCKED")
+        r.check("time error < 100 ns throughout", t.max_te_ns < 100)
+        return r
+    return scenario
+
+
 SCENARIOS: dict[str, Callable[[int], ScenarioResult]] = {
     "cold-start": s01_cold_start, "ocxo-holdover-24h": s02_ocxo_holdover,
     "rubidium-holdover-24h": s03_rubidium_holdover, "gnss-flapping": s04_gnss_flapping,
     "temperature-swing": s05_temperature_swing, "leap-second": s06_leap_second, "warm-restart": s07_warm_restart,
+    **{name: _attack_scenario(name) for name in ATTACK_SCENARIOS},
+    **{name: _benign_scenario(name) for name in BENIGN_SCENARIOS},
 }
 
 

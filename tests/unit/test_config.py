@@ -213,7 +213,7 @@ def test_check_value_returns_typed_value_or_named_problem(setting, raw, from_tex
     if problem is not None:
         assert value is None and problem.startswith(setting.name + ":") and "\n" not in problem
         return
-    expected = {"int": int, "float": float, "bool": bool, "networks": tuple}.get(setting.type, str)
+    expected = {"int": int, "float": float, "bool": bool, "networks": tuple, "servers": tuple}.get(setting.type, str)
     assert type(value) is expected
     if setting.type == "float":
         assert math.isfinite(value)
