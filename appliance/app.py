@@ -149,7 +149,11 @@ class Appliance:
     def on_ntp_sample(self, sample: Any) -> None:
         """An NTP cross-check answer (``ntpcheck.NtpSample``); failed queries only show in status."""
         if not sample.error:
-            self._guarded(self.guard.on_ntp(self.raw_now(), sample.server, sample.offset_ns, sample.uncertainty_ns))
+            # NTP minus the GNSS reference, not minus the served clock: before lock (or in holdover) the two differ
+            # by the clock's own phase offset (served minus reference), which is no news about the sky.
+            phase = self.clock.engine.last_offset_ns or 0.0
+            self._guarded(self.guard.on_ntp(self.raw_now(), sample.server, sample.offset_ns + phase,
+                                            sample.uncertainty_ns))
 
     def on_device(self, event: DeviceEvent) -> None:
         self._route(self.receiver.on_device(event, self.raw_now()))

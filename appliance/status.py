@@ -236,7 +236,8 @@ def render(d: dict[str, Any]) -> str:
         lines.append(f"Audit trail     : {audit['records']} records, head {audit['head_hash'][:16]}"
                      + (f"; {audit['failures']} NOT WRITTEN ({audit['error']})" if audit["failures"] else ""))
     alarms = [a for a in d.get("alarms", []) if a["raised"]]
-    lines.append("Alarms          : " + ("; ".join(f"[{a['severity']}] {a['text']}" for a in alarms) or "none"))
+    lines.append("Alarms          : " + ("; ".join(f"[{a['severity']}] {a['code']}: {a['text']}" for a in alarms)
+                                           or "none"))
     return "\n".join(lines)
 
 

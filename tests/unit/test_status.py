@@ -83,7 +83,7 @@ def test_render_full_status():
                                  "table valid to 2026-12-28T00:00:00.000Z")
     assert got["Frames"] == "nmea 100, ubx 10; ignored 3"
     assert got["Rejected"] == "checksum 2; PPS stale-label 4"
-    assert got["Alarms"] == "[major] receiver says TAI-UTC is 38 s"  # the cleared alarm is not shown
+    assert got["Alarms"] == "[major] leap-disagreement: receiver says TAI-UTC is 38 s"  # the cleared alarm is not shown
 
 
 def test_render_before_anything_is_known():
@@ -126,7 +126,7 @@ def test_simulated_appliance_status(simulated):
     for c in d["constellations"]:
         assert f"{c['name']} {c['used']}/{c['visible']}" in text
     assert "TAI-UTC 37 s from table" in text
-    assert "Alarms          : [warning] clock free-running: time not traceable (starting)" in text
+    assert "Alarms          : [warning] clock-unlocked: clock free-running: time not traceable (starting)" in text
 
 
 def test_status_over_the_command_handler(simulated):
