@@ -332,6 +332,8 @@ def _angle_deg(a: SatInfo, b: SatInfo) -> float | None:
     """Angle between two look directions; well behaved at the zenith, where azimuth means little."""
     if None in (a.elevation_deg, a.azimuth_deg, b.elevation_deg, b.azimuth_deg):
         return None
+    if (a.elevation_deg, a.azimuth_deg) == (0, 0) or (b.elevation_deg, b.azimuth_deg) == (0, 0):
+        return None  # SiRF and others report 0/0 for a satellite whose place they do not know yet
     e1, e2 = math.radians(a.elevation_deg), math.radians(b.elevation_deg)  # type: ignore[arg-type]
     daz = math.radians(a.azimuth_deg - b.azimuth_deg)  # type: ignore[operator]
     cos = math.sin(e1) * math.sin(e2) + math.cos(e1) * math.cos(e2) * math.cos(daz)
@@ -550,7 +552,8 @@ class IntegrityMonitor:
         self._record(at_ns, d.position.update(at_ns, measured, home))
         self._record(at_ns, d.cn0.update(at_ns, epoch.satellites))
         self._record(at_ns, d.jamming.update(at_ns, epoch.satellites))
-        self._record(at_ns, d.sky.update(at_ns, epoch.satellites))
+        if epoch.fix_mode >= FixMode.FIX_2D:  # before a fix a receiver's idea of where satellites are is a guess
+            self._record(at_ns, d.sky.update(at_ns, epoch.satellites))
         if jam_indicator is not None or spoofing_state is not None:  # sent every few epochs: the last word stands
             self._record(at_ns, d.receiver.update(jam_indicator, spoofing_state))
         if epoch.time_valid and epoch.tai_ns is not None:

@@ -106,3 +106,45 @@ def summary_line(result: ReplayResult) -> str:
     frames = ", ".join(f"{k} {v}" for k, v in sorted(s["frames"].items()))
     leap_text = "" if s["tai_utc_s"] is None else f"; receiver says TAI-UTC {s['tai_utc_s']} s"
     return f"{s['epochs']} epochs; frames {frames}; ignored {sum(s['ignored'].values())}; rejected {rejected}{leap_text}"
+
+
+@dataclass(frozen=True)
+class CaptureIntegrity:
+    """What the integrity checks made of a capture: how many epochs each level got, and the worst reasons."""
+
+    epochs: int
+    levels: dict[str, int]
+    alarms: dict[str, int]  # "detector:verdict" -> epochs
+    worst_reasons: tuple[str, ...]
+    survey: str
+
+
+def capture_integrity(data: bytes, survey_s: float = 30.0, table: leap.LeapTable | None = None) -> CaptureIntegrity:
+    """Run a capture's epochs through the integrity monitor (the epoch checks: position against a home surveyed
+    over the first ``survey_s``, C/N0, jamming, sky, receiver flags, per-system times, the time label).  A capture
+    has no arrival stamps, so each epoch's label is its instant; a capture has no PPS, so the phase checks rest."""
+    from collections import Counter
+    from dataclasses import replace
+
+    from appliance.gnss.integrity import IntegrityMonitor, Level
+    from appliance.gnss.survey import SurveyIn
+
+    monitor = IntegrityMonitor(SurveyIn(survey_s, min_fixes=10))
+    levels: Counter[str] = Counter()
+    worst: tuple[str, ...] = ()
+    result = replay_bytes(data, table)
+    first = next(((i, e.tai_ns) for i, e in enumerate(result.epochs) if e.tai_ns is not None), (0, 0))
+    last_ns = first[1] - (first[0] + 1) * 1_000_000_000  # epochs before the first label: a second apart
+    for epoch in result.epochs:
+        at_ns = epoch.tai_ns if epoch.tai_ns is not None and epoch.tai_ns > last_ns else last_ns + 1_000_000_000
+        last_ns = at_ns
+        epoch = replace(epoch, rx_raw_ns=at_ns)
+        verdict = monitor.on_epoch(at_ns, epoch, epoch.jam_indicator, epoch.spoofing_state)
+        offsets = dict(epoch.system_offsets_ns)
+        if len(offsets) >= 2 and epoch.time_valid:
+            verdict = monitor.on_constellation_offsets(at_ns, offsets)
+        levels[verdict.level.value] += 1
+        if verdict.level is not Level.OK and not worst:
+            worst = verdict.reasons
+    s = monitor.survey.snapshot()
+    return CaptureIntegrity(len(result.epochs), dict(levels), dict(monitor.alarms), worst, f"{s.state}: {s.reason}")

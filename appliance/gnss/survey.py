@@ -8,14 +8,18 @@ so the mean is a point in space, not a mean of angles.  The receiver's altitude 
 height: the geoid separation is constant at one antenna, so distances and the mean are unaffected.
 
 States: ``surveying`` (averaging) -> ``fixed`` (the mean is the home).  The survey completes once it has run for
-``duration_s``, holds at least ``min_fixes`` fixes, and the fixes' 3D scatter about their mean is at most
-``max_std_m``; otherwise it keeps surveying (a scattered survey is refused, not accepted late).  No I/O, no clock:
+``duration_s``, holds at least ``min_fixes`` fixes, the fixes' 3D scatter about their mean is at most ``max_std_m``,
+and the first fixes and the last agree within it (a receiver on a moving platform scatters little over a short
+survey, but it is no timing antenna: it starts over); otherwise it keeps surveying (a scattered survey is refused,
+not accepted late).  No I/O, no clock:
 every fix carries its own ``at_ns``.
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from appliance.events import Position
@@ -26,6 +30,12 @@ WGS84_F = 1 / 298.257223563  # flattening
 WGS84_E2 = WGS84_F * (2 - WGS84_F)  # first eccentricity squared
 
 Ecef = tuple[float, float, float]
+MOTION_FIXES = 10  # fixes averaged at each end of a survey to tell a moving antenna from a scattered one
+
+
+def _mean(points: Iterable[Ecef]) -> Ecef:
+    pts = list(points)
+    return (sum(p[0] for p in pts) / len(pts), sum(p[1] for p in pts) / len(pts), sum(p[2] for p in pts) / len(pts))
 
 
 def geodetic_to_ecef(lat_deg: float, lon_deg: float, height_m: float) -> Ecef:
@@ -100,6 +110,7 @@ class SurveyIn:
         self.home_ecef: Ecef | None = None
         self.fixed_at_ns: int | None = None
         self.reason = "waiting for 3D fixes"
+        self._note = ""
         self._restart()
 
     @classmethod
@@ -116,6 +127,7 @@ class SurveyIn:
         self.state, self.source, self.home, self.home_ecef = self.SURVEYING, "survey", None, None
         self.fixed_at_ns = None
         self.reason = "survey restarted"
+        self._note = ""
         self._restart()
 
     def _restart(self) -> None:
@@ -125,6 +137,8 @@ class SurveyIn:
         self._m2 = 0.0
         self._first_ns: int | None = None
         self._last_ns: int | None = None
+        self._head: list[Ecef] = []  # the first fixes, and the latest: an antenna on the move is refused
+        self._tail: deque[Ecef] = deque(maxlen=MOTION_FIXES)
 
     # --- input ---------------------------------------------------------------------------------------------
     def update(self, at_ns: int, position: Position) -> bool:
@@ -134,6 +148,9 @@ class SurveyIn:
         x, y, z = position_to_ecef(position)
         if self._origin is None:
             self._origin, self._first_ns = (x, y, z), at_ns
+        if len(self._head) < MOTION_FIXES:
+            self._head.append((x, y, z))
+        self._tail.append((x, y, z))
         ox, oy, oz = self._origin
         self._n += 1
         self._last_ns = at_ns
@@ -147,13 +164,19 @@ class SurveyIn:
         elapsed = self.elapsed_s()
         std = self.std_m()
         if elapsed < self.duration_s:
-            self.reason = f"surveying: {elapsed:.0f} of {self.duration_s:.0f} s, {self._n} fixes"
+            self.reason = f"surveying: {elapsed:.0f} of {self.duration_s:.0f} s, {self._n} fixes{self._note}"
             return False
         if self._n < self.min_fixes:
             self.reason = f"too few fixes: {self._n} < {self.min_fixes} after {elapsed:.0f} s"
             return False
         if std is None or std > self.max_std_m:
             self.reason = f"fixes too scattered: {std:.1f} m rms > {self.max_std_m:.1f} m"
+            return False
+        moved = math.dist(_mean(self._head), _mean(self._tail))
+        if moved > self.max_std_m:
+            self._restart()
+            self._note = f" (started over: the antenna moved {moved:.1f} m during the survey)"
+            self.reason = "antenna moving" + self._note
             return False
         self.state, self.fixed_at_ns = self.FIXED, at_ns
         self.home_ecef = self._mean_ecef()

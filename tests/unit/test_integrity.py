@@ -620,3 +620,40 @@ def test_stale_findings_expire_and_detectors_are_replaceable() -> None:
     assert m.on_ntp(at(0), 0.6e6, 0.0).level is Level.SUSPECT  # a tighter margin than the default
     assert m.on_epoch(at(50), epoch(50)).level is Level.SUSPECT
     assert m.on_epoch(at(101), epoch(101)).level is Level.OK  # the NTP finding is 101 s old
+
+
+# --- additions: a moving antenna, unknown satellite places, a replaced sky that lingers -----------------------------
+def test_survey_refuses_an_antenna_on_the_move_and_starts_over() -> None:
+    s = SurveyIn(duration_s=60, max_std_m=10.0, min_fixes=30)
+    for t in range(70):  # 0.5 m/s north: 35 m in 70 s, yet only ~10 m rms about the mean
+        s.update(t * NS, moved(HOME, 0.5 * t))
+    assert s.state == "surveying" and "the antenna moved" in s.reason
+    assert s.snapshot().samples < 20  # it started over
+
+
+def test_sky_unknown_places_before_a_fix_are_not_a_jump() -> None:
+    d = SkyDetector()
+    unknown = tuple(SatInfo(c, p, 0, 0, 40) for c, p in BASE_KEYS)
+    d.update(at(0), unknown)
+    assert d.update(at(1), sky(1)).verdict is Level.OK  # 0/0 means "not known yet", not "due north on the horizon"
+
+
+def test_a_replaced_sky_stays_spoofed_until_the_real_one_returns() -> None:
+    d = SkyDetector()
+    for t in range(5):
+        d.update(at(t), sky(t))
+    other = tuple((GAL, prn) for prn in range(40, 60))
+    assert d.update(at(5), sky(5, keys=other)).verdict is Level.SPOOFED
+    for t in range(6, 120):  # the spoofer's sky stays: it never becomes the yardstick
+        assert d.update(at(t), sky(t, keys=other)).verdict is Level.SPOOFED
+    assert d.update(at(120), sky(120)).verdict is Level.OK  # the real sky, moved on by two minutes
+    for t in range(121, 140):  # and the real sky after it is not read as yet another takeover
+        assert d.update(at(t), sky(t)).verdict is Level.OK
+
+
+def test_monitor_does_not_judge_the_sky_without_a_fix() -> None:
+    m = monitor()
+    unknown = tuple(SatInfo(s.constellation, s.prn, 45, 180, s.cn0_dbhz) for s in sky(0))
+    for t in range(5):
+        m.on_epoch(at(t), epoch(t, sats=unknown, position=None, fix=FixMode.NO_FIX, valid=False))
+    assert m.on_epoch(at(5), epoch(5)).level is Level.OK
