@@ -33,6 +33,7 @@ class Trial:
     detect_s: float | None = None  # attack start -> reference rejected (or the alarm, in monitor mode)
     max_te_before_ns: int | None = None  # largest |served - true| from the attack's start until the clock let go
     max_te_ns: int = 0  # largest |served - true| from the attack's start to the end of the trial
+    max_te_attack_ns: int = 0  # ... while the attack ran
     alarms: list[str] = field(default_factory=list)  # spoofing/jamming alarms raised during the trial
     reasons: tuple[str, ...] = ()
     state_after_detect: str | None = None
@@ -80,6 +81,8 @@ def run_trial(name: str, attack: Callable[[Any], Any], *, seed: int = 1, warm_s:
         scheduler.run_for(NS_PER_S)
         te = abs(app._sim_time_error())
         t.max_te_ns = max(t.max_te_ns, te)
+        if second < attack_s:
+            t.max_te_attack_ns = max(t.max_te_attack_ns, te)
         caught = (raised if monitor_only else []) or not app.guard.usable
         if not t.detected:
             worst_before = max(worst_before, te)
