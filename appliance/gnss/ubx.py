@@ -292,6 +292,16 @@ def _mon_hw(p: bytes) -> UbxHardware:
     return UbxHardware(jam_ind, (flags >> 2) & 0x03)
 
 
+def _mon_rf(p: bytes) -> UbxHardware:
+    """MON-RF (F9 generation, where MON-HW is deprecated): one block per RF band; the worst band speaks."""
+    _version, blocks = struct.unpack_from("<BB", p)
+    if len(p) < 4 + 24 * blocks or blocks == 0:
+        raise ValueError(f"MON-RF announces {blocks} blocks in {len(p)} bytes")
+    states = [p[4 + 24 * i + 1] & 0x03 for i in range(blocks)]
+    jams = [p[4 + 24 * i + 16] for i in range(blocks)]
+    return UbxHardware(max(jams), max(states))
+
+
 def _nav_timels(p: bytes) -> UbxLeap:
     itow, _version, _src_curr, curr_ls, _src_change, ls_change, time_to_event = struct.unpack_from(
         "<IB3xBbBbi", p)
@@ -348,12 +358,12 @@ _DECODERS = {
     (0x01, 0x20): _nav_timegps, (0x01, 0x21): _nav_timeutc, (0x01, 0x26): _nav_timels, (0x01, 0x35): _nav_sat,
     (0x01, 0x43): _nav_sig, (0x01, 0x61): _nav_eoe, (0x0D, 0x01): _tim_tp, (0x0D, 0x04): _tim_svin,
     (0x01, 0x24): _nav_system_time("NAV-TIMEBDS", C.BEIDOU), (0x01, 0x25): _nav_system_time("NAV-TIMEGAL", C.GALILEO),
-    (0x0A, 0x09): _mon_hw,
+    (0x0A, 0x09): _mon_hw, (0x0A, 0x38): _mon_rf,
 }
 _MIN_LEN = {
     (0x01, 0x02): 28, (0x01, 0x03): 16, (0x01, 0x04): 18, (0x01, 0x07): 92, (0x01, 0x20): 16, (0x01, 0x21): 20,
     (0x01, 0x26): 24, (0x01, 0x35): 8, (0x01, 0x43): 8, (0x01, 0x61): 4, (0x0D, 0x01): 16, (0x0D, 0x04): 28,
-    (0x01, 0x24): 20, (0x01, 0x25): 20, (0x0A, 0x09): 60,
+    (0x01, 0x24): 20, (0x01, 0x25): 20, (0x0A, 0x09): 60, (0x0A, 0x38): 4,
 }
 
 

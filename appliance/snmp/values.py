@@ -9,6 +9,7 @@ status does not hold (the UTC label function).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -133,13 +134,21 @@ SCALARS: dict[str, Callable[[Snap], Any]] = {
     "applianceRcvAltitude": lambda s: _position(s, "alt_m", 100),
     "applianceRcvSatellitesUsed": lambda s: sum(c["used"] for c in s.status["constellations"]),
     "applianceRcvSatellitesVisible": lambda s: sum(c["visible"] for c in s.status["constellations"]),
-    "applianceRcvSurveyState": lambda s: "fixedPosition" if s.epoch.get("time_only") else
-    "navigating" if s.epoch else "unknown",
+    "applianceRcvSurveyState": lambda s: _survey_state(s),
     "applianceRcvHdop": lambda s: 0 if s.epoch.get("hdop") is None else _clamp32(s.epoch["hdop"] * 100, False),
     "applianceRcvFrames": lambda s: sum(s.rx.get("frames", {}).values()),
     "applianceRcvRejected": lambda s: sum(s.rx.get("rejected", {}).values()),
     "applianceRcvReconnects": lambda s: s.rx.get("reconnects", 0),
     "applianceRcvDeviceError": lambda s: s.rx.get("device_error", ""),
+    "applianceIntegrityLevel": lambda s: s.status["integrity"]["level"] if _integrity_on(s) else "disabled",
+    "applianceIntegrityReferenceUsable": lambda s: bool((s.status.get("integrity") or {}).get("usable", True)),
+    "applianceIntegrityOverride": lambda s: (s.status.get("integrity") or {}).get("override", "auto"),
+    "applianceIntegrityScore": lambda s: min(1000, round(1000 * (s.status.get("integrity") or {}).get("score", 0.0))),
+    "applianceIntegrityRequalifyIn": lambda s: math.ceil((s.status.get("integrity") or {}).get("requalify_in_s")
+                                                         or 0),
+    "applianceIntegrityRejections": lambda s: (s.status.get("integrity") or {}).get("rejections", 0),
+    "applianceIntegrityReason": lambda s: "; ".join((s.status.get("integrity") or {}).get("reasons", ())),
+    "applianceIntegrityHomeState": lambda s: _home_state(s),
     "appliancePpsSource": lambda s: s.status["pps"]["source"],
     "appliancePpsEdges": lambda s: s.status["pps"]["edges"],
     "appliancePpsPaired": lambda s: s.status["pps"]["paired"],
@@ -261,3 +270,24 @@ def tables(index_of_alarm: Callable[[str], int]) -> dict[str, Callable[[Snap], l
     return {"applianceSatTable": _satellites, "applianceConstTable": _constellations,
             "applianceOutputTable": _outputs, "applianceAlarmTable": lambda s: _alarms(s, index_of_alarm),
             "appliancePtpPortTable": _ptp_ports}
+
+
+def _integrity_on(s: Any) -> bool:
+    return bool((s.status.get("integrity") or {}).get("enabled"))
+
+
+def _home_state(s: Any) -> str:
+    survey = (s.status.get("integrity") or {}).get("survey") or {}
+    if survey.get("state") != "fixed":
+        return "surveying"
+    return "configured" if survey.get("source") == "configured" else "surveyed"
+
+
+def _survey_state(s: Any) -> str:
+    if not s.epoch:
+        return "unknown"
+    if s.epoch.get("time_only"):
+        return "fixedPosition"
+    if _integrity_on(s):
+        return "fixedPosition" if _home_state(s) != "surveying" else "surveying"
+    return "navigating"

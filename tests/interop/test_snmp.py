@@ -83,6 +83,8 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, Path,
                      "--set", "snmp.listen=127.0.0.1", "--set", f"snmp.port={port}", "--set", "snmp.community=public",
                      "--set", f"snmp.trap_receivers=v2c:public@127.0.0.1:{v2.port},v3:nms@127.0.0.1:{v3.port}",
                      "--set", "web.listen=127.0.0.1", "--set", f"web.port={web}",
+                     # the simulated antenna's position, so a position push is caught without a survey first
+                     "--set", "integrity.position=46.2044,6.1432,375", "--set", "integrity.qualification_s=10",
                      # an IRIG-B AM output whose directory cannot be made: an output fault from the start
                      "--set", "irig_out.format=B122", "--set", "irig_out.sink=wav",
                      "--set", f"irig_out.wav_path={state / 'status.json' / 'irig.wav'}")
@@ -208,3 +210,28 @@ def test_notifications_v2c_and_v3_for_holdover_reference_loss_and_failed_login(a
     assert "snmp:nms" in audit.stdout and "forced holdover start" in audit.stdout, audit.stdout
     s = status(state)["outputs"]["snmp"]
     assert s["notifications"] >= 6 and s["send_errors"] == 0, json.dumps(s)
+
+
+def world(state: Path, *args: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "appliance", "world", *args, "--set", f"state_dir={state}"],
+                          env=ENV, cwd=REPO, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+
+
+def test_notifications_for_spoofing_and_jamming_raised_and_cleared(agent: tuple) -> None:
+    port, state, v2, v3, web = agent
+    world(state, "spoof-position", "200")
+    for trapd in (v2, v3):
+        trapd.wait(r"applianceSpoofingAlarm.*applianceNotifyText.0 = STRING: .*GNSS spoofing detected: position: "
+                   r"fix 200\.0 m from the surveyed home", timeout_s=30)
+    assert status(state)["integrity"]["level"] == "spoofed"
+    world(state, "stop-attacks")
+    for trapd in (v2, v3):
+        trapd.wait(r"applianceSpoofingCleared", timeout_s=40)
+    world(state, "jam", "15")
+    for trapd in (v2, v3):
+        trapd.wait(r"applianceJammingAlarm.*applianceNotifyText.0 = STRING: .*GNSS jamming detected", timeout_s=30)
+    world(state, "stop-attacks")
+    for trapd in (v2, v3):
+        trapd.wait(r"applianceJammingCleared", timeout_s=40)
+    wait_for(state, lambda s: s["integrity"]["level"] == "ok" and s["integrity"]["usable"], timeout_s=30)

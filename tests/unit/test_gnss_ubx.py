@@ -266,3 +266,19 @@ def test_minimum_length_payload_of_zeros_decodes_or_is_a_bad_field(class_id):
 def test_unknown_message_is_ignored_by_name():
     assert ubx.decode(0x01, 0x01, bytes(20)) == ubx.UbxIgnored("NAV-POSECEF")
     assert ubx.decode(0x27, 0x03, b"") == ubx.UbxIgnored("UBX-27-03")
+
+
+def test_mon_rf_reports_the_worst_band() -> None:
+    import struct
+
+    from appliance.gnss.ubx import UbxHardware, decode
+
+    def block(block_id: int, jamming_state: int, jam_ind: int) -> bytes:
+        b = bytearray(24)
+        b[0], b[1], b[16] = block_id, jamming_state, jam_ind
+        return bytes(b)
+
+    payload = struct.pack("<BB2x", 0, 2) + block(0, 1, 12) + block(1, 2, 140)
+    assert decode(0x0A, 0x38, payload) == UbxHardware(140, 2)
+    short = struct.pack("<BB2x", 0, 3) + block(0, 1, 12)
+    assert decode(0x0A, 0x38, short).__class__.__name__ == "Rejected"

@@ -154,3 +154,28 @@ def test_users_file_and_receivers(tmp_path: Path) -> None:
     for bad in ("v1:public@h:162", "v2c:public@h", "v3:nms@h:70000"):
         with pytest.raises(SnmpConfigError):
             parse_receivers(bad)
+
+
+def test_integrity_objects_follow_the_status(status: dict) -> None:
+    def value(s: dict, name: str):  # noqa: ANN202
+        return view_of(s).get(BY_NAME[name].oid + (0,))
+
+    assert value(status, "applianceIntegrityLevel") == ("Integer32", 2)  # ok(2)
+    assert value(status, "applianceIntegrityReferenceUsable") == ("Integer32", 1)  # true(1)
+    assert value(status, "applianceIntegrityHomeState")[1] == 1  # surveying(1): 40 s of a 3600 s survey
+    assert value(status, "applianceRcvSurveyState")[1] == 2  # surveying(2)
+    spoofed = {**status, "integrity": {**status["integrity"], "level": "spoofed", "usable": False, "score": 1.0,
+                                       "override": "reject", "requalify_in_s": 41.2, "rejections": 3,
+                                       "reasons": ["position: fix 200.0 m from the surveyed home (limit 50 m)"],
+                                       "survey": {**status["integrity"]["survey"], "state": "fixed",
+                                                  "source": "configured"}}}
+    assert value(spoofed, "applianceIntegrityLevel")[1] == 5
+    assert value(spoofed, "applianceIntegrityReferenceUsable")[1] == 2
+    assert value(spoofed, "applianceIntegrityOverride")[1] == 3
+    assert value(spoofed, "applianceIntegrityScore")[1] == 1000
+    assert value(spoofed, "applianceIntegrityRequalifyIn")[1] == 42
+    assert value(spoofed, "applianceIntegrityRejections")[1] == 3
+    assert b"200.0 m" in bytes(value(spoofed, "applianceIntegrityReason")[1])
+    assert value(spoofed, "applianceIntegrityHomeState")[1] == 3
+    disabled = {**status, "integrity": {**status["integrity"], "enabled": False}}
+    assert value(disabled, "applianceIntegrityLevel")[1] == 1
