@@ -53,7 +53,7 @@ def test_lock_forced_holdover_and_back_then_restart_with_what_it_learned(tmp_pat
         s = wait_for(state, lambda s: s["clock"]["predicted_frequency_ppb"] is not None, timeout_s=120)
 
         assert _holdover(state, "start").returncode == 0
-        during = _errors_while(state, 6)
+        during = _errors_while(state, 12)  # an OCXO's bound grows about a nanosecond in 5 s
         assert all(c["state"] == "HOLDOVER" and c["clock_class"] == 7 and c["forced_holdover"] for c in during)
         assert during[-1]["error_bound_ns"] > during[0]["error_bound_ns"]  # honest: the bound grows
         assert all(abs(c["sim_time_error_ns"]) <= c["error_bound_ns"] for c in during)

@@ -1,8 +1,8 @@
 """A spoofing drill on ``appliance run`` (embedded default), driven from the command line as an operator would.
 
-The appliance cross-checks its GNSS time with a real chronyd on loopback.  Once the clock is locked and has learned
-its oscillator, ``appliance world spoof-step`` moves the simulated receiver's time by 2 us: ``appliance status`` must
-show the spoofing alarm and the reference rejected, the clock in HOLDOVER; ``world stop-attacks`` gives the true sky
+The appliance cross-checks its GNSS time with a real chronyd on loopback.  Once the clock is locked (restarted on a
+learned state, so it can hold over) and the phase checks have a minute of PPS, ``appliance world spoof-step`` moves
+the simulated receiver's time by 2 us: ``appliance status`` must show the spoofing alarm and the reference rejected, the clock in HOLDOVER; ``world stop-attacks`` gives the true sky
 back, and after the qualification time the reference is used again and the clock locks without a step.  The
 operator's override (``appliance integrity reject`` / ``auto``) and the audit trail are checked on the way.
 """
@@ -18,6 +18,7 @@ import pytest
 
 from tests.interop.peers import Chronyd
 from tests.interop.procs import ENV, appliance, free_udp_port, stop, wait_for
+from tests.interop.ptp_appliance import seed_learned_state
 
 pytestmark = pytest.mark.slow
 
@@ -40,13 +41,17 @@ def alarms(s: dict) -> set[str]:
 
 def test_spoofing_drill_from_the_command_line(tmp_path: Path, chrony_port: int) -> None:
     state = tmp_path / "state"
-    app = appliance("run", "--set", f"state_dir={state}", "--set", "clock.warmup_s=0",
+    state.mkdir()
+    seed_learned_state(state)  # holdover-capable from the start (a restart), so the drill need not wait for learning
+    app = appliance("run", "--set", f"state_dir={state}", "--set", "clock.warmup_s=0", "--set", "clock.qualify_s=3",
                     "--set", "integrity.qualification_s=20",
                     "--set", f"integrity.ntp_servers=127.0.0.1:{chrony_port}", "--set", "integrity.ntp_interval_s=16")
     try:
-        # Locked, holdover-capable (it has learned its oscillator) and the NTP cross-check has answered.
-        s = wait_for(state, lambda s: s["clock"]["state"] == "LOCKED" and s["clock"]["learned_s"] >= 64
-                     and "offset_ms" in (s["integrity"]["ntp"] or {}), timeout_s=180)
+        # Locked, holdover-capable, the phase checks have their oscillator line (a minute of PPS) and the NTP
+        # cross-check has answered.
+        s = wait_for(state, lambda s: s["clock"]["state"] == "LOCKED" and s["integrity"]["anchor"] is not None
+                     and "offset_ms" in (s["integrity"]["ntp"] or {}), timeout_s=120)
+        steps = s["clock"]["steps"]
         assert s["integrity"]["level"] == "ok" and s["integrity"]["usable"]
         assert abs(s["integrity"]["ntp"]["offset_ms"]) < 2.0  # chronyd serves the host clock, the world's truth
         assert "NTP check" in cli(state, "status").stdout
@@ -65,7 +70,7 @@ def test_spoofing_drill_from_the_command_line(tmp_path: Path, chrony_port: int) 
         s = wait_for(state, lambda s: s["integrity"]["level"] == "ok" and s["integrity"]["usable"], timeout_s=60)
         assert "gnss-spoofing" not in alarms(s)
         s = wait_for(state, lambda s: s["clock"]["state"] == "LOCKED", timeout_s=30)
-        assert s["clock"]["steps"] == 1  # only the cold-start step: the way back slews
+        assert s["clock"]["steps"] == steps  # the way back slews
         assert abs(s["clock"]["sim_time_error_ns"]) < 100
 
         out = cli(state, "integrity", "reject")
