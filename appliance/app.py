@@ -860,7 +860,8 @@ def _web(config: Config, app: Appliance, loop: asyncio.AbstractEventLoop, table:
         export_bundle=export, utc_label=label, now_tai_ns=publisher.now_tai_ns,
         posix_ms=lambda tai_ns: leap.tai_to_posix_ns(tai_ns, app.utc.table)[0] // 1_000_000,
         metrics_public=bool(config["web.metrics_public"]), session_timeout_s=int(config["web.session_timeout_s"]),
-        rate_per_s=float(config["web.rate_per_s"]), rate_burst=5 * int(config["web.rate_per_s"]))
+        rate_per_s=float(config["web.rate_per_s"]), rate_burst=5 * int(config["web.rate_per_s"]),
+        budget_per_s=float(config["web.max_requests_per_s"]))
     ctx.extra["app"] = app
     cert = Path(str(config["web.cert"])).expanduser() if config["web.cert"] else state_dir / "web-cert.pem"
     key = Path(str(config["web.key"])).expanduser() if config["web.key"] else state_dir / "web-key.pem"

@@ -26,6 +26,8 @@ from pysnmp.proto import errind, rfc1902, rfc1905
 from pysnmp.smi import error as smi_error
 from pysnmp.smi.instrum import AbstractMibInstrumController
 
+from appliance.pacer import Pacer
+
 log = logging.getLogger("appliance.snmp")
 
 AUTH = {"SHA-256": config.USM_AUTH_HMAC192_SHA256, "SHA-384": config.USM_AUTH_HMAC256_SHA384,
@@ -68,11 +70,13 @@ class TrapReceiver:
 class AccessGate:
     """Allowed networks and a token bucket per source address, checked before a datagram is decoded."""
 
-    def __init__(self, allow: Sequence[str], rate_per_s: float, burst: int, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, allow: Sequence[str], rate_per_s: float, burst: int, clock: Callable[[], float] = time.monotonic,
+                 pacer: Pacer | None = None, max_wait_s: float = 1.0):
         self.networks = [ipaddress.ip_network(n, strict=False) for n in allow]
         self.rate, self.burst, self.clock = rate_per_s, burst, clock
         self._buckets: dict[str, tuple[float, float]] = {}
         self.denied = self.limited = 0
+        self.pacer, self.max_wait_s = pacer, max_wait_s  # all sources together: the agent's thread waits its turn
 
     def admit(self, address: str) -> bool:
         try:
@@ -96,6 +100,9 @@ class AccessGate:
         if len(self._buckets) > 10_000:
             self._buckets = {k: v for k, v in self._buckets.items() if now - v[1] < 60}
         self._buckets[address] = (tokens - 1, now)
+        if self.pacer is not None and not self.pacer.wait(self.max_wait_s):
+            self.limited += 1
+            return False
         return True
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from appliance import leap
+from appliance.pacer import Pacer
 from appliance.snmp import notify
 from appliance.snmp.agent import AccessGate, Agent, SetRefused
 from appliance.snmp.mibgen import enterprise_oid, load_table
@@ -73,8 +74,10 @@ class SnmpPart:
                 raise ValueError(f"snmp.trap_receivers: v3 user {r.community_or_user!r} is not in {users_path}")
         if config["snmp.informs"]:
             receivers = [type(r)(r.host, r.port, r.version, r.community_or_user, True) for r in receivers]
+        budget = float(config["snmp.max_requests_per_s"])
         self.gate = AccessGate(tuple(config["snmp.allow"]), float(config["snmp.rate_per_s"]),
-                               2 * int(config["snmp.rate_per_s"]))
+                               2 * int(config["snmp.rate_per_s"]),
+                               pacer=Pacer(budget, max(1, int(budget))) if budget > 0 else None)
         self.system = dict(descr=f"GNSS grandmaster time server appliance {app.status().version} ({app.mode})",
                            object_id=enterprise_oid(pen), contact=str(config["snmp.sys_contact"]),
                            name=str(config["snmp.sys_name"]) or socket.gethostname(),
@@ -284,4 +287,5 @@ class SnmpPart:
     def status(self) -> dict[str, Any]:
         return {"enabled": True, "listen": self.listen, "port": self.port, "error": self.error,
                 "notifications": self.notifications, "send_errors": self.agent.send_errors if self.agent else 0,
-                "denied": self.gate.denied, "rate_limited": self.gate.limited}
+                "denied": self.gate.denied, "rate_limited": self.gate.limited,
+                "paced": self.gate.pacer.paced if self.gate.pacer is not None else 0}

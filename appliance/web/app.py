@@ -27,6 +27,7 @@ from typing import Any
 from flask import Flask, Response, g, jsonify, redirect, render_template, request, session, url_for
 from flask_wtf.csrf import CSRFError, CSRFProtect
 
+from appliance.pacer import Pacer
 from appliance.web.users import ROLES, UserStore
 
 log = logging.getLogger("appliance.web")
@@ -50,7 +51,11 @@ class WebContext:
     session_timeout_s: int = 3600
     rate_per_s: float = 20.0
     rate_burst: int = 100
+    budget_per_s: float = 0.0  # all clients together (0: none): beyond it requests wait their turn
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+BUDGET_MAX_WAIT_S = 5.0
 
 
 class RateLimiter:
@@ -85,11 +90,15 @@ def create_app(ctx: WebContext, secret_key: bytes) -> Flask:
     app.extensions["ctx"] = ctx
     csrf = CSRFProtect(app)
     limiter = RateLimiter(ctx.rate_per_s, ctx.rate_burst)
+    pacer = Pacer(ctx.budget_per_s, max(1, int(ctx.budget_per_s)))
+    app.extensions["pacer"] = pacer
 
     @app.before_request
     def authenticate() -> Any:
         if not limiter.allow(request.remote_addr or "?"):
             return _refuse(429, "too many requests")
+        if not pacer.wait(BUDGET_MAX_WAIT_S):  # the console's share of the machine is spent: wait, or come back
+            return _refuse(503, "console busy: the appliance serves time first; try again shortly")
         g.user, g.role, g.via = None, None, None
         endpoint = request.endpoint or ""
         header = request.headers.get("Authorization", "")

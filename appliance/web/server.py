@@ -163,6 +163,7 @@ class WebPart:
                 log.warning("web console: made a self-signed certificate %s (set web.cert and web.key to use "
                             "your own)", self.cert)
             app = create_app(self.ctx, secret_key(self.state_dir))
+            self.pacer = app.extensions["pacer"]
             self.server = WebServer(app, self.host, self.port, self.cert, self.key)
             self.server.start()
             log.info("web console on https://%s:%d/", self.host if ":" not in self.host else f"[{self.host}]",
@@ -182,5 +183,7 @@ class WebPart:
             self.server.stop()
 
     def status(self) -> dict[str, Any]:
+        pacer = getattr(self, "pacer", None)
         return {"enabled": True, "listen": self.host, "port": self.port, "error": self.error,
-                "serving": self.server is not None}
+                "serving": self.server is not None, "paced": pacer.paced if pacer else 0,
+                "busy_refused": pacer.refused if pacer else 0}

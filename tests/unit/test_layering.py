@@ -18,6 +18,7 @@ EDGES = {
     "__main__": "python -m appliance",
     "control": "the Unix control socket",
     "gnss.ntpcheck": "polls NTP servers with ntplib (UDP) from a thread; host clock reads",
+    "pacer": "the console's and SNMP agent's global request budget: monotonic clock, sleeps its caller",
     "sched": "AsyncioScheduler reads the host clock; SimScheduler beside it is pure",
     "gnss.serial_reader": "pyserial reader thread",
     "gnss.pps_linux": "Linux PPS API ioctl reader thread",
