@@ -183,8 +183,8 @@ SETTINGS: tuple[Setting, ...] = (
     S("web.lockout_s", "int", 900, "How long a locked account stays locked", minimum=10, maximum=86_400),
     S("web.rate_per_s", "int", 20, "Requests per second each client address may make (burst: 5 s worth)",
       minimum=1, maximum=10_000),
-    S("web.max_requests_per_s", "int", 100, "Requests per second the console serves for all clients together; "
-      "beyond it requests wait their turn (up to 5 s, then 503), so a flood cannot take time serving's CPU; 0: no "
+    S("web.max_requests_per_s", "int", 20, "Requests per second the console serves for all clients together; "
+      "burst 5 s worth; beyond it requests wait their turn (up to 5 s, then 503), so a flood cannot take time serving's CPU; 0: no "
       "budget", minimum=0, maximum=100_000),
     S("audit.max_age_days", "int", 3650, "Audit records older than this are pruned (a checkpoint keeps the chain "
       "verifiable)", minimum=1, maximum=36_500),
@@ -253,7 +253,7 @@ SETTINGS: tuple[Setting, ...] = (
       "no answer"),
     S("snmp.rate_per_s", "int", 200, "Requests per second one source address may send (burst: 2 s worth)",
       minimum=1, maximum=100_000),
-    S("snmp.max_requests_per_s", "int", 200, "Requests per second the agent answers for all sources together; "
+    S("snmp.max_requests_per_s", "int", 100, "Requests per second the agent answers for all sources together; "
       "beyond it requests wait their turn in the socket (up to 1 s, then dropped); 0: no budget",
       minimum=0, maximum=100_000),
     S("snmp.community", "str", "", "SNMPv2c read-only community; empty: SNMPv2c off (SNMPv3 only)"),

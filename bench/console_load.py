@@ -9,7 +9,9 @@ seconds) pinned to CPU 0, serving at once PTP on the veth (udp4, default-e2e, ``
 address (one worker, no NTP rate limit) and the HTTPS console on its address.  The console rate-limits each client
 address (``web.rate_per_s``, 20/s by default): for the bench it is started with ``--set web.rate_per_s=10000`` (the
 setting's maximum; 100000 is refused), far above what the console answers, so that the load measures the console
-rather than its rate limiter.  In namespace B, everything the bench starts runs on CPU 1 (the bench pins itself
+rather than its rate limiter.  The global budget (``web.max_requests_per_s``: all clients together, 20/s by
+default, beyond it requests wait their turn) is left as shipped: it is what keeps a flood off the CPU time serves
+from, so the load measures it.  In namespace B, everything the bench starts runs on CPU 1 (the bench pins itself
 there and its children inherit it): a free-running ptp4l slave measuring every Sync for the whole run (never
 adjusting the clock: free_running 1, no CAP_SYS_TIME), the NTP load generator of bench/ntp_throughput.py
 (bench/ntpload.c, a fixed window of ``--ntp-window`` requests in flight), and wrk (Debian's, ``apt-get install -y

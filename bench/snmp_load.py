@@ -19,7 +19,9 @@ is 200).  A whole-tree walk is about 33 GETBULK requests (some 320 objects, 10 p
 default; a dropped request stalls its walk for net-snmp's timeout (2 s here) before the retry, so the bench would
 measure the rate limiter and the client's retry timer rather than the agent.  So by default the bench sets 100000,
 the setting's maximum (as console_load sets web.rate_per_s to its maximum); the agent's ``rate_limited`` and
-``denied`` counters are printed after the run, and a run where they are not 0 is not a pass.  ``--snmp-rate 200``
+``denied`` counters are printed after the run, and a run where they are not 0 is not a pass.  The global budget
+(``snmp.max_requests_per_s``, all sources together, 100/s by default: beyond it requests wait in the socket for their
+turn) is left as shipped; it paces the walk loop rather than dropping it.  ``--snmp-rate 200``
 measures the appliance as shipped.
 
 In namespace B, on CPU 1 (the bench pins itself there; its children inherit it): the free-running ptp4l slave

@@ -90,7 +90,7 @@ def create_app(ctx: WebContext, secret_key: bytes) -> Flask:
     app.extensions["ctx"] = ctx
     csrf = CSRFProtect(app)
     limiter = RateLimiter(ctx.rate_per_s, ctx.rate_burst)
-    pacer = Pacer(ctx.budget_per_s, max(1, int(ctx.budget_per_s)))
+    pacer = Pacer(ctx.budget_per_s, max(10, int(5 * ctx.budget_per_s)))  # 5 s worth: a page and its assets at once
     app.extensions["pacer"] = pacer
 
     @app.before_request
