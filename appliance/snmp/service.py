@@ -270,6 +270,10 @@ class SnmpPart:
                 self.agent.stop()
             except Exception as exc:  # noqa: BLE001
                 log.debug("SNMP agent stop: %s", exc)
+            pending = asyncio.all_tasks(loop)  # pysnmp's own tasks: cancelled and awaited, not destroyed pending
+            for task in pending:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             loop.close()
 
     def stop(self) -> None:
