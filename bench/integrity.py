@@ -28,10 +28,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from appliance.events import Alarm  # noqa: E402
-from appliance.gnss.guard import IntegrityChanged  # noqa: E402
-from appliance.gnss.replay import capture_integrity, read_capture  # noqa: E402
-from appliance.sim import attacks  # noqa: E402
+from appliance.events import Alarm
+from appliance.gnss.guard import IntegrityChanged
+from appliance.gnss.replay import capture_integrity, read_capture
+from appliance.sim import attacks
 
 NS_PER_S = 1_000_000_000
 CAPTURES = Path(__file__).resolve().parents[1] / "tests" / "data" / "gnss"
@@ -57,7 +57,7 @@ def attack_rows(seed: int, attack_s: int) -> list[dict]:
 
 
 def benign_sky(seed: int, hours: float) -> dict:
-    app, world, scheduler = attacks.appliance(seed)
+    app, _, scheduler = attacks.appliance(seed)
     alarms: list[str] = []
     changes: list[str] = []
 

@@ -189,10 +189,9 @@ class ReferenceGuard:
         # so a prediction that is merely loose cannot starve the loop.
         self.hold_sample = jump and not self._held_last
         self._held_last = self.hold_sample
-        if verdict.level is Level.OK and self.usable:
-            if self.anchor.learn(raw_ns, free_phase_ns):
-                self.monitor.prediction_rebased()
-                self._recent_resid.clear()
+        if verdict.level is Level.OK and self.usable and self.anchor.learn(raw_ns, free_phase_ns):
+            self.monitor.prediction_rebased()
+            self._recent_resid.clear()
         return self._decide(verdict, raw_ns)
 
     def _implied_frequency(self, raw_ns: int, residual_ns: float) -> float | None:
