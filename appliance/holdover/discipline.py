@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from appliance.events import ClockStateChanged, SetFrequency, StepClock
 from appliance.holdover.oscillator import OscillatorSpec, PowerLaw, power_law
@@ -81,7 +81,7 @@ def best_time_constant_s(law: PowerLaw, reference_noise_ns: float) -> float:
 
 class ClockDiscipline:
     def __init__(self, params: DisciplineParams, spec: OscillatorSpec, start_raw_ns: int):
-        self.p = params
+        self.p = self.base = params
         self.law = power_law(spec)
         self.spec_initial_offset_ppb = spec.initial_offset_ppb
         self.target_tau_s = params.time_constant_s or best_time_constant_s(self.law, params.reference_noise_ns)
@@ -106,6 +106,25 @@ class ClockDiscipline:
         self._corr_anchor_ns, self._corr_ns = start_raw_ns, 0.0  # sum of every correction applied so far
         self.steps_ns: list[int] = []
         self._acquired_once = False
+
+    def set_reference(self, accuracy_ns: float, noise_ns: float) -> None:
+        """The reference driving the clock changed, or its quality did: its accuracy is the floor of the bound, and
+        a noisier reference (PTP over software timestamps, NTP) widens the lock thresholds and lengthens the loop's
+        time constant, so the clock neither flaps between LOCKED and ACQUIRING nor follows the noise."""
+        b = self.base
+        # A reference as quiet as the one the loop was tuned for (within 10x: GNSS, a good PTP port) keeps that
+        # tuning; only a noisy one retunes it.
+        noise = b.reference_noise_ns if noise_ns <= 10 * b.reference_noise_ns else noise_ns
+        self.p = replace(b, reference_accuracy_ns=int(round(max(0.0, accuracy_ns))),
+                         lock_threshold_ns=max(b.lock_threshold_ns, int(3 * noise)),
+                         unlock_threshold_ns=max(b.unlock_threshold_ns, int(10 * noise)), reference_noise_ns=noise)
+        target = b.time_constant_s or best_time_constant_s(self.law, noise)
+        if target != self.target_tau_s:
+            self.target_tau_s = target
+            # Locked, the loop takes the new reference's time constant at once (a noisy reference must not be
+            # followed with a quiet one's bandwidth); acquiring, it shifts up to it as usual.
+            if self.servo.params.time_constant_s > target or self.state is ClockState.LOCKED:
+                self.servo.params = self._servo_params(target)
 
     # --- inputs -----------------------------------------------------------------------------------------
     def on_sample(self, offset_ns: float, raw_ns: int, temp_c: float | None = None) -> list[object]:
@@ -334,7 +353,7 @@ class ClockDiscipline:
             return h.entry_bound_ns + self.predictor.uncertainty_ns(h.prediction, (raw_ns - h.entry_raw_ns) / NS_PER_S,
                                                                     change)
         spread = _rms(self._recent)
-        bound = self.p.reference_accuracy_ns + 3 * spread
+        bound = self.p.reference_accuracy_ns + 3 * spread + 1.0  # + 1: the served clock reads whole nanoseconds
         if self.state is ClockState.ACQUIRING and self.last_offset_ns is not None:
             bound += abs(self.last_offset_ns)
             if self.servo.state is not ServoState.LOCKED and self._qualifier.last_ns is not None:

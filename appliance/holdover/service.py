@@ -90,6 +90,14 @@ class ClockService:
         self.integrity_usable, self.integrity_reason = usable, reason
         return self._usable(reason, raw_ns)
 
+    def on_reference(self, usable: bool, reason: str, raw_ns: int) -> list[object]:
+        """The reference selector says whether any reference drives the clock (False: hold over)."""
+        return self._apply(self.engine.on_reference_usable(usable, reason, raw_ns))
+
+    def set_reference(self, accuracy_ns: float, noise_ns: float) -> None:
+        """The active reference's accuracy (the bound's floor) and noise (lock thresholds, loop time constant)."""
+        self.engine.set_reference(accuracy_ns, noise_ns)
+
     def _usable(self, reason: str, raw_ns: int) -> list[object]:
         usable = self.receiver_usable and self.integrity_usable
         if not self.integrity_usable and self.receiver_usable:
