@@ -43,6 +43,7 @@ class NtpSample:
     uncertainty_ns: int
     stratum: int
     error: str = ""
+    delay_ns: int | None = None  # the exchange's round-trip delay (the clock filter prefers the shortest)
 
 
 def parse_server(server: str, default_port: int = 123) -> tuple[str, int]:
@@ -170,7 +171,8 @@ class NtpCrossCheckPoller:
             return _failed(server, host_ns, f"served time unavailable: {exc}")
         offset_ns = round(stats.offset * NS_PER_S) + host_ns - served_ns
         distance_s = stats.root_delay / 2 + stats.root_dispersion + max(0.0, stats.delay) / 2
-        return NtpSample(server, host_ns, offset_ns, round(distance_s * NS_PER_S), stats.stratum)
+        return NtpSample(server, host_ns, offset_ns, round(distance_s * NS_PER_S), stats.stratum,
+                         delay_ns=round(max(0.0, stats.delay) * NS_PER_S))
 
     def _record(self, server: str, state: _ServerState, sample: NtpSample) -> None:
         with self._lock:
