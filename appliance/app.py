@@ -10,6 +10,7 @@ knows how the parts are wired.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import signal
 import time
@@ -28,13 +29,18 @@ from appliance.gnss.pairing import PpsPairer
 from appliance.gnss.receiver import GnssReceiver
 from appliance.holdover.discipline import DisciplineParams
 from appliance.holdover.persist import LearnedState
-from appliance.holdover.service import ClockBackend, ClockService
+from appliance.holdover.service import USABLE_STATES, ClockBackend, ClockService
+from appliance.holdover.state import ClockState
 from appliance.holdover.softclock import SoftClock
+from appliance.refs.model import PairedTime, RefSample
+from appliance.refs.selector import (LoopSample, ReferenceSelector, RefSpec, RefStateChanged, RefSwitched,
+                                     SelectorPolicy)
 from appliance.sched import AsyncioScheduler, Scheduler, every
 from appliance.status import ClockStatus, PpsStatus, TimeStatus, summarize, to_dict
 from appliance.utcoffset import UtcOffset
 
 log = logging.getLogger("appliance")
+BACKUP_REFERENCE = "reference-backup"  # the clock runs on a reference other than the highest-priority one
 NS_PER_S = 1_000_000_000
 NS_PER_MS = 1_000_000
 
@@ -79,6 +85,51 @@ def integrity_guard(config: Config) -> ReferenceGuard:
                           action=str(config["integrity.action"]), max_frequency_ppb=max_freq)
 
 
+def reference_specs(config: Config) -> list[RefSpec]:
+    """The configured references.  GNSS is always one; its qualification is the receiver's fix, the integrity
+    checks' and the clock's own (``clock.qualify_s``), so the selector adds none.  The others' nominal noise (a tenth
+    of their accuracy; a fiftieth for PTP, whose accuracy is mostly asymmetry; a fifth for NTP) tunes the loop
+    before their scatter has been measured."""
+    q = float(config["references.qualify_s"])
+    specs = [RefSpec("gnss", "gnss", int(config["references.gnss_priority"]), float(config["gnss.accuracy_ns"]),
+                     timeout_s=3.0, qualify_s=0.0)]
+    if second_receiver(config):
+        specs.append(RefSpec("gnss2", "gnss", int(config["references.gnss2_priority"]),
+                             float(config["gnss.accuracy_ns"]), timeout_s=3.0, qualify_s=q))
+    if str(config["references.ptp_interface"]) or bool(config["sim.ptp_upstream"]):
+        specs.append(RefSpec("ptp", "ptp", int(config["references.ptp_priority"]),
+                             float(config["references.ptp_accuracy_ns"]), timeout_s=3.0, qualify_s=q,
+                             noise_ns=float(config["references.ptp_accuracy_ns"]) / 50))
+    if config["references.ntp_servers"] or bool(config["sim.ntp_upstream"]):
+        interval = float(config["references.ntp_interval_s"])
+        specs.append(RefSpec("ntp", "ntp", int(config["references.ntp_priority"]),
+                             float(config["references.ntp_accuracy_ns"]), timeout_s=4 * interval + 2,
+                             qualify_s=max(q, 2 * interval), noise_ns=float(config["references.ntp_accuracy_ns"]) / 5))
+    if str(config["references.irig_input"]):
+        specs.append(RefSpec("irig", "irig", int(config["references.irig_priority"]),
+                             float(config["references.irig_accuracy_ns"]), timeout_s=3.0, qualify_s=q,
+                             noise_ns=float(config["references.irig_accuracy_ns"]) / 10))
+    if str(config["references.pps_in_device"]):
+        specs.append(RefSpec("pps", "pps", int(config["references.pps_in_priority"]),
+                             float(config["references.pps_in_accuracy_ns"]), timeout_s=3.0, qualify_s=q,
+                             noise_ns=float(config["references.pps_in_accuracy_ns"]) / 10))
+    return specs
+
+
+def second_receiver(config: Config) -> bool:
+    """A second receiver: on a serial device with a real first one, or simulated beside a simulated first one."""
+    if config["gnss.device"]:
+        return bool(config["references.gnss2_device"])
+    return bool(config["sim.gnss2"])
+
+
+def selector_policy(config: Config) -> SelectorPolicy:
+    return SelectorPolicy(revertive=bool(config["references.revertive"]),
+                          wait_to_restore_s=float(config["references.wait_to_restore_s"]),
+                          step_limit_ns=float(config["references.step_limit_ns"]),
+                          slew_ns_per_s=float(config["references.slew_ns_per_s"]))
+
+
 def discipline_params(config: Config) -> DisciplineParams:
     return DisciplineParams(
         time_constant_s=float(config["clock.time_constant_s"]),
@@ -105,9 +156,34 @@ class Appliance:
                                      epoch_idle_ns=int(config["gnss.epoch_idle_ms"]) * NS_PER_MS,
                                      no_data_timeout_ns=int(config["gnss.no_data_timeout_s"]) * NS_PER_S)
         self.pairer = PpsPairer(int(config["gnss.label_max_age_ms"]) * NS_PER_MS, int(config["gnss.cable_delay_ns"]))
+        # The second receiver, when there is one: its own framing and pairing; its time is a reference of its own
+        # ("gnss2"), checked against the others by the selector (the integrity monitor watches the first receiver).
+        self.receiver2: GnssReceiver | None = None
+        self.pairer2: PpsPairer | None = None
+        if second_receiver(config):
+            self.receiver2 = GnssReceiver(lambda: self.utc.table, name="gnss2",
+                                          device=str(config["references.gnss2_device"]) or "simulated",
+                                          epoch_idle_ns=int(config["gnss.epoch_idle_ms"]) * NS_PER_MS,
+                                          no_data_timeout_ns=int(config["gnss.no_data_timeout_s"]) * NS_PER_S)
+            self.pairer2 = PpsPairer(int(config["gnss.label_max_age_ms"]) * NS_PER_MS, 0)
         self.clock = ClockService(discipline_params(config), str(config["clock.oscillator"]), backend, raw_now(),
                                   str(config["ptp.profile"]), str(config["clock.degraded_class"]))
         self.guard = integrity_guard(config)
+        self.refs = ReferenceSelector(reference_specs(config), selector_policy(config), raw_now())
+        self._gnss_receiver: tuple[bool, str] = (True, "")
+        self._gnss_integrity: tuple[bool, str] = (True, "")
+        self._crossfed_ns: dict[str, int] = {}
+        self.ref_edges: dict[str, Any] = {}  # reference name -> its input edge (PTP slave, NTP poller ...) with .status()
+        from appliance.refs.ntp_select import NtpUpstream
+
+        self.ntp_upstream = NtpUpstream("ntp", min_survivors=3)
+        self.pps_in: Any = None  # the external 1PPS input's pairing, when one is configured
+        if str(config["references.pps_in_device"]):
+            from appliance.refs.pps_in import ExternalPps
+
+            self.pps_in = ExternalPps("pps", cable_delay_ns=int(config["references.pps_in_cable_delay_ns"]),
+                                      uncertainty_ns=float(config["references.pps_in_accuracy_ns"]))
+        self._ntp_used_ns = 0
         self.backend_name = backend_name
         self._sim_time_error = sim_time_error
         self._save_state = save_state
@@ -155,6 +231,87 @@ class Appliance:
             self._guarded(self.guard.on_ntp(self.raw_now(), sample.server, sample.offset_ns + phase,
                                             sample.uncertainty_ns))
 
+    def on_bytes2(self, data: bytes, rx_raw_ns: int) -> None:
+        if self.receiver2 is not None:
+            self._second_receiver(self.receiver2.feed(data, rx_raw_ns))
+
+    def on_edge2(self, edge: PpsEdge) -> None:
+        if self.pairer2 is not None:
+            self._second_receiver(self.pairer2.on_edge(edge))
+
+    def on_device2(self, event: DeviceEvent) -> None:
+        if self.receiver2 is not None:
+            self._second_receiver(self.receiver2.on_device(event, self.raw_now()))
+
+    def _second_receiver(self, events: list[object]) -> None:
+        """The second receiver's events: labels paired with its edges become samples of the "gnss2" reference;
+        its fix decides whether that reference is usable."""
+        assert self.receiver2 is not None and self.pairer2 is not None
+        for ev in events:
+            if isinstance(ev, TimeLabel):
+                self._second_receiver(self.pairer2.on_label(ev))
+            elif isinstance(ev, TimePulseInfo):
+                self.pairer2.on_time_pulse(ev)
+            elif isinstance(ev, PairedSecond):
+                offset, _free = self.clock.measure(ev)
+                self._ref_sample(RefSample("gnss2", ev.edge_raw_ns, offset, float(self.config["gnss.accuracy_ns"])))
+            elif isinstance(ev, ReceiverStateChanged):
+                log.info("receiver gnss2: %s -> %s (%s)", ev.old.value, ev.new.value, ev.reason)
+                self._route(self.refs.set_usable("gnss2", ev.new in USABLE_STATES,
+                                                 f"receiver {ev.new.value}: {ev.reason}", self.raw_now()))
+            elif isinstance(ev, LeapInfo):
+                pass  # the first receiver's leap announcements are the ones used
+
+    def on_ref_time(self, paired: PairedTime) -> None:
+        """An on-time edge and the time it marks, from a reference other than the GNSS receiver."""
+        self._route([paired])
+
+    def on_host_time(self, paired: PairedTime) -> None:
+        """An on-time edge stamped on the host clock (IRIG-B input, external 1PPS) and the time it marks."""
+        offset = self.served_at_past_host(paired.edge_raw_ns) - paired.tai_ns
+        self._ref_sample(RefSample(paired.ref, self.raw_now(), float(offset), paired.uncertainty_ns))
+
+    def served_at_past_host(self, host_ns: int) -> int:
+        """The served time at a host (CLOCK_REALTIME) instant up to a few seconds ago: carried back from now at the
+        served clock's rate (the simulated oscillator cannot be read backwards)."""
+        now_host = leap.tai_to_posix_ns(self.scheduler.now_ns(), self.utc.table)[0]
+        served_now, rate_ppb = self.served_at_host(now_host)
+        return served_now - round((now_host - host_ns) * (1 + rate_ppb * 1e-9))
+
+    def on_external_pps(self, edge: PpsEdge) -> None:
+        """An external 1PPS edge (host clock): it marks the whole second the served clock is nearest to."""
+        if self.pps_in is None:
+            return
+        known = self.clock.engine.state is not ClockState.FREERUN  # the served clock knows the second
+        paired = self.pps_in.on_edge(edge.edge_raw_ns, self.served_at_past_host(edge.edge_raw_ns) if known else None)
+        if paired is not None:
+            self.on_host_time(paired)
+
+    def on_ref_offset(self, sample: RefSample) -> None:
+        """A phase sample measured by a reference's own edge (PTP slave, NTP upstream)."""
+        self._ref_sample(sample)
+
+    def on_ntp_upstream(self, sample: Any) -> None:
+        """An NTP upstream server's answer (``ntpcheck.NtpSample``): through selection and clustering, the
+        consensus of the servers becomes one sample of the "ntp" reference."""
+        self.ntp_upstream.on_sample(sample)
+        if sample.error:
+            return
+        estimate = self.ntp_upstream.estimate(sample.host_ns)
+        if estimate is None or estimate.host_ns <= self._ntp_used_ns:
+            return
+        self._ntp_used_ns = estimate.host_ns
+        self._ref_sample(estimate.ref_sample(self.raw_now()))
+
+    def on_ptp_upstream(self, m: Any) -> None:
+        """A PTP slave measurement (``ptp_slave.PtpMeasurement``): served minus the upstream grandmaster.  Its
+        time is usable while the grandmaster says it is traceable (clockClass 6 or 7, or 13/14 for ARB)."""
+        raw = self.raw_now()
+        usable = m.clock_class in (6, 7, 13, 14)
+        self._route(self.refs.set_usable("ptp", usable, f"upstream grandmaster {m.gm_identity} clockClass "
+                                                        f"{m.clock_class}: not traceable", raw))
+        self._ref_sample(RefSample("ptp", raw, float(m.offset_ns), float(self.config["references.ptp_accuracy_ns"])))
+
     def on_device(self, event: DeviceEvent) -> None:
         self._route(self.receiver.on_device(event, self.raw_now()))
 
@@ -193,7 +350,8 @@ class Appliance:
                 self._last_sats = ev.satellites
             self._guarded(self.guard.on_epoch(ev))
         elif isinstance(ev, ReferenceUsable):
-            self._route(self.clock.on_integrity(ev.usable, ev.reason, ev.at_raw_ns))
+            self._gnss_integrity = (ev.usable, ev.reason)
+            self._gnss_usable(ev.at_raw_ns)
         elif isinstance(ev, IntegrityChanged):
             (log.info if ev.usable and ev.new == "ok" else log.warning)(
                 "GNSS integrity %s -> %s (%s): %s", ev.old, ev.new, "used" if ev.usable else "REJECTED", ev.reason)
@@ -206,13 +364,23 @@ class Appliance:
             offset, free_phase = self.clock.measure(ev)
             self._guarded(self.guard.on_free_phase(ev.edge_raw_ns, free_phase))
             if not self.guard.hold_sample:  # an outlier waits for the next sample to say step or noise
-                self._route(self.clock.on_offset(offset, ev.edge_raw_ns))
+                self._ref_sample(RefSample("gnss", ev.edge_raw_ns, offset, float(self.config["gnss.accuracy_ns"])))
+        elif isinstance(ev, PairedTime):
+            offset = self.clock.backend.served_ns(ev.edge_raw_ns) - ev.tai_ns
+            self._ref_sample(RefSample(ev.ref, ev.edge_raw_ns, float(offset), ev.uncertainty_ns))
+        elif isinstance(ev, LoopSample):
+            self._route(self.clock.on_offset(ev.offset_ns, ev.raw_ns))
+        elif isinstance(ev, RefSwitched):
+            self._switched(ev)
+        elif isinstance(ev, RefStateChanged):
+            log.info("reference %s: %s -> %s (%s)", ev.ref, ev.old, ev.new, ev.reason)
         elif isinstance(ev, LeapInfo):
             self._alarms(self.utc.on_receiver(ev, self.now_tai_ns()))
         elif isinstance(ev, ReceiverStateChanged):
             log.info("receiver %s: %s -> %s (%s)", self.receiver.name, ev.old.value, ev.new.value, ev.reason)
             self._receiver_alarms(ev)
-            self._route(self.clock.on_receiver_state(ev.new, ev.reason, self.raw_now()))
+            self._gnss_receiver = (ev.new in USABLE_STATES, f"receiver {ev.new.value}: {ev.reason}")
+            self._gnss_usable(self.raw_now())
         elif isinstance(ev, ClockStateChanged):
             log.info("clock: %s -> %s (%s)", ev.old, ev.new, ev.reason)
             self._clock_alarms(ev.new, ev.reason)
@@ -222,6 +390,86 @@ class Appliance:
             self._publish_ntp()
         elif isinstance(ev, Rejected) and ev.what == "pps":
             log.debug("PPS pairing rejected: %s %s", ev.reason, ev.detail)
+
+    # --- references -----------------------------------------------------------------------------------------
+    def _gnss_usable(self, raw_ns: int) -> None:
+        """The GNSS reference is usable when the receiver has a fix and the integrity checks accept it."""
+        (rx_ok, rx_why), (ok, why) = self._gnss_receiver, self._gnss_integrity
+        usable = rx_ok and ok
+        self._route(self.refs.set_usable("gnss", usable, why if rx_ok and not ok else rx_why, raw_ns))
+
+    def _ref_sample(self, sample: RefSample) -> None:
+        self.refs.hold_phase = self.clock.engine.state in (ClockState.LOCKED, ClockState.HOLDOVER)
+        self._route(self.refs.on_sample(sample, self.clock.engine.correction_ns(sample.raw_ns)))
+
+    def _switched(self, ev: RefSwitched) -> None:
+        new = ev.new or "none (holdover)"
+        text = f"reference {ev.old or 'none'} -> {new}: {ev.reason}"
+        if ev.buildout_ns:
+            rate = self.refs.policy.slew_ns_per_s
+            text += f" (phase {ev.buildout_ns:+.0f} ns built out, " + (
+                f"slewed away at up to {rate:g} ns/s)" if rate > 0 else "kept until the next switch)")
+        log.warning("%s", text)
+        if ev.new is None:
+            self._route(self.clock.on_reference(False, ev.reason, ev.at_raw_ns))
+        else:
+            self._reference_quality(ev.at_raw_ns)
+            self._route(self.clock.on_reference(True, ev.reason, ev.at_raw_ns))
+        best = min(self.refs.refs.values(), key=lambda r: r.spec.priority, default=None)  # enabled or not
+        backup = ev.new is not None and best is not None and ev.new != best.spec.name
+        self._alarms([Alarm(BACKUP_REFERENCE, Severity.WARNING, backup,
+                            f"running on backup reference {ev.new}: {ev.reason}" if backup else f"reference {new}",
+                            self.now_tai_ns())])
+
+    def _reference_quality(self, raw_ns: int) -> None:
+        """The clock's bound floor and loop follow the active reference, plus the phase still built out of it."""
+        q = self.refs.active_quality(raw_ns)
+        if q is not None:
+            self.clock.set_reference(q[0] + abs(self.refs.buildout_ns(raw_ns)), q[1])
+
+    def _crossfeed(self, raw_ns: int) -> None:
+        """Every qualified non-GNSS reference is an independent opinion of GNSS time for the integrity checks
+        (at most one per reference per ``integrity.ntp_interval_s``)."""
+        gnss = self.refs.refs["gnss"]
+        if not gnss.live(raw_ns):
+            return
+        interval = int(self.config["integrity.ntp_interval_s"]) * NS_PER_S
+        for name, r in self.refs.refs.items():
+            if name == "gnss" or r.state.value != "qualified" or r.last is None:
+                continue
+            if raw_ns - self._crossfed_ns.get(name, -interval) < interval:
+                continue
+            g, o = self.refs.offset_now("gnss", raw_ns), self.refs.offset_now(name, raw_ns)
+            if g is None or o is None:
+                continue
+            self._crossfed_ns[name] = raw_ns
+            self._guarded(self.guard.on_ntp(raw_ns, name, g - o, max(r.spec.accuracy_ns, r.last.uncertainty_ns)))
+
+    def reference_command(self, action: str, name: str, who: str) -> dict[str, Any]:
+        """Operator control of the references: pin one (or unpin), enable or disable one."""
+        raw = self.raw_now()
+        try:
+            if action == "pin":
+                events = self.refs.pin(name or None, raw, who)
+                text = f"reference pinned to {name}" if name else "reference selection automatic (unpinned)"
+            elif action == "unpin":
+                events, text = self.refs.pin(None, raw, who), "reference selection automatic (unpinned)"
+            elif action in ("enable", "disable"):
+                events = self.refs.enable(name, action == "enable", raw, who)
+                text = f"reference {name} {action}d"
+            else:
+                return {"ok": False, "error": "reference takes pin NAME, unpin, enable NAME or disable NAME"}
+        except ValueError as exc:
+            log.warning("operator %s: reference %s %s refused: %s", who, action, name, exc)
+            if self.audit_hook is not None:
+                self.audit_hook("command", who, f"reference {action} {name} refused: {exc}",
+                                {"command": "reference", "action": action, "reference": name, "refused": str(exc)})
+            return {"ok": False, "error": str(exc)}
+        log.warning("operator %s: %s", who, text)
+        if self.audit_hook is not None:
+            self.audit_hook("command", who, text, {"command": "reference", "action": action, "reference": name})
+        self._route(events)
+        return {"ok": True, "done": text, "active": self.refs.active}
 
     def _receiver_alarms(self, ev: ReceiverStateChanged) -> None:
         wanted = RECEIVER_ALARMS.get(ev.new)
@@ -245,8 +493,19 @@ class Appliance:
     # --- timers -----------------------------------------------------------------------------------------
     def _tick(self) -> None:
         self._route(self.receiver.tick(self.raw_now()))
+        if self.receiver2 is not None:
+            self._second_receiver(self.receiver2.tick(self.raw_now()))
 
     def _second(self) -> None:
+        raw = self.raw_now()
+        self.refs.hold_phase = self.clock.engine.state in (ClockState.LOCKED, ClockState.HOLDOVER)
+        self._route(self.refs.tick(raw, self.clock.engine.correction_ns(raw)))
+        self._reference_quality(raw)
+        e = self.clock.engine
+        # A type-2 loop lags a phase ramp by about half of rate x time constant: keep that within the lock threshold.
+        self.refs.set_slew_cap(e.p.lock_threshold_ns / e.servo.params.time_constant_s, raw)
+        if len(self.refs.refs) > 1:
+            self._crossfeed(raw)
         self._route(self.clock.tick(self.raw_now()))
         self._publish_ntp()
         if self.pulse_outputs is not None:
@@ -348,7 +607,25 @@ class Appliance:
                 outputs[name] = {**outputs[name], "sink": sink.status()}
         return TimeStatus(now, leap.tai_to_utc(now, table).iso_ms(), self.mode, __version__, self.started_at_ns,
                           rx, self._last_sats, summarize(self._last_sats), pps, leap_status, clock,
-                          tuple(self.alarms.active.values()), outputs=outputs, integrity=self._integrity_status(raw))
+                          tuple(self.alarms.active.values()), outputs=outputs, integrity=self._integrity_status(raw),
+                          references=self.references_status(raw))
+
+    def references_status(self, raw_ns: int) -> dict[str, Any]:
+        """The references as status shows them: the active one, the policy, and a row per reference (state,
+        priority, offset against the clock, jitter, accuracy) with what its input edge reports."""
+        rows = []
+        for v in self.refs.views(raw_ns):
+            row = dataclasses.asdict(v)
+            row["since_tai_ns"] = self.clock.backend.served_ns(v.since_raw_ns)
+            edge = self.ref_edges.get(v.name)
+            if edge is not None:
+                row["input"] = edge.status()
+            rows.append(row)
+        p = self.refs.policy
+        return {"active": self.refs.active, "pinned": self.refs.pinned, "revertive": p.revertive,
+                "wait_to_restore_s": p.wait_to_restore_s, "step_limit_ns": p.step_limit_ns,
+                "slew_ns_per_s": p.slew_ns_per_s, "switches": self.refs.switches,
+                "disagreements": [dataclasses.asdict(d) for d in self.refs.disagreements], "rows": rows}
 
     def _integrity_status(self, raw_ns: int) -> Any:
         import dataclasses
@@ -383,6 +660,9 @@ class Appliance:
                                        str(request.get("value", "")))
         if cmd == "integrity":
             return self._integrity_command(str(request.get("action", "")), str(request.get("user", "operator")))
+        if cmd == "reference":
+            return self.reference_command(str(request.get("action", "")), str(request.get("name", "")),
+                                          str(request.get("user", "operator")))
         return {"ok": False, "error": f"unknown command {cmd!r}"}
 
     WORLD_ACTIONS = {
@@ -397,6 +677,11 @@ class Appliance:
         "spoof-system": "spoof one constellation: VALUE is name:ns, e.g. beidou:400",
         "fake-sky": "a spoofer's own constellation replaces the real sky",
         "stop-attacks": "end every attack: the true sky returns",
+        "ptp-off": "the simulated upstream PTP grandmaster goes silent", "ptp-on": "it comes back",
+        "ptp-offset": "the upstream PTP grandmaster's time is off by VALUE ns (default 5000)",
+        "ntp-off": "the simulated NTP upstream servers go silent", "ntp-on": "they come back",
+        "receiver2-off": "power the second receiver off", "receiver2-on": "power it on",
+        "receiver2-step": "step the second receiver's time by VALUE ns (default 1000)",
     }
 
     def _world_command(self, action: str, who: str, value: str = "") -> dict[str, Any]:
@@ -428,7 +713,24 @@ class Appliance:
         rx = world.receiver
         c = rx.conditions
         true_ns = world.true_ns()
-        if action in ("block-sky", "clear-sky"):
+        if action.startswith("receiver2-"):
+            if world.receiver2 is None:
+                raise ValueError("the simulated world has no second receiver (sim.gnss2)")
+            if action == "receiver2-step":
+                step = int(number(1000.0))
+                world.receiver2.conditions.time_offset_ns += step
+                return f"second receiver stepped {step:+d} ns"
+            world.receiver2_powered = action == "receiver2-on"
+        elif action.startswith(("ptp-", "ntp-")):
+            name = action[:3]
+            upstream = world.upstreams.get(name)
+            if upstream is None:
+                raise ValueError(f"the simulated world has no {name.upper()} upstream (sim.{name}_upstream)")
+            if action.endswith("-offset"):
+                upstream.bias_ns = number(5000.0)
+                return f"{name} upstream off by {upstream.bias_ns:+g} ns"
+            upstream.powered = action.endswith("-on")
+        elif action in ("block-sky", "clear-sky"):
             c.blocked = action == "block-sky"
         elif action in ("receiver-off", "receiver-on"):
             world.receiver_powered = action == "receiver-on"
@@ -563,6 +865,14 @@ async def _main(config: Config) -> int:
         audit = _audit(config, app, loop, table)
         if config["integrity.enabled"] and config["integrity.ntp_servers"]:
             parts.append(_NtpCheckPart(config, app, loop, table))
+        if config["references.ntp_servers"]:
+            parts.append(_NtpUpstreamPart(config, app, loop))
+        if config["references.ptp_interface"]:
+            parts.append(_ptp_upstream(config, app))
+        if config["references.irig_input"]:
+            parts.append(_irig_input(config, app, loop))
+        if config["references.pps_in_device"]:
+            parts.append(_pps_input(config, app, loop))
         if config["snmp.enabled"]:
             from appliance.snmp.service import SnmpPart
 
@@ -630,6 +940,130 @@ class _NtpCheckPart:
 
     def stop(self) -> None:
         self.poller.stop()
+
+
+class _NtpUpstreamPart:
+    """Polls the NTP upstream servers from a thread; each answer reaches the selection on the loop."""
+
+    def __init__(self, config: Config, app: Appliance, loop: asyncio.AbstractEventLoop):
+        from appliance.gnss.ntpcheck import NtpCrossCheckPoller
+
+        def served_posix(host_ns: int) -> int:
+            return leap.tai_to_posix_ns(app.served_at_host(host_ns)[0], app.utc.table)[0]
+
+        self.app = app
+        self.poller = NtpCrossCheckPoller(tuple(config["references.ntp_servers"]),
+                                          float(config["references.ntp_interval_s"]), 2.0, served_posix,
+                                          lambda sample: loop.call_soon_threadsafe(app.on_ntp_upstream, sample))
+
+    def start(self) -> None:
+        self.app.ref_edges["ntp"] = self
+        self.poller.start()
+
+    def stop(self) -> None:
+        self.poller.stop()
+
+    def status(self) -> dict[str, Any]:
+        rows = self.app.ntp_upstream.servers()
+        return {"servers": [dataclasses.asdict(r) for r in rows], "verdict": self.app.ntp_upstream.last_verdict}
+
+
+class _PtpUpstreamPart:
+    """The appliance as a PTP slave of an upstream grandmaster, on its own interface."""
+
+    def __init__(self, service: Any, app: Appliance):
+        self.service, self.app = service, app
+
+    def start(self) -> None:
+        self.app.ref_edges["ptp"] = self
+        self.service.start()
+
+    def stop(self) -> None:
+        self.service.stop()
+
+    def status(self) -> dict[str, Any]:
+        return dict(self.service.status())
+
+
+def _ptp_upstream(config: Config, app: Appliance) -> _PtpUpstreamPart:
+    from appliance.refs.ptp_slave import SlaveConfig
+    from appliance.refs.ptp_slave_service import PtpSlaveService
+
+    slave = SlaveConfig(domain=int(config["references.ptp_domain"]), transport=str(config["references.ptp_transport"]),
+                        delay_mechanism=str(config["references.ptp_delay_mechanism"]),
+                        arb_timescale=str(config["references.ptp_arb_timescale"]),
+                        tai_utc_s=app.utc.table.tai_utc_at_tai_ns(app.now_tai_ns()))
+    same_port = str(config["references.ptp_interface"]) == str(config["ptp.interface"])
+    service = PtpSlaveService(slave, str(config["references.ptp_interface"]), app.served_at_past_host,
+                              app.on_ptp_upstream, port_number=2 if same_port else 1)
+    return _PtpUpstreamPart(service, app)
+
+
+class _RefInputPart:
+    """A reference input edge with start/stop/status (IRIG-B input, external 1PPS), shown in the reference rows."""
+
+    def __init__(self, name: str, edge: Any, app: Appliance):
+        self.name, self.edge, self.app = name, edge, app
+
+    def start(self) -> None:
+        self.app.ref_edges[self.name] = self
+        self.edge.start()
+
+    def stop(self) -> None:
+        self.edge.stop()
+
+    def status(self) -> dict[str, Any]:
+        status = getattr(self.edge, "status", None)
+        return dict(status()) if status is not None else {}
+
+
+def _irig_input(config: Config, app: Appliance, loop: asyncio.AbstractEventLoop) -> _RefInputPart:
+    """``references.irig_input``: "wav:PATH" (AM) or "gpio:CHIP:LINE" (DC level shift)."""
+    from appliance.outputs.irig.timecode import CodedExpression
+    from appliance.refs.irig_in import IrigDecoder
+    from appliance.refs.irig_in_edge import IrigGpioInput, IrigWavInput
+
+    text, fmt = str(config["references.irig_input"]), str(config["references.irig_format"])
+    kind, _, where = text.partition(":")
+    am = fmt.startswith("B12")
+    if kind not in ("wav", "gpio") or not where:
+        raise ValueError(f"references.irig_input={text!r}: expected \"wav:PATH\" or \"gpio:CHIP:LINE\"")
+    if (kind == "wav") != am:
+        raise ValueError(f"references.irig_input={text!r} cannot carry {fmt}: a WAV stream carries AM (B120-B127), a "
+                         "GPIO line DC level shift (B000-B007)")
+    year = leap.tai_to_utc(app.now_tai_ns(), app.utc.table).year
+    decoder = IrigDecoder("irig", CodedExpression(int(fmt[3])), app.utc.table, year,
+                          delay_ns=int(config["references.irig_delay_ns"]))
+    post = loop.call_soon_threadsafe
+    if kind == "wav":
+        edge: Any = IrigWavInput(decoder, where, app.on_host_time, post=post)
+    else:
+        chip, _, line = where.rpartition(":")
+        try:
+            offset = int(line)
+        except ValueError:
+            raise ValueError(f"references.irig_input={text!r}: the GPIO line must be a number") from None
+        edge = IrigGpioInput(decoder, chip, offset, app.on_host_time, post=post)
+    return _RefInputPart("irig", edge, app)
+
+
+def _pps_input(config: Config, app: Appliance, loop: asyncio.AbstractEventLoop) -> _RefInputPart:
+    from appliance.gnss.pps_linux import PpsReader
+
+    path = str(config["references.pps_in_device"])
+    reader = PpsReader(path, lambda edge: loop.call_soon_threadsafe(app.on_external_pps, edge),
+                       on_error=lambda msg: log.warning("external PPS %s: %s", path, msg))
+
+    class _Edge:
+        def start(self) -> None:
+            reader.start()
+
+        def stop(self) -> None:
+            reader.stop()
+
+        def status(self) -> dict[str, Any]:
+            return {"device": path, **(app.pps_in.snapshot() if app.pps_in is not None else {})}
+    return _RefInputPart("pps", _Edge(), app)
 
 
 class _NtpPart:
@@ -946,6 +1380,20 @@ def simulated(config: Config, scheduler: Scheduler, table: leap.LeapTable,
     app = Appliance(config, scheduler, world.raw_ns, "simulated", backend, table, backend_name="simulated",
                     sim_time_error=time_error_ns, save_state=save_state, served_at_host=served_at_host)
     app.world = world
+    from appliance.sim.upstream import SimUpstream
+
+    seed = int(config["sim.seed"])
+    if config["sim.gnss2"]:
+        world.add_second_receiver(seed + 1, app.on_bytes2, app.on_edge2)
+    if config["sim.ptp_upstream"]:
+        world.upstreams["ptp"] = SimUpstream("ptp", scheduler, world.raw_ns, seed, NS_PER_S,
+                                             float(config["sim.ptp_noise_ns"]), float(config["sim.ptp_asymmetry_ns"]),
+                                             float(config["references.ptp_accuracy_ns"]), app.on_ref_time)
+    if config["sim.ntp_upstream"]:
+        world.upstreams["ntp"] = SimUpstream("ntp", scheduler, world.raw_ns, seed,
+                                             int(config["references.ntp_interval_s"]) * NS_PER_S,
+                                             float(config["sim.ntp_noise_ns"]), 0.0,
+                                             float(config["references.ntp_accuracy_ns"]), app.on_ref_time)
     return app, world
 
 
@@ -988,4 +1436,14 @@ def _hardware_edges(config: Config, app: Appliance, loop: asyncio.AbstractEventL
 
         edges.append(PpsReader(pps_path, post(app.on_edge),
                                on_error=lambda msg: log.warning("PPS %s: %s", pps_path, msg)))
+    if app.receiver2 is not None:
+        edges.append(SerialReader(str(config["references.gnss2_device"]), int(config["references.gnss2_baud"]),
+                                  post(app.on_bytes2), post(app.on_device2),
+                                  max_backoff_s=float(config["gnss.reconnect_max_s"])))
+        pps2 = str(config["references.gnss2_pps_device"])
+        if pps2:
+            from appliance.gnss.pps_linux import PpsReader
+
+            edges.append(PpsReader(pps2, post(app.on_edge2),
+                                   on_error=lambda msg: log.warning("PPS %s: %s", pps2, msg)))
     return edges

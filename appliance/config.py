@@ -125,9 +125,78 @@ SETTINGS: tuple[Setting, ...] = (
       minimum=16, maximum=86_400),
     S("integrity.ntp_margin_ms", "float", 5.0, "GNSS time this far beyond NTP's own uncertainty is spoofing",
       minimum=0.5, maximum=10_000.0),
+    # --- references -------------------------------------------------------------------------------------------
+    S("references.revertive", "bool", True, "Return to a higher-priority reference once it has been qualified for "
+      "references.wait_to_restore_s; false: stay on the active one until it fails"),
+    S("references.wait_to_restore_s", "int", 60, "A returning higher-priority reference is qualified this long "
+      "before the clock goes back to it (revertive policy)", minimum=0, maximum=86_400),
+    S("references.step_limit_ns", "int", 20, "At a switch of reference, the largest phase difference handed to "
+      "the loop; the rest is built out and slewed away", minimum=0, maximum=1_000_000_000),
+    S("references.slew_ns_per_s", "float", 0.0, "How fast a built-out phase difference is slewed away after a "
+      "switch, so the clock ends on the new reference (never faster than the loop can follow locked); 0: kept until "
+      "the next switch", minimum=0.0, maximum=1_000_000.0),
+    S("references.qualify_s", "int", 10, "Seconds of samples without a gap before a reference is qualified",
+      minimum=0, maximum=86_400),
+    S("references.gnss_priority", "int", 1, "Priority of the GNSS receiver (1 is the highest)", minimum=1,
+      maximum=99),
+    S("references.gnss2_device", "path", "", "Serial device of a second GNSS receiver on its own antenna, a hot "
+      "standby (e.g. /dev/ttyS2); empty: none"),
+    S("references.gnss2_baud", "int", 9600, "Serial line speed of the second receiver", choices=STANDARD_BAUDS),
+    S("references.gnss2_pps_device", "path", "", "Kernel PPS source of the second receiver (e.g. /dev/pps2)"),
+    S("references.gnss2_priority", "int", 1, "Priority of the second receiver (equal to the first: a hot standby "
+      "the clock does not leave once on it)", minimum=1, maximum=99),
+    S("references.ptp_interface", "str", "", "Network interface on which the appliance follows an upstream PTP "
+      "grandmaster as a slave; empty: no PTP reference"),
+    S("references.ptp_transport", "enum", "udp4", "Transport of the upstream PTP reference",
+      choices=("udp4", "udp6", "l2")),
+    S("references.ptp_delay_mechanism", "enum", "e2e", "Delay mechanism of the upstream PTP reference",
+      choices=("e2e", "p2p")),
+    S("references.ptp_domain", "int", 0, "PTP domain of the upstream grandmaster", minimum=0, maximum=255),
+    S("references.ptp_priority", "int", 2, "Priority of the upstream PTP reference", minimum=1, maximum=99),
+    S("references.ptp_accuracy_ns", "int", 1000, "What the upstream PTP reference's time is good to at this port "
+      "(the upstream's accuracy plus the path asymmetry PTP cannot see)", minimum=1, maximum=1_000_000_000),
+    S("references.ptp_arb_timescale", "enum", "utc", "How to read an upstream grandmaster that announces the ARB "
+      "timescale (e.g. linuxptp on the system clock): its timestamps as UTC or as TAI", choices=("utc", "tai")),
+    S("references.ntp_servers", "servers", (), "NTP upstream servers used as a (coarse) reference, with selection "
+      "and outlier rejection; empty: no NTP reference"),
+    S("references.ntp_interval_s", "int", 16, "Seconds between polls of each NTP upstream server", minimum=1,
+      maximum=1024),
+    S("references.ntp_priority", "int", 5, "Priority of the NTP upstream reference", minimum=1, maximum=99),
+    S("references.ntp_accuracy_ns", "int", 1_000_000, "What NTP upstream time is taken to be good to at best (each "
+      "estimate also carries its own root distance)", minimum=1, maximum=10_000_000_000),
+    S("references.irig_input", "str", "", "IRIG-B input: \"wav:PATH\" (AM, a WAV stream from a FIFO, file or "
+      "audio capture) or \"gpio:CHIP:LINE\" (DC level shift); empty: none"),
+    S("references.irig_format", "enum", "B122", "Coded expression of the IRIG-B input (B000-B007 DC level shift on "
+      "a GPIO line, B120-B127 AM from a WAV stream)", choices=tuple(f"B00{i}" for i in range(8)) +
+      tuple(f"B12{i}" for i in range(8))),
+    S("references.irig_delay_ns", "int", 0, "Cable and decoder delay compensated on the IRIG-B input",
+      minimum=-1_000_000_000, maximum=1_000_000_000),
+    S("references.irig_priority", "int", 3, "Priority of the IRIG-B input", minimum=1, maximum=99),
+    S("references.irig_accuracy_ns", "int", 5_000_000, "What the IRIG-B input's time is good to (an AM input "
+      "timed by an audio stream is good to milliseconds; DC level shift on a GPIO line to microseconds)",
+      minimum=1, maximum=10_000_000_000),
+    S("references.pps_in_device", "path", "", "External 1PPS input (a kernel PPS device, e.g. /dev/pps1) whose time "
+      "of day comes from the other references; empty: none"),
+    S("references.pps_in_priority", "int", 4, "Priority of the external 1PPS input", minimum=1, maximum=99),
+    S("references.pps_in_accuracy_ns", "int", 100, "What the external 1PPS is good to (its source and cabling)",
+      minimum=1, maximum=1_000_000_000),
+    S("references.pps_in_cable_delay_ns", "int", 0, "Cable delay compensated on every external 1PPS edge",
+      minimum=-1_000_000, maximum=1_000_000),
     # --- simulation -------------------------------------------------------------------------------------------
     S("sim.seed", "int", 1, "Seed of the simulated world (receiver noise, oscillator noise)", minimum=0,
       maximum=2**32 - 1),
+    S("sim.ptp_upstream", "bool", False, "The simulated world also has an upstream PTP grandmaster (a reference "
+      "named ptp, one sample per second)"),
+    S("sim.ptp_noise_ns", "float", 50.0, "Simulated upstream PTP: rms noise of a sample", minimum=0.0,
+      maximum=1e9),
+    S("sim.ptp_asymmetry_ns", "float", 0.0, "Simulated upstream PTP: constant error (path asymmetry)",
+      minimum=-1e9, maximum=1e9),
+    S("sim.gnss2", "bool", False, "The simulated world also has a second receiver on its own antenna (a reference "
+      "named gnss2)"),
+    S("sim.ntp_upstream", "bool", False, "The simulated world also has NTP upstream servers (a reference named ntp, "
+      "one estimate per references.ntp_interval_s)"),
+    S("sim.ntp_noise_ns", "float", 200_000.0, "Simulated NTP upstream: rms noise of an estimate", minimum=0.0,
+      maximum=1e10),
     S("sim.initial_clock_error_ns", "int", 3_000_000, "How far off the simulated clock starts (cold start)",
       minimum=-10**12, maximum=10**12),
     # --- outputs --------------------------------------------------------------------------------------------

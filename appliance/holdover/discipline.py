@@ -113,8 +113,14 @@ class ClockDiscipline:
         time constant, so the clock neither flaps between LOCKED and ACQUIRING nor follows the noise."""
         b = self.base
         # A reference as quiet as the one the loop was tuned for (within 10x: GNSS, a good PTP port) keeps that
-        # tuning; only a noisy one retunes it.
+        # tuning; only a noisy one retunes it, and only when its noise moved by more than 2x since the last tuning
+        # (an estimate of noise is itself noisy: the loop must not be retuned every second).
         noise = b.reference_noise_ns if noise_ns <= 10 * b.reference_noise_ns else noise_ns
+        tuned = self.p.reference_noise_ns
+        if int(round(accuracy_ns)) == self.p.reference_accuracy_ns and tuned / 2 <= noise <= 2 * tuned:
+            return
+        if tuned / 2 <= noise <= 2 * tuned:
+            noise = tuned
         self.p = replace(b, reference_accuracy_ns=int(round(max(0.0, accuracy_ns))),
                          lock_threshold_ns=max(b.lock_threshold_ns, int(3 * noise)),
                          unlock_threshold_ns=max(b.unlock_threshold_ns, int(10 * noise)), reference_noise_ns=noise)
@@ -299,7 +305,7 @@ class ClockDiscipline:
             # One step at most per start, on its first acquisition: a cold clock, or a restored one whose restart
             # did not keep time after all.  Every later acquisition slews.
             self.servo.reset(self.freq_ppb if not cold else None, step_allowed=not self._acquired_once)
-            self.servo.params = self._servo_params(min(ACQUIRE_TIME_CONSTANT_S, self.target_tau_s))
+            self.servo.params = self._servo_params(self._acquire_tau_s())
             self._tau_since_ns = raw_ns
             self._holdover = None
             self._recent.clear()
@@ -339,6 +345,13 @@ class ClockDiscipline:
 
     def _correction_ns(self, raw_ns: int) -> float:
         return self._corr_ns + (raw_ns - self._corr_anchor_ns) * self.freq_ppb * 1e-9
+
+    def _acquire_tau_s(self) -> float:
+        """Acquire with a short time constant; from a noisy reference (NTP) not so short that the loop follows its
+        noise at the frequency clamp."""
+        if self.p.reference_noise_ns > self.base.reference_noise_ns:
+            return min(self.target_tau_s, max(ACQUIRE_TIME_CONSTANT_S, self.target_tau_s / 8))
+        return min(ACQUIRE_TIME_CONSTANT_S, self.target_tau_s)
 
     def _servo_params(self, tau_s: float) -> ServoParams:
         return ServoParams(tau_s, self.p.max_frequency_ppb, self.p.step_threshold_ns, self.p.slew_only)

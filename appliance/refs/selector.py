@@ -15,16 +15,18 @@ The highest-priority qualified reference is *active* (priority 1 is the highest;
 policy returns to a better reference once it has been qualified for ``wait_to_restore_s``; non-revertive stays on the
 active one until it fails.  When none is left the clock holds over.
 
-References sampled at different instants are compared at one instant: each one's recent offsets are carried to it at
-the rate the served clock drifts against the references (fitted on the steadiest live reference), so a clock running
-fast in free run or holdover does not read as disagreement.
+References sampled at different instants are compared at one instant, on their *free phase* (offset minus every
+correction the discipline had applied, which the caller passes with each sample): each one's latest free phase is
+carried to that instant at the oscillator's drift (fitted on the steadiest live reference), so neither the clock's
+steering and first-lock step nor an oscillator running fast reads as disagreement.
 
 Hitless switching (phase build-out): when the clock falls back to a reference of the same or lower priority while
 its phase is sound (locked, or just into holdover), the new reference's phase against the clock is measured (the
 median of its recent samples, against the old reference's while that one is still measured), so the loop carries on
 from the phase it was holding.  Up to ``step_limit_ns`` of that difference goes to the loop; the rest is built out:
-subtracted from the new reference's samples, then slewed away at ``slew_ns_per_s`` so the clock ends on the new
-reference without ever moving faster than that (0 keeps the build-out until the next switch).  A return to a
+subtracted from the new reference's samples and kept until the next switch (``slew_ns_per_s`` 0, the default, as a telecom
+clock's phase build-out does), or slewed away at ``slew_ns_per_s`` so the clock ends on the new reference without ever
+moving faster than that, nor faster than the loop can follow without losing lock (``set_slew_cap``).  A return to a
 higher-priority reference (revertive, or GNSS back) is not built out: the better reference is followed, and the
 discipline slews there (it never steps after its first lock).
 
@@ -73,6 +75,7 @@ class RefSpec:
     timeout_s: float = 3.0
     qualify_s: float = 10.0
     enabled: bool = True
+    noise_ns: float = 0.0  # the scatter its samples are expected to have at least (tunes the loop before it is measured)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -86,7 +89,7 @@ class SelectorPolicy:
     revertive: bool = True
     wait_to_restore_s: float = 60.0
     step_limit_ns: float = 20.0
-    slew_ns_per_s: float = 10.0
+    slew_ns_per_s: float = 0.0  # 0: a built-out phase is kept until the next switch
     disagree_margin_ns: float = 0.0  # added to the sum of two references' bounds before they disagree
 
 
@@ -201,6 +204,9 @@ class ReferenceSelector:
         self._acc: list[tuple[int, float, float]] = []  # active reference samples since the last loop sample
         self._last_loop_ns: int | None = None
         self.hold_phase = True  # the clock's phase is worth keeping at a switch (the caller: it is locked)
+        self._correction_ns = 0.0  # the discipline's corrections up to the latest sample or tick
+        self.slew_cap_ns_per_s = math.inf  # the loop's own limit on following a moving phase (set_slew_cap)
+        self._handed_ns: int | None = None  # the sample a switch handed to the loop at once
 
     # --- inputs --------------------------------------------------------------------------------------------
     def on_sample(self, sample: RefSample, correction_ns: float = 0.0) -> list[object]:
@@ -209,6 +215,7 @@ class ReferenceSelector:
         r = self.refs.get(sample.ref)
         if r is None or not math.isfinite(sample.offset_ns) or not math.isfinite(sample.uncertainty_ns):
             return []
+        self._correction_ns = correction_ns
         t = sample.raw_ns
         if r.last_raw_ns is None or t - r.last_raw_ns > r.spec.timeout_s * NS_PER_S:
             r.good_since_ns = t
@@ -216,7 +223,7 @@ class ReferenceSelector:
         r.samples += 1
         r.hist.append((t, sample.offset_ns, max(sample.uncertainty_ns, 0.0), correction_ns))
         out = self._evaluate(t)
-        if self.active == sample.ref:
+        if self.active == sample.ref and t != self._handed_ns:  # (== : a switch just handed it to the loop)
             self._acc.append((t, sample.offset_ns, sample.uncertainty_ns))
             if self._last_loop_ns is None or t - self._last_loop_ns >= LOOP_INTERVAL_NS:
                 out.append(self._loop_sample(t))
@@ -234,6 +241,7 @@ class ReferenceSelector:
 
     def tick(self, raw_ns: int, correction_ns: float = 0.0) -> list[object]:
         """Once a second: timeouts, qualification, disagreement; a held loop sample for a slow reference."""
+        self._correction_ns = correction_ns
         out = self._evaluate(raw_ns)
         a = self.refs.get(self.active) if self.active else None
         if (a is not None and _interval_ns(a) > HOLD_ABOVE_NS
@@ -326,7 +334,7 @@ class ReferenceSelector:
                     reason = why if unpinned else (f"{best.spec.name} (priority {best.spec.priority}) qualified "
                                                    f"for {waited_s:.0f} s: revertive")
         elif best is not None:
-            lost = "" if current is None else f"{current.spec.name} {current.state.value} ({current.reason}); "
+            lost = "" if current is None else f"{current.spec.name} {current.state.value} ({why or current.reason}); "
             choice, reason = best, f"{lost}{best.spec.name} is the best qualified reference"
         else:
             choice = None
@@ -334,7 +342,15 @@ class ReferenceSelector:
                       f"{current.spec.name} {current.state.value} ({current.reason}); no qualified reference left")
         if choice is current:
             return []
-        return [self._switch(current, choice, reason, raw_ns)]
+        out: list[object] = [self._switch(current, choice, reason, raw_ns)]
+        if choice is not None and choice.hist:
+            # The loop hears from the new reference at once (its latest sample, moved by the corrections applied
+            # since): it must not wait for the next one and time out in between.
+            t, offset, unc, corr = choice.hist[-1]
+            self._acc = [(raw_ns, offset + self._correction_ns - corr, unc)]
+            out.append(self._loop_sample(raw_ns))
+            self._handed_ns = self._last_loop_ns = t  # that sample is used; the loop's next one is due a second on
+        return out
 
     def _switch(self, old: _Ref | None, new: _Ref | None, reason: str, raw_ns: int) -> RefSwitched:
         step = buildout = 0.0
@@ -362,11 +378,22 @@ class ReferenceSelector:
     def buildout_ns(self, raw_ns: int) -> float:
         """The phase still built out of the active reference's samples at ``raw_ns``."""
         b = self._buildout_ns
-        rate = self.policy.slew_ns_per_s
+        rate = self._slew_rate()
         if rate <= 0 or b == 0:
             return b
         left = abs(b) - rate * max(0, raw_ns - self._buildout_at_ns) / NS_PER_S
         return math.copysign(max(0.0, left), b)
+
+    def _slew_rate(self) -> float:
+        return min(self.policy.slew_ns_per_s, self.slew_cap_ns_per_s)
+
+    def set_slew_cap(self, cap_ns_per_s: float, raw_ns: int) -> None:
+        """How fast the loop can follow a moving phase without losing lock (the caller: from its time constant and
+        lock threshold); the build-out is never slewed away faster."""
+        if cap_ns_per_s == self.slew_cap_ns_per_s:
+            return
+        self._buildout_ns, self._buildout_at_ns = self.buildout_ns(raw_ns), raw_ns  # what is left, at the old rate
+        self.slew_cap_ns_per_s = cap_ns_per_s
 
     def _loop_sample(self, raw_ns: int) -> LoopSample:
         assert self.active is not None
@@ -379,29 +406,34 @@ class ReferenceSelector:
 
     # --- references against each other -------------------------------------------------------------------------
     def drift_ns_per_s(self, raw_ns: int) -> float:
-        """How fast the served clock runs against the references: the least-squares slope of the offsets of the
-        live reference with the smallest bound (0 until one has 4 s of samples)."""
+        """How fast the oscillator runs against the references: the least-squares slope of the free phase (offset
+        minus the discipline's corrections, so the loop's steps and steering are not in it) of the live reference with
+        the smallest bound (0 until one has 4 s of samples)."""
         best: tuple[float, float] | None = None
         for r in self.refs.values():
             rec = r.recent(raw_ns)
             if not r.live(raw_ns) or len(rec) < 5 or rec[-1][0] - rec[0][0] < 4 * NS_PER_S:
                 continue
-            # The loop's own corrections are part of the drift; a step in the window would spoil the fit.
-            slope = _slope([(t, o) for t, o, _, _ in rec])
+            slope = _slope([(t, o - c) for t, o, _, c in rec])
             bound = self._bound(r, rec)
             if best is None or bound < best[0]:
                 best = (bound, slope)
         return 0.0 if best is None else best[1]
 
-    def offset_now(self, name: str, raw_ns: int, drift_ns_per_s: float | None = None) -> float | None:
-        """The reference's offset at ``raw_ns``: the median of its latest samples, each carried to ``raw_ns`` at the
-        served clock's drift."""
-        r = self.refs[name]
-        rec = r.recent(raw_ns)[-RECENT_SAMPLES:]  # the latest few: a step shows within two samples
+    def _free_now(self, name: str, raw_ns: int, drift_ns_per_s: float) -> float | None:
+        """The reference's free phase at ``raw_ns``: the median of its latest samples' free phase, each carried to
+        ``raw_ns`` at the oscillator's drift.  Differences between references are differences of their offsets."""
+        rec = self.refs[name].recent(raw_ns)[-RECENT_SAMPLES:]  # the latest few: a step shows within two samples
         if not rec:
             return None
+        return statistics.median(o - c + drift_ns_per_s * (raw_ns - t) / NS_PER_S for t, o, _, c in rec)
+
+    def offset_now(self, name: str, raw_ns: int, drift_ns_per_s: float | None = None) -> float | None:
+        """The reference's offset at ``raw_ns`` (served minus reference), from its latest samples and the latest
+        correction the caller passed."""
         rate = self.drift_ns_per_s(raw_ns) if drift_ns_per_s is None else drift_ns_per_s
-        return statistics.median(o + rate * (raw_ns - t) / NS_PER_S for t, o, _, _ in rec)
+        free = self._free_now(name, raw_ns, rate)
+        return None if free is None else free + self._correction_ns
 
     def _crosscheck(self, raw_ns: int) -> None:
         """Compare every pair of live references at one instant.  A reference most of the others (at least two)
@@ -415,7 +447,7 @@ class ReferenceSelector:
             if not r.live(raw_ns) or not rec:
                 r.disagrees = ""
                 continue
-            now = self.offset_now(name, raw_ns, rate)
+            now = self._free_now(name, raw_ns, rate)
             assert now is not None
             live[name] = (now, self._bound(r, rec))
         self.disagreements = []
@@ -477,8 +509,8 @@ class ReferenceSelector:
             return None
         rec = r.recent(raw_ns)
         if not rec:
-            return r.spec.accuracy_ns, 0.0
-        return max(r.spec.accuracy_ns, statistics.median(u for _, _, u, _ in rec)), _jitter(rec)
+            return r.spec.accuracy_ns, r.spec.noise_ns
+        return max(r.spec.accuracy_ns, statistics.median(u for _, _, u, _ in rec)), max(r.spec.noise_ns, _jitter(rec))
 
 
 def _interval_ns(r: _Ref) -> int:
@@ -502,12 +534,11 @@ def _slope(points: list[tuple[int, float]]) -> float:
 
 
 def _jitter(recent: list[tuple[int, float, float, float]]) -> float:
-    """The samples' own noise, from the median absolute second difference of successive samples: robust (a step of
-    the clock or an outlier touches two differences of many) and blind to a steady drift, which is the clock's,
-    not the reference's."""
+    """The samples' own noise, from the median absolute second difference of their free phase: robust (an outlier
+    touches two differences of many), blind to a steady drift (the oscillator's) and to the loop's steering."""
     if len(recent) < 4:
         return 0.0
-    x = [o for _, o, _, _ in recent]
+    x = [o - c for _, o, _, c in recent]  # free phase: the loop's own steering is not the reference's noise
     second = sorted(abs(c - 2 * b + a) for a, b, c in zip(x, x[1:], x[2:]))
     # White noise of rms s: second differences have rms s*sqrt(6), and their median |.| is 0.6745 of that.
     return statistics.median(second) / (0.6745 * math.sqrt(6.0))

@@ -10,6 +10,7 @@ scheduled true instant, never from when a timer actually fired, so loop jitter n
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from appliance import leap
 from appliance.events import PpsEdge
@@ -36,6 +37,13 @@ class SimWorld:
         self._sequence = 0
         self._timer: TimerHandle | None = None
         self.receiver_powered = True
+        self.upstreams: dict[str, Any] = {}  # name -> SimUpstream (PTP, NTP): other references the world offers
+        # A second receiver on its own antenna (``add_second_receiver``): bytes and edges to its own callbacks.
+        self.receiver2: SimReceiver | None = None
+        self.receiver2_powered = True
+        self._on_bytes2: Callable[[bytes, int], None] | None = None
+        self._on_edge2: Callable[[PpsEdge], None] | None = None
+        self._sequence2 = 0
 
     # --- the world's clocks ------------------------------------------------------------------------------
     def true_ns(self) -> int:
@@ -49,17 +57,29 @@ class SimWorld:
         """The oscillator's reading without its white phase noise: for mapping host time onto served time."""
         return true_ns + round(self.oscillator.phase_error_ns(true_ns))
 
+    def add_second_receiver(self, seed: int, on_bytes: Callable[[bytes, int], None],
+                            on_edge: Callable[[PpsEdge], None]) -> SimReceiver:
+        self.receiver2 = SimReceiver(seed, self.table)
+        self._on_bytes2, self._on_edge2 = on_bytes, on_edge
+        return self.receiver2
+
     # --- running -----------------------------------------------------------------------------------------
     def start(self) -> None:
         """Emit a pulse on every true second from the next one on."""
         self._timer = every(self.scheduler, NS_PER_S, self._second)
+        for upstream in self.upstreams.values():
+            upstream.start()
 
     def stop(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
+        for upstream in self.upstreams.values():
+            upstream.stop()
 
     def _second(self) -> None:
         second_ns = self.true_ns() // NS_PER_S * NS_PER_S
+        if self.receiver2 is not None and self.receiver2_powered:
+            self._receiver2_second(second_ns)
         if not self.receiver_powered:
             return
         if self.receiver.has_fix(second_ns):
@@ -73,6 +93,22 @@ class SimWorld:
             at = second_ns + self._burst_delay_ns + i * 5 * NS_PER_MS
             piece = data[i * step:(i + 1) * step]
             self.scheduler.call_at(at, lambda p=piece, t=at: self._deliver(p, t))
+
+    def _receiver2_second(self, second_ns: int) -> None:
+        rx = self.receiver2
+        assert rx is not None and self._on_edge2 is not None and self._on_bytes2 is not None
+        if rx.has_fix(second_ns):
+            self._sequence2 += 1
+            raw = self.oscillator.raw_ns(max(rx.edge_true_ns(second_ns), self.start_true_ns))
+            self._on_edge2(PpsEdge(raw, self._sequence2, "sim-pps2"))
+        data = rx.burst(second_ns)
+        at = second_ns + self._burst_delay_ns + 20 * NS_PER_MS
+        on_bytes = self._on_bytes2
+
+        def deliver() -> None:
+            if self.receiver2_powered and data:
+                on_bytes(data, self.oscillator.raw_ns(at))
+        self.scheduler.call_at(at, deliver)
 
     def _deliver(self, data: bytes, true_ns: int) -> None:
         if data and self.receiver_powered:

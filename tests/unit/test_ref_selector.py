@@ -398,7 +398,7 @@ def test_fallback_builds_out_the_phase_difference_beyond_the_step_limit(sign: in
     # The loop carries on from its phase: right after the switch it sees about the step, not 5000 ns.
     b.run(20, 25, {"gnss": quiet, "ptp": lambda k: sign * 5000.0 + noise(k + 3)})
     after = b.loops(since=at(19.5))
-    assert [ls.ref for ls in after] == ["ptp"] * 5
+    assert [ls.ref for ls in after] == ["ptp"] * 6  # handed at the switch, then one a second
     for ls in after:
         elapsed_s = (ls.raw_ns - at(19.5)) / S
         assert sign * ls.offset_ns == pytest.approx(20.0 + 10.0 * elapsed_s, abs=8.0)
@@ -469,7 +469,7 @@ def test_a_second_fallback_keeps_the_phase_the_loop_was_holding() -> None:
     assert abs(sw.step_ns) <= 20.0
     # The loop held ~20 ns (the first step): NTP is ~4980 ns from that, of which another 20 ns go to the loop.
     assert sw.buildout_ns == pytest.approx(5000.0 - 20.0 - 20.0, abs=12.0)
-    before = b.loops(since=at(20))[-6]
+    before = b.loops(since=at(20))[-7]  # before the one handed at the switch and the five after it
     assert before.ref == "ptp"
     for ls in b.loops(since=at(29.5)):
         assert ls.ref == "ntp"
