@@ -58,6 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
                        "antenna position again (resurvey); audited")
     p.add_argument("action", choices=("trust", "reject", "auto", "resurvey"))
     _settings_args(p)
+    p = sub.add_parser("reference", help="pin the clock to one reference (or unpin: automatic selection), or enable "
+                       "or disable one; audited")
+    p.add_argument("action", choices=("pin", "unpin", "enable", "disable"))
+    p.add_argument("name", nargs="?", default="", help="the reference: gnss, ptp, ntp, irig, pps")
+    _settings_args(p)
     p = sub.add_parser("sim", help="run a numbered, seeded clock scenario in simulated time and print its figures")
     p.add_argument("--scenario", required=True, metavar="NAME",
                    help="one of: " + ", ".join(_scenario_names()) + " (or all)")
@@ -124,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
                "config": cmd_config, "sim-receiver": cmd_sim_receiver, "holdover": cmd_holdover,
                "sim": cmd_sim, "irig": cmd_irig, "audit": cmd_audit, "quality": cmd_quality,
                "user": cmd_user, "snmp": cmd_snmp, "world": cmd_world,
-               "integrity": cmd_integrity}[args.command]
+               "integrity": cmd_integrity, "reference": cmd_reference}[args.command]
     try:
         return handler(args)
     except BrokenPipeError:
@@ -229,6 +234,18 @@ def cmd_integrity(args: argparse.Namespace) -> int:
         return 1
     print(f"integrity {args.action}: override {reply['override']}, verdict {reply['level']}, reference "
           f"{'used' if reply['usable'] else 'rejected'}")
+    return 0
+
+
+def cmd_reference(args: argparse.Namespace) -> int:
+    if args.action != "unpin" and not args.name:
+        print(f"appliance: reference {args.action}: name the reference (gnss, ptp, ntp, irig, pps)", file=sys.stderr)
+        return 2
+    reply = _control(args, {"cmd": "reference", "action": args.action, "name": args.name},
+                     f"reference {args.action}")
+    if reply is None:
+        return 1
+    print(f"{reply['done']}; active reference: {reply['active'] or 'none (holdover)'}")
     return 0
 
 

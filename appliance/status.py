@@ -83,6 +83,7 @@ class TimeStatus:
     extra: dict[str, Any] = field(default_factory=dict)
     outputs: dict[str, Any] = field(default_factory=dict)  # per output (ntp, ptp ...): its state and counters
     integrity: Any = None  # GuardStatus: the GNSS integrity verdict, survey and detectors
+    references: dict[str, Any] = field(default_factory=dict)  # active, pinned, policy, and one row per reference
 
 
 def summarize(satellites: tuple[SatInfo, ...]) -> tuple[ConstellationSummary, ...]:
@@ -147,6 +148,38 @@ def _integrity_line(g: dict[str, Any] | None) -> str:
     return text
 
 
+def _reference_lines(refs: dict[str, Any]) -> list[str]:
+    """One line per reference: priority, state, offset against the clock, quality.  Nothing for GNSS alone."""
+    rows = refs.get("rows") or []
+    if len(rows) < 2:
+        return []
+    active = refs.get("active") or "none (holdover)"
+    head = f"References      : active {active}" + (f", pinned to {refs['pinned']}" if refs.get("pinned") else "") \
+        + f", {'revertive' if refs.get('revertive') else 'non-revertive'}, {refs.get('switches', 0)} switches"
+    out = [head]
+    for r in rows:
+        mark = "*" if r["active"] else " "
+        off = "-" if r["offset_ns"] is None else _ns_text(r["offset_ns"])
+        jit = "-" if r["jitter_ns"] is None else _ns_text(r["jitter_ns"], signed=False)
+        text = f"  {mark}{r['priority']:>2} {r['name']:<5} {r['state']:<12} offset {off:>9}  jitter {jit:>8}" \
+               f"  accuracy {_ns_text(r['accuracy_ns'], signed=False)}"
+        if r.get("buildout_ns"):
+            text += f"  built out {_ns_text(r['buildout_ns'])}"
+        if r["state"] not in ("qualified",):
+            text += f"  ({r['reason']})"
+        out.append(text)
+    return out
+
+
+def _ns_text(ns: float, signed: bool = True) -> str:
+    a, sign = abs(ns), "+" if signed else ""
+    if a >= 1e6:
+        return f"{ns / 1e6:{sign}.2f} ms"
+    if a >= 1e3:
+        return f"{ns / 1e3:{sign}.2f} us"
+    return f"{ns:{sign}.0f} ns"
+
+
 def _age(now_ns: int, then_ns: int | None) -> str:
     if then_ns is None:
         return "-"
@@ -186,6 +219,7 @@ def render(d: dict[str, Any]) -> str:
                                           + (f" ({c['mean_cn0_dbhz']:.0f} dBHz)" if c['mean_cn0_dbhz'] else "")
                                           for c in d["constellations"]) or "none") + "   (used/visible)",
         "Integrity       : " + _integrity_line(d.get("integrity")),
+        *_reference_lines(d.get("references") or {}),
         f"PPS             : {pps['source']}: {pps['edges']} edges, {pps['paired']} paired"
         + (f", qErr {pps['last_qerr_ps'] / 1000:+.1f} ns" if pps.get("last_qerr_ps") is not None else ""),
         f"UTC offset      : TAI-UTC {leap['tai_utc_s']} s from {leap['source']}"

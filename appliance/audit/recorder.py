@@ -22,6 +22,17 @@ class Entry:
 
 
 def entry_for(event: object) -> Entry | None:
+    from appliance.refs.selector import RefStateChanged, RefSwitched
+
+    if isinstance(event, RefSwitched):
+        text = f"reference {event.old or 'none'} -> {event.new or 'none (holdover)'}: {event.reason}"
+        if event.buildout_ns:
+            text += f" (phase {event.buildout_ns:+.0f} ns built out)"
+        return Entry("reference.switch", "system", text, {"old": event.old, "new": event.new, "reason": event.reason,
+                                                          "buildout_ns": event.buildout_ns, "step_ns": event.step_ns})
+    if isinstance(event, RefStateChanged):
+        return Entry("reference.state", "system", f"reference {event.ref} {event.old} -> {event.new}: {event.reason}",
+                     {"reference": event.ref, "old": event.old, "new": event.new, "reason": event.reason})
     if isinstance(event, ClockStateChanged):
         return Entry("clock.state", "system", f"clock {event.old} -> {event.new}: {event.reason}",
                      {"old": event.old, "new": event.new, "reason": event.reason})

@@ -30,7 +30,12 @@ class Notice:
 
 
 def for_event(event: object, at_tai_ns: int) -> list[Notice]:
+    from appliance.refs.selector import RefSwitched
+
     stamp = {"applianceNotifyTime": at_tai_ns}
+    if isinstance(event, RefSwitched):
+        return [Notice("applianceReferenceSwitch", {**stamp, "applianceNotifyText":
+                                                    f"{event.old or 'none'} -> {event.new or 'none'}: {event.reason}"})]
     if isinstance(event, ClockStateChanged):
         out = [Notice("applianceClockStateChange", {**stamp, "applianceNotifyPrevClockState": event.old})]
         if event.new == "HOLDOVER":

@@ -149,6 +149,9 @@ SCALARS: dict[str, Callable[[Snap], Any]] = {
     "applianceIntegrityRejections": lambda s: (s.status.get("integrity") or {}).get("rejections", 0),
     "applianceIntegrityReason": lambda s: "; ".join((s.status.get("integrity") or {}).get("reasons", ())),
     "applianceIntegrityHomeState": lambda s: _home_state(s),
+    "applianceRefActive": lambda s: (s.status.get("references") or {}).get("active") or "",
+    "applianceRefSwitches": lambda s: (s.status.get("references") or {}).get("switches", 0),
+    "applianceRefPinned": lambda s: (s.status.get("references") or {}).get("pinned") or "",
     "appliancePpsSource": lambda s: s.status["pps"]["source"],
     "appliancePpsEdges": lambda s: s.status["pps"]["edges"],
     "appliancePpsPaired": lambda s: s.status["pps"]["paired"],
@@ -265,11 +268,30 @@ def _ptp_ports(s: Snap) -> list[Row]:
     return [((1,), row)]
 
 
+REFERENCE_INDEX = {"gnss": 1, "ptp": 2, "ntp": 3, "irig": 4, "pps": 5}
+_REF_STATE = {"no-signal": "noSignal"}
+
+
+def _references(s: Snap) -> list[Row]:
+    rows = []
+    for r in (s.status.get("references") or {}).get("rows", []):
+        index = REFERENCE_INDEX.get(r["name"])
+        if index is None:
+            continue
+        rows.append(((index,), {
+            "applianceRefName": r["name"], "applianceRefPriority": r["priority"],
+            "applianceRefState": _REF_STATE.get(r["state"], r["state"]), "applianceRefIsActive": bool(r["active"]),
+            "applianceRefOffset": None if r["offset_ns"] is None else _clamp32(r["offset_ns"]),
+            "applianceRefJitter": None if r["jitter_ns"] is None else _clamp32(r["jitter_ns"], signed=False),
+            "applianceRefAccuracy": _clamp32(r["accuracy_ns"], signed=False), "applianceRefReason": r["reason"]}))
+    return sorted(rows)
+
+
 def tables(index_of_alarm: Callable[[str], int]) -> dict[str, Callable[[Snap], list[Row]]]:
     """Each table's rows (keyed by the table's entry-less name as the MIB spells it)."""
     return {"applianceSatTable": _satellites, "applianceConstTable": _constellations,
             "applianceOutputTable": _outputs, "applianceAlarmTable": lambda s: _alarms(s, index_of_alarm),
-            "appliancePtpPortTable": _ptp_ports}
+            "appliancePtpPortTable": _ptp_ports, "applianceRefTable": _references}
 
 
 def _integrity_on(s: Any) -> bool:

@@ -23,6 +23,7 @@ NS_PER_S = 1_000_000_000
 MAX_RANGE_S = 400 * 86_400
 HOLDOVER_ACTIONS = ("start", "stop")
 INTEGRITY_ACTIONS = ("trust", "reject", "auto", "resurvey")  # the appliance's integrity command
+REFERENCE_ACTIONS = ("pin", "unpin", "enable", "disable")
 
 
 def _error(code: int, message: str) -> Any:
@@ -130,6 +131,31 @@ def config_change(name: str) -> Any:
 @needs("operator")
 def holdover() -> Any:
     return _operator_command("holdover", HOLDOVER_ACTIONS)
+
+
+@bp.route("/references")
+def references() -> Any:
+    """The references: the active one, the policy, a row per reference (also in /status)."""
+    return jsonify(ctx_of().status().get("references") or {})
+
+
+@bp.route("/references", methods=["POST"])
+@needs("operator")
+def reference_control() -> Any:
+    """``{"action": "pin"|"unpin"|"enable"|"disable", "name": ...}``; the appliance audits it."""
+    from flask import g
+
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict) or body.get("action") not in REFERENCE_ACTIONS:
+        return _error(400, 'expected {"action": "pin"|"unpin"|"enable"|"disable", "name": "gnss"|"ptp"|...}')
+    name = body.get("name", "")
+    if not isinstance(name, str) or len(name) > 32 or (body["action"] != "unpin" and not name):
+        return _error(400, "name the reference (a string, e.g. \"ptp\")")
+    actor = f"{'api' if g.via == 'token' else 'web'}:{g.user}"
+    reply = ctx_of().command({"cmd": "reference", "action": body["action"], "name": name, "user": actor})
+    if not reply.get("ok"):
+        return _error(409, str(reply.get("error", "refused")))
+    return jsonify(reply)
 
 
 @bp.route("/integrity", methods=["POST"])

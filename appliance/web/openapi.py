@@ -69,6 +69,15 @@ def document() -> dict[str, Any]:
                                       body={"type": "object", "required": ["action"],
                                             "properties": {"action": {"enum": ["start", "stop"]}}},
                                       responses=_REFUSED)},
+            "/references": {
+                "get": _op("The time references: the active one, the selection policy, and per reference its state, "
+                           "priority, offset against the clock, jitter and accuracy"),
+                "post": _op("Pin the clock to a reference (or unpin: automatic selection), or enable or disable one; "
+                            "audited", role="operator",
+                            body={"type": "object", "required": ["action"],
+                                  "properties": {"action": {"enum": ["pin", "unpin", "enable", "disable"]},
+                                                 "name": {"type": "string"}}},
+                            responses=_REFUSED)},
             "/integrity": {"post": _op("Override the GNSS integrity verdict (trust: use the reference whatever the "
                                        "checks say; reject: hold over; auto: the checks decide) or survey the "
                                        "antenna's position again (resurvey); audited. The verdict itself is the "

@@ -63,7 +63,41 @@
     if (tb) tb.replaceChildren(...Object.entries(s.outputs).map(([n, o]) =>
       row([n, o.enabled === false ? "disabled" : (o.error ? "FAULT" : "enabled"), outputDetail(n, o)])));
     integrity(s.integrity);
+    references(s.references || {});
     alarms(s.alarms);
+  }
+  function ns(v) {
+    if (v === null || v === undefined) return "-";
+    const a = Math.abs(v);
+    return a >= 1e6 ? (v / 1e6).toFixed(2) + " ms" : a >= 1e3 ? (v / 1e3).toFixed(2) + " µs" : v.toFixed(0) + " ns";
+  }
+  function references(rs) {
+    const tb = document.querySelector("#references tbody"); if (!tb) return;
+    if (rs.active !== undefined) text("reference", rs.active || "none (holdover)");
+    text("references-summary", "active: " + (rs.active || "none (holdover)") + (rs.pinned ? ", pinned to " + rs.pinned : "") +
+      ", " + (rs.switches || 0) + " switches");
+    const operator = document.querySelector("#references th:last-child").textContent === "Operator";
+    tb.replaceChildren(...(rs.rows || []).map((r) => {
+      const tr = row([r.priority, (r.active ? "▶ " : "") + r.name + (r.pinned ? " (pinned)" : ""), r.state, ns(r.offset_ns),
+        ns(r.jitter_ns), ns(r.accuracy_ns), r.state === "qualified" ? "" : r.reason]);
+      tr.id = "reference-" + r.name;
+      if (operator) {
+        const td = document.createElement("td");
+        for (const action of ["pin", r.state === "disabled" ? "enable" : "disable"]) {
+          const b = document.createElement("button"); b.textContent = action; b.dataset.reference = action;
+          b.addEventListener("click", () => referenceCommand(action, r.name)); td.appendChild(b);
+        }
+        tr.appendChild(td);
+      }
+      return tr;
+    }));
+  }
+  async function referenceCommand(action, name) {
+    const r = await fetch("/api/v1/references", { method: "POST", credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRFToken": csrf }, body: JSON.stringify({ action, name }) });
+    const body = await r.json().catch(() => ({}));
+    text("command-result", r.ok ? body.done + "; active: " + (body.active || "none") : "refused: " + (body.error || r.status));
+    dashboard();
   }
   const LEVELS = ["ok", "suspect", "jammed", "spoofed"];
   function integrity(g) {
@@ -203,6 +237,7 @@
     every(dashboard, 1000);
     for (const b of document.querySelectorAll("button[data-action]")) b.addEventListener("click", () => command(b.dataset.action));
     for (const b of document.querySelectorAll("button[data-integrity]")) b.addEventListener("click", () => integrityCommand(b.dataset.integrity, dashboard));
+    const unpin = $("reference-unpin"); if (unpin) unpin.addEventListener("click", () => referenceCommand("unpin", ""));
   } else if (page === "gnss") {
     every(gnss, 2000);
     for (const b of document.querySelectorAll("button[data-integrity]")) b.addEventListener("click", () => integrityCommand(b.dataset.integrity, gnss));
