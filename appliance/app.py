@@ -184,6 +184,8 @@ class Appliance:
             self.pps_in = ExternalPps("pps", cable_delay_ns=int(config["references.pps_in_cable_delay_ns"]),
                                       uncertainty_ns=float(config["references.pps_in_accuracy_ns"]))
         self._ntp_used_ns = 0
+        self._ntp_stratum: int | None = None  # the NTP upstream's system peer's stratum, and its address
+        self._ntp_peer = ""
         self.backend_name = backend_name
         self._sim_time_error = sim_time_error
         self._save_state = save_state
@@ -301,6 +303,9 @@ class Appliance:
         if estimate is None or estimate.host_ns <= self._ntp_used_ns:
             return
         self._ntp_used_ns = estimate.host_ns
+        self._ntp_stratum, self._ntp_peer = estimate.stratum, estimate.system_peer
+        if self.refs.active == "ntp":
+            self.clock.upstream_stratum = estimate.stratum
         self._ref_sample(estimate.ref_sample(self.raw_now()))
 
     def on_ptp_upstream(self, m: Any) -> None:
@@ -413,6 +418,8 @@ class Appliance:
         if ev.new is None:
             self._route(self.clock.on_reference(False, ev.reason, ev.at_raw_ns))
         else:
+            self.clock.reference_kind = self.refs.refs[ev.new].spec.kind
+            self.clock.upstream_stratum = self._ntp_stratum if ev.new == "ntp" else None
             self._reference_quality(ev.at_raw_ns)
             self._route(self.clock.on_reference(True, ev.reason, ev.at_raw_ns))
         best = min(self.refs.refs.values(), key=lambda r: r.spec.priority, default=None)  # enabled or not
@@ -567,7 +574,7 @@ class Appliance:
 
         status = self.status()
         if status.clock.state == "LOCKED":
-            self._ntp_refid = publish.refid_for(status)
+            self._ntp_refid = publish.refid_for(status, self._ntp_peer)
         self._ntp_generation += 1
         served, rate_ppb = self.served_at_host(host_ns)
         return publish.clock_map(status, host_ns, served, rate_ppb, self._ntp_refid, self._ntp_generation)

@@ -154,10 +154,17 @@ def clock_class(state: str, profile: str, holdover_in_spec: bool, degraded: str 
     return 248  # FREERUN, ACQUIRING
 
 
-def time_source(state: str) -> int:
-    """IEEE 1588-2019 Table 6 timeSource: GNSS while LOCKED or ACQUIRING, else the internal oscillator."""
+# IEEE 1588-2019 Table 6 timeSource of each kind of reference.
+REFERENCE_TIME_SOURCE = {"gnss": TIME_SOURCE_GNSS, "ptp": 0x40, "ntp": 0x50, "irig": 0x39, "pps": 0x90}
+
+
+def time_source(state: str, reference_kind: str = "gnss") -> int:
+    """IEEE 1588-2019 Table 6 timeSource: the active reference's kind (GNSS, PTP, NTP, SERIAL_TIME_CODE for IRIG-B,
+    OTHER for an external 1PPS) while LOCKED or ACQUIRING, else the internal oscillator."""
     _check_state(state)
-    return TIME_SOURCE_GNSS if state in ("LOCKED", "ACQUIRING") else TIME_SOURCE_INTERNAL_OSCILLATOR
+    if state not in ("LOCKED", "ACQUIRING"):
+        return TIME_SOURCE_INTERNAL_OSCILLATOR
+    return REFERENCE_TIME_SOURCE.get(reference_kind, TIME_SOURCE_GNSS)
 
 
 def is_synchronized(state: str, holdover_in_spec: bool) -> bool:
@@ -189,9 +196,14 @@ def ntp_leap_indicator(synchronized: bool, pending_change_s: int, seconds_to_cha
     return LI_NONE
 
 
-def ntp_stratum(synchronized: bool) -> int:
-    """RFC 5905 §7.3: 1 (primary server, here GNSS-referenced) or 16 (unsynchronized)."""
-    return STRATUM_PRIMARY if synchronized else STRATUM_UNSYNCHRONIZED
+def ntp_stratum(synchronized: bool, upstream_stratum: int | None = None) -> int:
+    """RFC 5905 §7.3: 1 (primary server, on a primary reference), one more than the upstream server's when the
+    clock follows NTP upstream, or 16 (unsynchronized)."""
+    if not synchronized:
+        return STRATUM_UNSYNCHRONIZED
+    if upstream_stratum is not None:
+        return min(STRATUM_UNSYNCHRONIZED - 1, max(STRATUM_PRIMARY, upstream_stratum + 1))
+    return STRATUM_PRIMARY
 
 
 def ntp_root_dispersion_ns(bound_ns: int | None) -> int:
@@ -234,7 +246,8 @@ class Advertised:
 
 def advertise(state: str, bound_ns: int | None, tdev_s: float | None, profile: str, holdover_in_spec: bool,
               pending_change_s: int, seconds_to_change: int | None, degraded: str = "A",
-              out_of_spec_category: int = 1) -> Advertised:
+              out_of_spec_category: int = 1, reference_kind: str = "gnss",
+              upstream_stratum: int | None = None) -> Advertised:
     """Everything the appliance advertises, from one (state, bound, stability) triple."""
     synced = is_synchronized(state, holdover_in_spec)
     time_traceable, frequency_traceable = traceability(state, holdover_in_spec)
@@ -242,11 +255,11 @@ def advertise(state: str, bound_ns: int | None, tdev_s: float | None, profile: s
         clock_class=clock_class(state, profile, holdover_in_spec, degraded, out_of_spec_category),
         clock_accuracy=clock_accuracy(bound_ns),
         offset_scaled_log_variance=offset_scaled_log_variance(tdev_s),
-        time_source=time_source(state),
+        time_source=time_source(state, reference_kind),
         time_traceable=time_traceable,
         frequency_traceable=frequency_traceable,
         ntp_leap_indicator=ntp_leap_indicator(synced, pending_change_s, seconds_to_change),
-        ntp_stratum=ntp_stratum(synced),
+        ntp_stratum=ntp_stratum(synced, upstream_stratum),
         ntp_root_dispersion_ns=ntp_root_dispersion_ns(bound_ns),
         irig_time_quality=irig_time_quality(state, bound_ns),
     )

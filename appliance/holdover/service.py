@@ -65,6 +65,8 @@ class ClockService:
         self.receiver_usable = True
         self.integrity_usable = True
         self.integrity_reason = ""
+        self.reference_kind = "gnss"  # the kind of reference driving the clock (its timeSource)
+        self.upstream_stratum: int | None = None  # the NTP upstream's stratum while NTP drives the clock
 
     # --- inputs -------------------------------------------------------------------------------------------
     def measure(self, paired: PairedSecond) -> tuple[float, float]:
@@ -126,7 +128,8 @@ class ClockService:
         bound_int = None if bound is None else int(round(bound))
         in_spec = e.state is ClockState.HOLDOVER
         adv = quality.advertise(e.state.value, bound_int, self._tdev_s(), self.profile, in_spec, pending_change_s,
-                                seconds_to_change, self.degraded)
+                                seconds_to_change, self.degraded, reference_kind=self.reference_kind,
+                                upstream_stratum=self.upstream_stratum)
         p = e.prediction() or (e.predictor.predict((raw_ns - e.start_raw_ns) / NS_PER_S)
                                if e.predictor.can_predict() else None)
         holdover_since = e.state_since_ns if e.state in (ClockState.HOLDOVER, ClockState.HOLDOVER_EXPIRED) else None

@@ -18,11 +18,38 @@ REFIDS = {Constellation.GPS: "GPS", Constellation.GALILEO: "GAL", Constellation.
           Constellation.GLONASS: "GLO", Constellation.QZSS: "QZSS", Constellation.NAVIC: "IRNS"}
 
 
-def refid_for(status: TimeStatus) -> str:
+# RFC 5905 §7.3 reference IDs of the references that are not GNSS (an NTP upstream's is its address).
+KIND_REFIDS = {"ptp": "PTP", "irig": "IRIG", "pps": "PPS"}
+
+
+def refid_for(status: TimeStatus, ntp_peer: str = "") -> str:
+    """The reference ID of what drives the clock: the constellations, "PTP", "IRIG", "PPS", or for NTP upstream the
+    system peer's IPv4 address as dotted quad (``reference_id_bytes`` packs it)."""
+    active = (status.references or {}).get("active")
+    kind = next((r["kind"] for r in (status.references or {}).get("rows", []) if r["name"] == active), "gnss")
+    if kind == "ntp":
+        return ntp_peer.rpartition(":")[0] if ntp_peer.count(":") == 1 else ntp_peer or "NTP"
+    if kind in KIND_REFIDS:
+        return KIND_REFIDS[kind]
     used = {s.constellation for s in status.satellites if s.used and s.constellation in REFIDS}
     if not used:
         return "GNSS"
     return REFIDS[next(iter(used))] if len(used) == 1 else "GNSS"
+
+
+def reference_id_bytes(text: str) -> bytes:
+    """A refid as the wire carries it: an IPv4 address as its four octets (a stratum 2+ server's upstream), else
+    ASCII; an IPv6 upstream as the first four octets of its address's MD5 (RFC 5905 §7.3)."""
+    import hashlib
+    import ipaddress
+
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return refid(text)
+    if address.version == 4:
+        return address.packed
+    return hashlib.md5(address.packed, usedforsecurity=False).digest()[:4]
 
 
 def clock_map(status: TimeStatus, host_ns: int, served_now_tai_ns: int, rate_ppb: float, last_refid: str,
@@ -44,7 +71,7 @@ def clock_map(status: TimeStatus, host_ns: int, served_now_tai_ns: int, rate_ppb
         precision=PRECISION_KERNEL_SW,
         root_delay=0,
         root_dispersion=ns_to_ntp_short(adv.ntp_root_dispersion_ns if adv else 16 * NS_PER_S),
-        reference_id=refid(last_refid if synchronized else "INIT"),
+        reference_id=reference_id_bytes(last_refid if synchronized else "INIT"),
         host_anchor_ns=host_ns,
         served_anchor_tai_ns=served_now_tai_ns,
         rate_ppb=float(rate_ppb),
