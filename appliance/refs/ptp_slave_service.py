@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from appliance.outputs.ptp.port import Send
-from appliance.outputs.ptp.transport import TransportError, clock_identity, open_transport
+from appliance.outputs.ptp.transport import TransportError, clock_identity, open_transport, send_batch
 from appliance.refs.ptp_slave import PtpMeasurement, PtpSlave, SlaveAction, SlaveConfig
 
 log = logging.getLogger("appliance.ptp.slave")
@@ -132,20 +132,8 @@ class PtpSlaveService:
         self._rearm()
 
     def _apply(self, actions: list[SlaveAction]) -> None:
-        sends = [a for a in actions if isinstance(a, Send)]
-        transport, loop = self.transport, self._loop
-        if transport is not None and sends:
-            # As PtpService._apply: out of the epoll set while an event message goes out, or its software transmit
-            # timestamp is taken ~1 us before the packet leaves (the wake-up callback sits between them).
-            quiet = transport.timestamped_fd if self._watching and any(a.event for a in sends) else None
-            if quiet is not None and loop is not None:
-                loop.remove_reader(quiet)
-            try:
-                for a in sends:
-                    transport.send(a.data, a.event, a.to, a.peer, a.token)
-            finally:
-                if quiet is not None and loop is not None:
-                    loop.add_reader(quiet, self._readable, quiet)
+        send_batch(self.transport, self._loop, self._readable, [a for a in actions if isinstance(a, Send)],
+                   self._watching)
         for a in actions:
             if isinstance(a, PtpMeasurement):
                 try:

@@ -22,7 +22,7 @@ from appliance.outputs.ptp.datasets import GrandmasterView
 from appliance.outputs.ptp.phcmap import PhcMap, tightest
 from appliance.outputs.ptp.profiles import PortConfig
 from appliance.outputs.ptp.transport import (TransportError, clock_identity, enable_hw_timestamps, hardware_info,
-                                             open_transport)
+                                             open_transport, send_batch)
 
 log = logging.getLogger("appliance.ptp")
 FAULT_RETRY_S = 16.0  # ptp4l's fault_reset_interval is 2**4 s too
@@ -180,21 +180,7 @@ class PtpService:
         self._rearm()
 
     def _apply(self, actions: list[ptp_port.Send]) -> None:
-        transport, loop = self.transport, self._loop
-        if transport is not None and actions:
-            # A socket in an epoll set costs every send on it a wake-up callback between the driver's transmit
-            # timestamp and the packet leaving (the error-queue report and the send-buffer release both wake the
-            # socket's wait queue): about 1.3 us more on a veth, all of it error in the Sync's timestamp.  ptp4l
-            # polls only while it waits; the same here: out of the set while event messages go out.
-            quiet = transport.timestamped_fd if self._watching and any(a.event for a in actions) else None
-            if quiet is not None and loop is not None:
-                loop.remove_reader(quiet)
-            try:
-                for a in actions:
-                    transport.send(a.data, a.event, a.to, a.peer, a.token)
-            finally:
-                if quiet is not None and loop is not None:
-                    loop.add_reader(quiet, self._readable, quiet)
+        send_batch(self.transport, self._loop, self._readable, actions, self._watching)
         port = self.port
         if port is not None and port.state != self._last_state:
             if self._last_state:

@@ -373,3 +373,22 @@ def open_transport(kind: str, iface: str, l2_destination: str, peer: bool,
         raise TransportError(19, f"interface {iface} does not exist") from None
     return UdpTransport(iface, socket.AF_INET6 if kind == "udp6" else socket.AF_INET, peer, hardware)
 
+
+def send_batch(transport: Any, loop: Any, readable: Any, sends: list[Any], watching: bool) -> None:
+    """Send a port's ``Send`` actions.  A socket in an epoll set costs every send on it a wake-up callback between the
+    driver's transmit timestamp and the packet leaving (the error-queue report and the send-buffer release both wake
+    the socket's wait queue): about 1.3 us more on a veth, all of it error in the message's timestamp.  ptp4l polls
+    only while it waits; the same here: the timestamped socket leaves the loop's set while event messages go out, and
+    comes back with ``readable`` as its reader."""
+    if transport is None or not sends:
+        return
+    quiet = transport.timestamped_fd if watching and any(a.event for a in sends) else None
+    if quiet is not None and loop is not None:
+        loop.remove_reader(quiet)
+    try:
+        for a in sends:
+            transport.send(a.data, a.event, a.to, a.peer, a.token)
+    finally:
+        if quiet is not None and loop is not None:
+            loop.add_reader(quiet, readable, quiet)
+
