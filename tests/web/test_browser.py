@@ -2,10 +2,11 @@
 
 An operator logs in, sees LOCKED, forces holdover and sees HOLDOVER and clockClass 7 on the dashboard without a
 reload, finds the command in the audit log, verifies the chain and downloads a signed backup; a viewer tries to
-change a setting and is refused with nothing changed.  GNSS integrity: on the console of a fake appliance whose
-status the test sets, the dashboard's card follows the verdict to SPOOFED and the operator's override buttons; on the
-real appliance, a spoofed position (a world drill) turns the card SPOOFED until the attack ends and the reference
-qualifies again.  A screenshot of each page is kept in artifacts/web/.
+change a setting and is refused with nothing changed.  References: the dashboard lists GNSS, a PTP upstream and NTP;
+the operator pins PTP, unpins, disables and enables NTP, and finds it all in the audit log.  GNSS integrity: on the
+console of a fake appliance whose status the test sets, the dashboard's card follows the verdict to SPOOFED and the
+operator's override buttons; on the real appliance, a spoofed position (a world drill) turns the card SPOOFED until
+the attack ends and the reference qualifies again.  A screenshot of each page is kept in artifacts/web/.
 """
 
 from __future__ import annotations
@@ -310,4 +311,59 @@ def test_a_spoofed_position_turns_the_card_spoofed_until_the_reference_qualifies
     for text in ("integrity reject", "integrity auto"):
         row = page.locator("#audit tbody tr", has_text=text)
         assert row.count() >= 1 and "web:operator" in row.first.inner_text(), text
+    page.context.close()
+
+
+# --- time references ------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def references_console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """The appliance with a simulated PTP upstream and NTP servers beside GNSS."""
+    state = tmp_path_factory.mktemp("references") / "state"
+    state.mkdir()
+    seed_learned_state(state)
+    add_user(state, "operator", "operator")
+    port = free_tcp_port()
+    proc = appliance("run", "--set", f"state_dir={state}", *FAST, "--set", "sim.ptp_upstream=true",
+                     "--set", "sim.ntp_upstream=true", "--set", "references.ntp_interval_s=2",
+                     "--set", "references.qualify_s=3", "--set", "web.listen=127.0.0.1", "--set", f"web.port={port}")
+    try:
+        wait_for(state, lambda s: s["clock"]["state"] == "LOCKED" and all(
+            r["state"] == "qualified" for r in s["references"]["rows"]), timeout_s=90)
+        yield f"https://127.0.0.1:{port}", state
+    finally:
+        code, err = stop(proc)
+        assert code == 0, err
+
+
+def test_the_operator_sees_every_reference_and_pins_one(references_console: tuple[str, Path],
+                                                        browser: object) -> None:
+    base, state = references_console
+    page: Any = login(browser, base, "operator", PASSWORDS["operator"])
+    rows = page.locator("#references tbody tr")
+    expect(rows).to_have_count(3, timeout=10_000)
+    expect(page.locator("#reference-gnss")).to_contain_text("▶ gnss")
+    expect(page.locator("#reference-ptp")).to_contain_text("qualified")
+    expect(page.locator("#reference-ntp")).to_contain_text("5")  # its priority
+    expect(page.locator("#reference")).to_have_text("gnss")
+    shot(page, "dashboard-references")
+
+    page.locator("#reference-ptp button[data-reference=pin]").click()
+    expect(page.locator("#command-result")).to_have_text("reference pinned to ptp; active: ptp", timeout=10_000)
+    expect(page.locator("#reference-ptp")).to_contain_text("▶ ptp (pinned)", timeout=10_000)
+    expect(page.locator("#references-summary")).to_contain_text("pinned to ptp")
+    expect(page.locator("#alarms")).to_contain_text("running on backup reference ptp", timeout=10_000)
+    shot(page, "dashboard-references-pinned")
+
+    page.click("#reference-unpin")
+    expect(page.locator("#reference-gnss")).to_contain_text("▶ gnss", timeout=10_000)
+    page.locator("#reference-ntp button[data-reference=disable]").click()
+    expect(page.locator("#reference-ntp")).to_contain_text("disabled", timeout=10_000)
+    page.locator("#reference-ntp button[data-reference=enable]").click()
+    expect(page.locator("#reference-ntp")).not_to_contain_text("disabled", timeout=10_000)
+
+    page.goto(base + "/audit")
+    for text in ("reference pinned to ptp", "reference selection automatic", "reference ntp disabled",
+                 "reference gnss -> ptp"):
+        assert page.locator("#audit tbody tr", has_text=text).count() >= 1, text
     page.context.close()
