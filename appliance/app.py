@@ -300,9 +300,11 @@ class Appliance:
         if sample.error:
             return
         estimate = self.ntp_upstream.estimate(sample.host_ns)
-        if estimate is None or estimate.host_ns <= self._ntp_used_ns:
+        # Every answer gives the reference a sample: the consensus may rest on an older (shorter-delay) exchange
+        # the clock filter keeps choosing, which is what it is for.
+        if estimate is None or sample.host_ns <= self._ntp_used_ns:
             return
-        self._ntp_used_ns = estimate.host_ns
+        self._ntp_used_ns = sample.host_ns
         self._ntp_stratum, self._ntp_peer = estimate.stratum, estimate.system_peer
         if self.refs.active == "ntp":
             self.clock.upstream_stratum = estimate.stratum
@@ -404,8 +406,15 @@ class Appliance:
         self._route(self.refs.set_usable("gnss", usable, why if rx_ok and not ok else rx_why, raw_ns))
 
     def _ref_sample(self, sample: RefSample) -> None:
-        self.refs.hold_phase = self.clock.engine.state in (ClockState.LOCKED, ClockState.HOLDOVER)
+        self._phase_for_refs(sample.raw_ns)
         self._route(self.refs.on_sample(sample, self.clock.engine.correction_ns(sample.raw_ns)))
+
+    def _phase_for_refs(self, raw_ns: int) -> None:
+        """Tell the selector whether the clock's phase is worth carrying on from at a switch: locked, or in holdover
+        within its spec (then also how good it still is)."""
+        state = self.clock.engine.state
+        self.refs.hold_phase = state in (ClockState.LOCKED, ClockState.HOLDOVER)
+        self.refs.phase_bound_ns = self.clock.engine.bound_ns(raw_ns) if state is ClockState.HOLDOVER else None
 
     def _switched(self, ev: RefSwitched) -> None:
         new = ev.new or "none (holdover)"
@@ -505,7 +514,7 @@ class Appliance:
 
     def _second(self) -> None:
         raw = self.raw_now()
-        self.refs.hold_phase = self.clock.engine.state in (ClockState.LOCKED, ClockState.HOLDOVER)
+        self._phase_for_refs(raw)
         self._route(self.refs.tick(raw, self.clock.engine.correction_ns(raw)))
         self._reference_quality(raw)
         e = self.clock.engine

@@ -204,6 +204,7 @@ class ReferenceSelector:
         self._acc: list[tuple[int, float, float]] = []  # active reference samples since the last loop sample
         self._last_loop_ns: int | None = None
         self.hold_phase = True  # the clock's phase is worth keeping at a switch (the caller: it is locked)
+        self.phase_bound_ns: float | None = None  # in holdover, what the clock still vouches for (the caller)
         self._correction_ns = 0.0  # the discipline's corrections up to the latest sample or tick
         self.slew_cap_ns_per_s = math.inf  # the loop's own limit on following a moving phase (set_slew_cap)
         self._handed_ns: int | None = None  # the sample a switch handed to the loop at once
@@ -246,10 +247,11 @@ class ReferenceSelector:
         a = self.refs.get(self.active) if self.active else None
         if (a is not None and _interval_ns(a) > HOLD_ABOVE_NS
                 and (self._last_loop_ns is None or raw_ns - self._last_loop_ns >= NS_PER_S)):
-            t_last, offset, unc, corr = a.hist[-1]
+            t_last, _offset, unc, _corr = a.hist[-1]
             if raw_ns - t_last < a.spec.timeout_s * NS_PER_S:
-                # Held: the reference's last phase, moved by every correction the loop applied since.
-                self._acc.append((raw_ns, offset + correction_ns - corr, unc))
+                # Held: the reference's last phase carried to now (the oscillator's drift since, and every
+                # correction the loop applied since).
+                self._acc.append((raw_ns, self._held(a, raw_ns), unc))
                 out.append(self._loop_sample(raw_ns))
         return out
 
@@ -346,11 +348,17 @@ class ReferenceSelector:
         if choice is not None and choice.hist:
             # The loop hears from the new reference at once (its latest sample, moved by the corrections applied
             # since): it must not wait for the next one and time out in between.
-            t, offset, unc, corr = choice.hist[-1]
-            self._acc = [(raw_ns, offset + self._correction_ns - corr, unc)]
+            t, _offset, unc, _corr = choice.hist[-1]
+            self._acc = [(raw_ns, self._held(choice, raw_ns), unc)]
             out.append(self._loop_sample(raw_ns))
             self._handed_ns = self._last_loop_ns = t  # that sample is used; the loop's next one is due a second on
         return out
+
+    def _held(self, r: _Ref, raw_ns: int) -> float:
+        """A reference's latest sample carried to ``raw_ns``: its free phase moved at the oscillator's drift, plus the
+        corrections the loop has applied up to now."""
+        t, offset, _unc, corr = r.hist[-1]
+        return offset - corr + self.drift_ns_per_s(raw_ns) * (raw_ns - t) / NS_PER_S + self._correction_ns
 
     def _switch(self, old: _Ref | None, new: _Ref | None, reason: str, raw_ns: int) -> RefSwitched:
         step = buildout = 0.0
@@ -358,11 +366,17 @@ class ReferenceSelector:
         # already have followed it part of the way: the reference that outvoted it is the better guide).
         fallback = (new is not None and old is not None and new.spec.priority >= old.spec.priority
                     and old.state is not RefState.DISQUALIFIED)
-        if new is not None and old is not None and fallback and self.hold_phase:
+        # Out of holdover onto a reference coarser than what the clock still vouches for: carry on from the clock's
+        # phase too (0: the loop held no reference).
+        coarser = (new is not None and old is None and self.phase_bound_ns is not None
+                   and new.spec.accuracy_ns > self.phase_bound_ns)
+        if new is not None and (fallback or coarser) and self.hold_phase:
             # The loop carries on from the phase it holds: the old reference's (its build-out removed) while that
-            # one is still measured; if it is gone, the new one's phase goes to the loop within the step limit.
-            new_phase = self.offset_now(new.spec.name, raw_ns)
-            old_phase = self.offset_now(old.spec.name, raw_ns)
+            # one is still measured, else the clock's own.  Phases over the whole recent window: a noisy reference's
+            # last few samples would put their noise into the build-out.
+            rate = self.drift_ns_per_s(raw_ns)
+            new_phase = self._offset_over_window(new, raw_ns, rate)
+            old_phase = None if old is None else self._offset_over_window(old, raw_ns, rate)
             held = 0.0 if old_phase is None else old_phase - self.buildout_ns(raw_ns)
             if new_phase is not None:
                 diff = new_phase - held
@@ -412,7 +426,10 @@ class ReferenceSelector:
         best: tuple[float, float] | None = None
         for r in self.refs.values():
             rec = r.recent(raw_ns)
-            if not r.live(raw_ns) or len(rec) < 5 or rec[-1][0] - rec[0][0] < 4 * NS_PER_S:
+            # A reference silent for a moment still says how the oscillator ran (at a switch the one just lost is
+            # usually the best guide); one its source rejects or the others outvote does not.
+            if (not r.enabled or not r.usable or r.disagrees or len(rec) < 5
+                    or rec[-1][0] - rec[0][0] < 4 * NS_PER_S):
                 continue
             slope = _slope([(t, o - c) for t, o, _, c in rec])
             bound = self._bound(r, rec)
@@ -427,6 +444,14 @@ class ReferenceSelector:
         if not rec:
             return None
         return statistics.median(o - c + drift_ns_per_s * (raw_ns - t) / NS_PER_S for t, o, _, c in rec)
+
+    def _offset_over_window(self, r: _Ref, raw_ns: int, drift_ns_per_s: float) -> float | None:
+        """The reference's offset at ``raw_ns`` from the median of all its recent samples' free phase."""
+        rec = r.recent(raw_ns)
+        if not rec:
+            return None
+        return statistics.median(o - c + drift_ns_per_s * (raw_ns - t) / NS_PER_S
+                                 for t, o, _, c in rec) + self._correction_ns
 
     def offset_now(self, name: str, raw_ns: int, drift_ns_per_s: float | None = None) -> float | None:
         """The reference's offset at ``raw_ns`` (served minus reference), from its latest samples and the latest

@@ -828,3 +828,36 @@ def test_property_buildout_is_bounded_and_the_loop_never_jumps_more_than_the_ste
     left = [b.sel.buildout_ns(at(19.5 + s)) for s in (0, 1, 10, 100, 1_000, 10_000)]
     assert all(abs(x) >= abs(y) for x, y in itertools.pairwise(left))
     assert all(y == 0.0 or math.copysign(1, y) == math.copysign(1, sw.buildout_ns) for y in left)
+
+
+def test_a_held_sample_carries_the_oscillators_drift_as_well_as_the_loops_corrections() -> None:
+    """The served clock exactly on time while the loop corrects a 32 ppb oscillator: NTP every 4 s reads 0, and so
+    must every sample held between its polls (not a sawtooth of the corrections)."""
+    b = Bench([ntp(timeout_s=20.0)])
+    for k in range(11):
+        b.feed("ntp", at(4 * k), 0.0, corr=32.0 * 4 * k)  # free phase = -correction: the oscillator runs 32 ns/s
+    for dt in (1, 2, 3):
+        out = b.tick(at(40 + dt), corr=32.0 * (40 + dt))
+        held = [e for e in out if isinstance(e, LoopSample)]
+        assert len(held) == 1 and held[0].offset_ns == pytest.approx(0.0, abs=1e-6), (dt, held)
+
+
+def test_out_of_holdover_onto_a_coarser_reference_the_clock_carries_on_from_its_phase() -> None:
+    """In holdover within a 500 ns bound, a 1 ms-class NTP 20 us away qualifies: most of that is built out."""
+    b = Bench([gnss(), ntp(accuracy_ns=1_000_000.0)], SelectorPolicy(step_limit_ns=20.0))
+    b.run(0, 10, {"gnss": quiet, "ntp": lambda k: None})
+    b.set_usable("gnss", False, "no fix", at(10.5))
+    assert b.sel.active is None
+    b.sel.phase_bound_ns = 500.0
+    b.run(11, 20, {"gnss": lambda k: None, "ntp": lambda k: 20_000.0 + noise(k)})
+    sw = b.switches()[-1]
+    assert (sw.old, sw.new) == (None, "ntp")
+    assert sw.step_ns == pytest.approx(20.0) and sw.buildout_ns == pytest.approx(19_980.0, abs=5.0)
+    assert all(abs(ls.offset_ns) < 30.0 for ls in b.loops(since=sw.at_raw_ns))
+    # A reference better than the bound is followed: no build-out.
+    b2 = Bench([gnss(), ntp(accuracy_ns=100.0)], SelectorPolicy(step_limit_ns=20.0))
+    b2.run(0, 10, {"gnss": quiet, "ntp": lambda k: None})
+    b2.set_usable("gnss", False, "no fix", at(10.5))
+    b2.sel.phase_bound_ns = 500.0
+    b2.run(11, 20, {"gnss": lambda k: None, "ntp": lambda k: 20_000.0 + noise(k)})
+    assert b2.switches()[-1].buildout_ns == 0.0
