@@ -427,7 +427,11 @@ class Appliance:
         if ev.new is None:
             self._route(self.clock.on_reference(False, ev.reason, ev.at_raw_ns))
         else:
-            self.clock.reference_kind = self.refs.refs[ev.new].spec.kind
+            spec = self.refs.refs[ev.new].spec
+            self.clock.reference_kind = spec.kind
+            # The selector says when the reference is lost (its own timeout, on the raw samples); the loop's samples
+            # lag those by up to a second, so its safety net must not fire first.
+            self.clock.engine.reference_timeout_s = spec.timeout_s + 2.0
             self.clock.upstream_stratum = self._ntp_stratum if ev.new == "ntp" else None
             self._reference_quality(ev.at_raw_ns)
             self._route(self.clock.on_reference(True, ev.reason, ev.at_raw_ns))

@@ -82,6 +82,9 @@ def best_time_constant_s(law: PowerLaw, reference_noise_ns: float) -> float:
 class ClockDiscipline:
     def __init__(self, params: DisciplineParams, spec: OscillatorSpec, start_raw_ns: int):
         self.p = self.base = params
+        # The caller may allow a slower reference longer (its selector decides when a reference is lost; this is
+        # the safety net behind it).
+        self.reference_timeout_s: float = params.reference_timeout_s
         self.law = power_law(spec)
         self.spec_initial_offset_ppb = spec.initial_offset_ppb
         self.target_tau_s = params.time_constant_s or best_time_constant_s(self.law, params.reference_noise_ns)
@@ -158,9 +161,10 @@ class ClockDiscipline:
         """Once a second: notice a silent reference; steer and grow the bound in holdover."""
         out: list[object] = []
         last = self._qualifier.last_ns
+        timeout_s = max(self.p.reference_timeout_s, self.reference_timeout_s)
         if self.state in (ClockState.ACQUIRING, ClockState.LOCKED) and (
-                last is None or raw_ns - last > self.p.reference_timeout_s * NS_PER_S):
-            out += self._reference_lost(f"no reference sample for {self.p.reference_timeout_s} s", raw_ns)
+                last is None or raw_ns - last > timeout_s * NS_PER_S):
+            out += self._reference_lost(f"no reference sample for {timeout_s:g} s", raw_ns)
         if self._holdover is not None:
             out += self._steer_holdover(raw_ns, temp_c)
         return out

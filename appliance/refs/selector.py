@@ -513,7 +513,9 @@ class ReferenceSelector:
 
     def _bound(self, r: _Ref, recent: list[tuple[int, float, float, float]]) -> float:
         unc = statistics.median(u for _, _, u, _ in recent)
-        return max(r.spec.accuracy_ns, unc) + 3 * _jitter(recent)
+        # Its scatter is not known from fewer than four samples: count its accuracy again for it meanwhile.
+        scatter = _jitter(recent) if len(recent) >= 4 else max(r.spec.accuracy_ns, unc)
+        return max(r.spec.accuracy_ns, unc) + 3 * scatter
 
     # --- the read model --------------------------------------------------------------------------------------------
     def views(self, raw_ns: int) -> list[RefView]:
@@ -561,9 +563,12 @@ def _slope(points: list[tuple[int, float]]) -> float:
 def _jitter(recent: list[tuple[int, float, float, float]]) -> float:
     """The samples' own noise, from the median absolute second difference of their free phase: robust (an outlier
     touches two differences of many), blind to a steady drift (the oscillator's) and to the loop's steering."""
-    if len(recent) < 4:
+    # A sample repeating the one before (an NTP clock filter choosing the same exchange again) is not a new
+    # measurement: its free phase would only repeat the loop's steering.
+    fresh = [s for i, s in enumerate(recent) if i == 0 or s[1] != recent[i - 1][1]]
+    if len(fresh) < 4:
         return 0.0
-    x = [o - c for _, o, _, c in recent]  # free phase: the loop's own steering is not the reference's noise
+    x = [o - c for _, o, _, c in fresh]  # free phase: the loop's own steering is not the reference's noise
     second = sorted(abs(c - 2 * b + a) for a, b, c in zip(x, x[1:], x[2:]))
     # White noise of rms s: second differences have rms s*sqrt(6), and their median |.| is 0.6745 of that.
     return statistics.median(second) / (0.6745 * math.sqrt(6.0))
