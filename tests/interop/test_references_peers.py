@@ -292,6 +292,9 @@ def test_ptp_upstream_takes_over_hitlessly_when_gnss_is_lost_and_gnss_returns(tm
             blips = [line for line in trail if "clock.state" in line and ("-> HOLDOVER" in line)]
             if blips:
                 problems.append("audit trail while switching to ptp:\n  " + "\n  ".join(blips))
+
+            # 3. The operator's control, on the same appliance and grandmaster.
+            operator_disables_enables_and_pins_ptp(app)
         code = app.stop()
         assert code == 0, app.tail()
     measured(test_runtime_s=time.monotonic() - t0)
@@ -405,62 +408,54 @@ def test_ntp_upstream_is_the_last_reference_before_holdover(tmp_path: Path) -> N
 # --- 3: the operator disables, enables and pins the PTP reference ------------------------------------------------
 
 
-@pytest.mark.timeout(150)
-def test_operator_disables_enables_and_pins_the_ptp_reference(tmp_path: Path) -> None:
-    h.require_ptp("ptp4l")
-    t0 = time.monotonic()
-    with h.NetnsPair("rfo") as net, h.Ptp4l(net.a, role="master", transport="udp4", delay="E2E", extra=GM_EXTRA,
-                                             label="upstream"):
-        with Appliance(tmp_path / "state", ptp_settings(net.if_b, "references.wait_to_restore_s=5"),
-                       ns=net.ns_b) as app:
-            app.poll(ready_on_gnss_with_ptp, 45, "clock LOCKED on gnss with the ptp reference qualified")
-            assert "receiver-off" in app.ok("world", "receiver-off")
-            app.poll(lambda x: active(x) == "ptp", 3 + 3, "ptp active once GNSS is gone")
+def operator_disables_enables_and_pins_ptp(app: Appliance) -> None:
+    """From GNSS back after a PTP takeover: GNSS lost again -> ptp; ``reference disable ptp`` -> holdover, and a pin
+    of the disabled reference refused; GNSS back, ptp enabled: qualified but not chosen; ``pin ptp`` -> ptp drives
+    the clock; ``unpin`` -> gnss.  Each command and switch in the audit trail."""
+    marker = app.ok("world", "receiver-off")
+    assert "receiver-off" in marker
+    app.poll(lambda x: active(x) == "ptp", 3 + 3, "ptp active once GNSS is gone")
+    # Disabled while it drives the clock: nothing else is left, so the clock holds over.
+    out = app.ok("reference", "disable", "ptp")
+    assert "reference ptp disabled" in out and "active reference: none (holdover)" in out, out
+    s = app.status()
+    assert s is not None and active(s) is None and row(s, "ptp")["state"] == "disabled", row(s, "ptp")
+    s = app.poll(lambda x: x["clock"]["state"] in HOLDOVER_STATES, 5, "holdover after disabling ptp")
+    assert row(s, "ptp")["state"] == "disabled"  # it stays out however good its samples are
+    refused = app.cli("reference", "pin", "ptp")
+    assert refused.returncode != 0 and "enable it before pinning" in refused.stderr, refused
 
-            # Disabled while it drives the clock: nothing else is left, so the clock holds over.
-            out = app.ok("reference", "disable", "ptp")
-            assert "reference ptp disabled" in out and "active reference: none (holdover)" in out, out
-            s = app.status()
-            assert s is not None and active(s) is None and row(s, "ptp")["state"] == "disabled", row(s, "ptp")
-            s = app.poll(lambda x: x["clock"]["state"] in HOLDOVER_STATES, 5, "holdover after disabling ptp")
-            assert row(s, "ptp")["state"] == "disabled"  # it stays out however good its samples are
-            refused = app.cli("reference", "pin", "ptp")
-            assert refused.returncode != 0 and "enable it before pinning" in refused.stderr, refused
+    # GNSS back (the best reference again), ptp enabled: it qualifies but automatic selection keeps gnss.
+    assert "receiver-on" in app.ok("world", "receiver-on")
+    app.poll(lambda x: active(x) == "gnss", 10, "gnss active again")
+    out = app.ok("reference", "enable", "ptp")
+    assert "reference ptp enabled" in out and "active reference: gnss" in out, out
+    s = app.poll(lambda x: row(x, "ptp")["state"] == "qualified", 5 + 5, "ptp qualified after enabling")
+    assert active(s) == "gnss" and s["references"]["pinned"] is None
 
-            # GNSS back (the best reference again), ptp enabled: it qualifies but automatic selection keeps gnss.
-            assert "receiver-on" in app.ok("world", "receiver-on")
-            app.poll(lambda x: active(x) == "gnss", 10, "gnss active again")
-            out = app.ok("reference", "enable", "ptp")
-            assert "reference ptp enabled" in out and "active reference: gnss" in out, out
-            s = app.poll(lambda x: row(x, "ptp")["state"] == "qualified", 5 + 5, "ptp qualified after enabling")
-            assert active(s) == "gnss" and s["references"]["pinned"] is None
+    # Pinned: the operator's choice drives the clock although gnss has the higher priority.
+    te_before = te(s)
+    out = app.ok("reference", "pin", "ptp")
+    assert "reference pinned to ptp" in out and "active reference: ptp" in out, out
+    pinned = app.watch(3.0)
+    assert all(active(x) == "ptp" and x["references"]["pinned"] == "ptp" for _, x in pinned)
+    assert row(pinned[-1][1], "ptp")["pinned"] and row(pinned[-1][1], "ptp")["active"]
+    te_pinned = max(abs(te(x) - te_before) for _, x in pinned)
+    out = app.ok("reference", "unpin")
+    assert "automatic" in out and "active reference: gnss" in out, out
+    s = app.status()
+    assert s is not None and active(s) == "gnss" and s["references"]["pinned"] is None
+    measured(te_change_while_pinned_ns=te_pinned, pinned_buildout_ns=row(pinned[-1][1], "ptp")["buildout_ns"])
 
-            # Pinned: the operator's choice drives the clock although gnss has the higher priority.
-            te_before = te(s)
-            out = app.ok("reference", "pin", "ptp")
-            assert "reference pinned to ptp" in out and "active reference: ptp" in out, out
-            pinned = app.watch(3.0)
-            assert all(active(x) == "ptp" and x["references"]["pinned"] == "ptp" for _, x in pinned)
-            assert row(pinned[-1][1], "ptp")["pinned"] and row(pinned[-1][1], "ptp")["active"]
-            te_pinned = max(abs(te(x) - te_before) for _, x in pinned)
-            out = app.ok("reference", "unpin")
-            assert "automatic" in out and "active reference: gnss" in out, out
-            s = app.status()
-            assert s is not None and active(s) == "gnss" and s["references"]["pinned"] is None
-            measured(te_change_while_pinned_ns=te_pinned, pinned_buildout_ns=row(pinned[-1][1], "ptp")["buildout_ns"])
-
-            trail = audit_after(app.audit(), "simulated world: receiver-off")
-            text = "\n".join(trail)
-            for expected in ("reference ptp disabled", "reference ptp enabled", "reference pinned to ptp",
-                             "reference selection automatic (unpinned)"):
-                assert any(line.split()[2:3] == ["command"] and expected in line for line in trail), \
-                    f"{expected!r} not audited as a command:\n{text}"
-            assert any("reference.switch" in line and "reference ptp -> none (holdover)" in line
-                       and "disabled by" in line for line in trail), text
-            assert any("reference.switch" in line and "reference gnss -> ptp: pinned to ptp by" in line
-                       for line in trail), text
-            assert any("reference.switch" in line and "reference ptp -> gnss: unpinned by" in line
-                       for line in trail), text
-        code = app.stop()
-        assert code == 0, app.tail()
-    measured(test_runtime_s=time.monotonic() - t0)
+    trail = audit_after(app.audit(), "simulated world: receiver-off")  # the last drill's records
+    text = "\n".join(trail)
+    for expected in ("reference ptp disabled", "reference ptp enabled", "reference pinned to ptp",
+                     "reference selection automatic (unpinned)"):
+        assert any(line.split()[2:3] == ["command"] and expected in line for line in trail), \
+            f"{expected!r} not audited as a command:\n{text}"
+    assert any("reference.switch" in line and "reference ptp -> none (holdover)" in line
+               and "disabled by" in line for line in trail), text
+    assert any("reference.switch" in line and "reference gnss -> ptp: pinned to ptp by" in line
+               for line in trail), text
+    assert any("reference.switch" in line and "reference ptp -> gnss: unpinned by" in line
+               for line in trail), text
