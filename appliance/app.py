@@ -285,7 +285,7 @@ class Appliance:
         if self.pps_in is None:
             return
         known = self.clock.engine.state is not ClockState.FREERUN  # the served clock knows the second
-        paired = self.pps_in.on_edge(edge.edge_raw_ns, self.served_at_past_host(edge.edge_raw_ns) if known else None)
+        paired = self.pps_in.on_edge(edge.raw_ns, self.served_at_past_host(edge.raw_ns) if known else None)
         if paired is not None:
             self.on_host_time(paired)
 
