@@ -53,7 +53,7 @@ def test_irig_b_rendered_by_the_appliance_decodes_to_the_right_time(tmp_path: Pa
     state.mkdir()
     fifo = tmp_path / "irig.fifo"
     os.mkfifo(fifo)
-    start = int(time.time()) + 12  # rendering and starting the appliance take a few seconds: play after that
+    start = int(time.time()) + 9  # rendering and starting the appliance take a few seconds: play after that
     iso = datetime.datetime.fromtimestamp(start, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     wav = tmp_path / "b122.wav"
     out = subprocess.run([sys.executable, "-m", "appliance", "irig", "render", "--format", "B122", "--start", iso,
