@@ -524,7 +524,8 @@ class ReferenceSelector:
             rec = r.recent(raw_ns)
             out.append(RefView(name, r.spec.kind, r.spec.priority, r.state.value, r.reason, r.since_raw_ns,
                                name == self.active, name == self.pinned,
-                               None if r.last is None else r.last.offset_ns, _jitter(rec) if rec else None,
+                               None if r.last is None else r.last.offset_ns,
+                               _jitter(rec) if len(_fresh(rec)) >= 4 else None,  # not known from fewer
                                None if r.last is None else r.last.uncertainty_ns, r.spec.accuracy_ns, r.samples,
                                r.last_raw_ns, self.buildout_ns(raw_ns) if name == self.active else 0.0))
         return out
@@ -560,12 +561,16 @@ def _slope(points: list[tuple[int, float]]) -> float:
     return sum((x - mx) * (y - my) for x, (_, y) in zip(xs, points)) / sxx
 
 
+def _fresh(recent: list[tuple[int, float, float, float]]) -> list[tuple[int, float, float, float]]:
+    """The samples that are new measurements: one repeating the one before (an NTP clock filter choosing the same
+    exchange again) would only repeat the loop's steering."""
+    return [s for i, s in enumerate(recent) if i == 0 or s[1] != recent[i - 1][1]]
+
+
 def _jitter(recent: list[tuple[int, float, float, float]]) -> float:
     """The samples' own noise, from the median absolute second difference of their free phase: robust (an outlier
     touches two differences of many), blind to a steady drift (the oscillator's) and to the loop's steering."""
-    # A sample repeating the one before (an NTP clock filter choosing the same exchange again) is not a new
-    # measurement: its free phase would only repeat the loop's steering.
-    fresh = [s for i, s in enumerate(recent) if i == 0 or s[1] != recent[i - 1][1]]
+    fresh = _fresh(recent)
     if len(fresh) < 4:
         return 0.0
     x = [o - c for _, o, _, c in fresh]  # free phase: the loop's own steering is not the reference's noise

@@ -691,7 +691,7 @@ def test_views_rows_sorted_by_priority_with_flags_jitter_and_counts() -> None:
     assert not i.active and not n.active
     assert (g.kind, g.state, g.samples, g.offset_ns, g.uncertainty_ns) == ("gnss", "qualified", 20, 10.0, 4.0)
     assert 5.0 <= g.jitter_ns <= 30.0  # of the order of the scatter
-    assert p.jitter_ns == 0.0 and p.samples == 20
+    assert p.jitter_ns is None and p.samples == 20  # twenty identical samples: one measurement, repeated
     assert g.last_sample_raw_ns == at(19) and g.accuracy_ns == 50.0
     assert (i.state, i.samples, i.offset_ns, i.jitter_ns, i.uncertainty_ns, i.last_sample_raw_ns) == (
         "no-signal", 0, None, None, None, None)
