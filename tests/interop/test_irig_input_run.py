@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import statistics
 import subprocess
 import sys
 import threading
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from appliance.outputs.irig import files
-from tests.interop.procs import ENV, appliance, stop, wait_for
+from tests.interop.procs import ENV, appliance, status, stop, wait_for
 
 pytestmark = pytest.mark.slow
 RATE = 48_000
@@ -53,7 +54,7 @@ def test_irig_b_rendered_by_the_appliance_decodes_to_the_right_time(tmp_path: Pa
     state.mkdir()
     fifo = tmp_path / "irig.fifo"
     os.mkfifo(fifo)
-    start = int(time.time()) + 9  # rendering and starting the appliance take a few seconds: play after that
+    start = int(time.time()) + 12  # rendering and starting the appliance take a few seconds: play after that
     iso = datetime.datetime.fromtimestamp(start, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     wav = tmp_path / "b122.wav"
     out = subprocess.run([sys.executable, "-m", "appliance", "irig", "render", "--format", "B122", "--start", iso,
@@ -62,16 +63,24 @@ def test_irig_b_rendered_by_the_appliance_decodes_to_the_right_time(tmp_path: Pa
     assert out.returncode == 0, out.stderr
     done = threading.Event()
     app = appliance("run", "--set", f"state_dir={state}", "--set", f"references.irig_input=wav:{fifo}",
-                    "--set", "references.irig_format=B122", "--set", "references.qualify_s=5")
+                    "--set", "references.irig_format=B122", "--set", "references.qualify_s=5",
+                    "--set", "sim.initial_clock_error_ns=0")  # no first-lock step between a sample and the status
     writer = threading.Thread(target=play, args=(fifo, wav, start, done), daemon=True)
     writer.start()
     try:
         s = wait_for(state, lambda s: _row(s, "irig") is not None and _row(s, "irig")["samples"] >= 8
                      and _row(s, "irig")["state"] == "qualified", timeout_s=60)
         irig = _row(s, "irig")
-        # The served clock is the host clock within the simulated clock's error; the AM input, timed by when its
-        # samples arrive, is good to about a millisecond here (5 ms is what it claims).
-        assert abs(irig["offset_ns"]) < 2_000_000, irig
+        # Served minus IRIG-B, less served minus true (the simulated clock's own error): the input's time against
+        # the truth, the median of a few looks.  Timed by when its samples arrive, it is good to about a millisecond
+        # here (5 ms is what it claims).
+        errors = []
+        for _ in range(5):
+            look = status(state)
+            if look is not None and _row(look, "irig") is not None:
+                errors.append(_row(look, "irig")["offset_ns"] - look["clock"]["sim_time_error_ns"])
+            time.sleep(0.5)
+        assert errors and abs(statistics.median(errors)) < 2_000_000, (errors, irig)
         assert irig["input"]["kind"] == "am-wav" and irig["input"]["paired"] >= 8, irig["input"]
         text = subprocess.run([sys.executable, "-m", "appliance", "status", "--set", f"state_dir={state}"],
                               capture_output=True, text=True, env=ENV, timeout=30).stdout

@@ -193,6 +193,9 @@ def test_notifications_v2c_and_v3_for_holdover_reference_loss_and_failed_login(a
     assert world.returncode == 0, world.stderr
     for trapd in (v2, v3):
         trapd.wait(r"applianceReferenceLost", timeout_s=30)
+        # the reference selector's own notification: GNSS was the only reference, so none is left
+        trapd.wait(r"applianceReferenceSwitch.*applianceNotifyText.0 = STRING: \"?gnss -> none: gnss unusable",
+                   timeout_s=30)
     subprocess.run([sys.executable, "-m", "appliance", "world", "clear-sky", "--set", f"state_dir={state}"], env=ENV,
                    cwd=REPO, check=True, capture_output=True, timeout=30)
     for trapd in (v2, v3):
