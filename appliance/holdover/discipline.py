@@ -370,6 +370,8 @@ class ClockDiscipline:
             return h.entry_bound_ns + self.predictor.uncertainty_ns(h.prediction, (raw_ns - h.entry_raw_ns) / NS_PER_S,
                                                                     change)
         spread = _rms(self._recent)
+        if len(self._recent) < 8:  # a scatter not yet measured (just acquiring, just relocked): the reference's own
+            spread = max(spread, self.p.reference_noise_ns)
         bound = self.p.reference_accuracy_ns + 3 * spread + 1.0  # + 1: the served clock reads whole nanoseconds
         if self.state is ClockState.ACQUIRING and self.last_offset_ns is not None:
             bound += abs(self.last_offset_ns)
