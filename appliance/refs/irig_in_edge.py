@@ -9,10 +9,15 @@ AM (``IrigWavInput``): 16-bit PCM WAV from a FIFO (one stream per writer, each w
 for the next writer when one goes), from standard input (``-``, e.g. ``arecord -t wav -f S16_LE -r 48000 | appliance
 ...``), or from a regular file (read as it grows with ``follow``, else to its end).  The first sample's instant is the
 arrival time of the first chunk minus that chunk's duration; every later sample is placed from it by its count at
-the nominal rate.  Limitation: without a sound card that timestamps its samples, the phase is only as good as that
-anchor (pipe and driver buffering, scheduling: milliseconds) and drifts with the card's rate error, so the decoder's
-default AM uncertainty is 5 ms.  Data arriving more than ``REANCHOR_LAG_NS`` later than its samples' place says
-(lost samples, a stalled writer) anchors the stream again, which the decoder sees as a new stream.
+the nominal rate.  Data cannot arrive before it was captured, so a later chunk that arrives earlier than that
+placement says moves the anchor earlier, by up to ``MAX_CATCH_UP_NS`` in all: the least-latency chunk wins, so a
+backlog in the pipe when the input starts reading, or a slow first read, is not kept as a phase error, and a writer
+faster than real time (which says nothing of phase) cannot drag the anchor without bound.  The decoder keeps its first
+placement; the decoded edges are handed over moved by the difference.  Limitation: without a sound card that
+timestamps its samples, the phase is only as good as that anchor (pipe and driver buffering, scheduling:
+milliseconds) and drifts with the card's rate error, so the decoder's default AM uncertainty is 5 ms.  Data arriving
+more than ``REANCHOR_LAG_NS`` later than its samples' place says (lost samples, a stalled writer) anchors the stream
+again, which the decoder sees as a new stream.
 
 DC level shift (``IrigGpioInput``): both edges of a GPIO input line as gpiod v2 edge events stamped by the kernel on
 CLOCK_REALTIME.  A chip or line that cannot be requested (absent, busy, no binding) is kept in ``error`` and retried
@@ -21,6 +26,7 @@ every 16 s, as for the GPIO output.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import select
@@ -41,6 +47,7 @@ log = logging.getLogger("appliance.refs.irig_in")
 NS_PER_S = 1_000_000_000
 RETRY_S = 16.0
 REANCHOR_LAG_NS = NS_PER_S
+MAX_CATCH_UP_NS = 250_000_000  # how much earlier than its first chunk's arrival a live stream's anchor may move
 CHUNK_S = 0.05  # read this much audio at a time
 POLL_S = 0.2  # how often a blocked reader looks at stop()
 _OPEN_ENDED = 0x7FFF_0000  # a data size at least this large: a stream of unknown length
@@ -197,7 +204,8 @@ class IrigWavInput(_Reader):
         self.samples = 0
         self.reanchors = 0
         self.rate_hz: int | None = None
-        self.anchor_ns: int | None = None  # the host instant of the current stream's first sample
+        self.anchor_ns: int | None = None  # the host instant of the current stream's first sample (least latency)
+        self._decoder_anchor_ns = 0  # where the decoder placed the first sample (the first chunk's arrival)
         self.lag_ns: int | None = None  # arrival of the last chunk minus its last sample's place
 
     def _open(self) -> tuple[_Stream, bool]:
@@ -263,10 +271,11 @@ class IrigWavInput(_Reader):
             if not usable:
                 continue
             samples = np.frombuffer(data[:usable], "<i2")[::channels]
-            count = self._feed(samples, count, rate)
+            count = self._feed(samples, count, rate, live=not stream.regular or self.follow)
 
-    def _feed(self, samples: np.ndarray, count: int, rate: int) -> int:
-        """Place a chunk on the host clock and decode it; the stream's sample count after it."""
+    def _feed(self, samples: np.ndarray, count: int, rate: int, live: bool = True) -> int:
+        """Place a chunk on the host clock and decode it; the stream's sample count after it.  ``live``: the chunk
+        arrives as it is captured (a FIFO, standard input, a followed file), so its arrival bounds its place."""
         arrival = self._now()
         n = len(samples)
         if self.anchor_ns is not None:
@@ -274,14 +283,19 @@ class IrigWavInput(_Reader):
             if self.lag_ns > REANCHOR_LAG_NS:
                 self.reanchors += 1
                 self.anchor_ns = None
+            elif live and self.lag_ns < 0:  # this chunk came through faster than any before: the anchor was late
+                self.anchor_ns = max(self.anchor_ns + self.lag_ns, self._decoder_anchor_ns - MAX_CATCH_UP_NS)
+                self.lag_ns = 0
         if self.anchor_ns is None:  # the first chunk (or a stalled stream): it ends now
-            self.anchor_ns = arrival - (count + n) * NS_PER_S // rate
+            self.anchor_ns = self._decoder_anchor_ns = arrival - (count + n) * NS_PER_S // rate
             self.lag_ns = 0
-        first_raw_ns = self.anchor_ns + count * NS_PER_S // rate
+        first_raw_ns = self._decoder_anchor_ns + count * NS_PER_S // rate
         with self._lock:
             paired = self.decoder.feed_samples(samples, first_raw_ns, rate)
         self.samples += n
-        self._hand_over(paired)
+        shift_ns = self.anchor_ns - self._decoder_anchor_ns
+        self._hand_over([dataclasses.replace(p, edge_raw_ns=p.edge_raw_ns + shift_ns) for p in paired]
+                        if shift_ns else paired)
         return count + n
 
     def status(self) -> dict[str, Any]:

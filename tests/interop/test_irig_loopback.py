@@ -112,6 +112,29 @@ def test_cli_rendered_wav_file_into_the_input_on_the_event_loop(tmp_path: Path) 
     assert s["decoder"]["frames"] == 6 and not any(s["decoder"]["rejects"].values())
 
 
+def test_a_live_streams_late_first_read_is_not_kept_as_phase_error(tmp_path: Path) -> None:
+    """Live audio (a FIFO, standard input) read 30 ms late at first (a backlog in the pipe, a slow start), then as it
+    is captured: the anchor follows the least-latency chunk, so the on-time points land on their true instants."""
+    render(tmp_path / "b124.wav", "B124", 6, "--rate", str(RATE))
+    samples, rate = files.read_wav(tmp_path / "b124.wav")
+    t0 = 1_700_000_000_000_000_000  # the true instant of the stream's first sample
+    chunk = RATE // 20
+    got = Collected()
+    clock = {"now": 0}
+    source = IrigWavInput(decoder(), "-", got, now_ns=lambda: clock["now"])
+    count = 0
+    for first in range(0, len(samples), chunk):
+        block = np.asarray(samples[first:first + chunk], dtype=np.int16)
+        end_ns = t0 + (first + len(block)) * NS // RATE  # the block is whole at its last sample's instant
+        clock["now"] = end_ns + (30_000_000 if first == 0 else 400_000)  # late at first, then 0.4 ms
+        count = source._feed(block, count, rate)
+    assert len(got.times) >= 5
+    for p in got.times:  # on-time points every second from the lead-in on, placed from the best chunk's latency
+        k = round((p.edge_raw_ns - t0 - LEAD * NS // RATE) / NS)
+        assert abs(p.edge_raw_ns - (t0 + (LEAD + k * RATE) * NS // RATE) - 400_000) <= 1_000, (k, p)
+    assert source.status()["reanchors"] == 0 and source.status()["lag_ms"] == 0
+
+
 def test_the_live_am_outputs_fifo_writer_into_the_input(tmp_path: Path) -> None:
     """WavSink streams into a FIFO the input reads; one stream per writer, each with its own header."""
     fifo = tmp_path / "irig.fifo"
