@@ -1,7 +1,8 @@
 """PTP offset as a ptp4l slave sees it: the candidate grandmaster against ptp4l as the reference, same link, same run.
 
     python bench/ptp_offset.py [--rates 1,16] [--transports udp4,l2,udp6] [--duration 60] [--settle 10]
-                               [--rounds 1] [--candidate-cmd CMD] [--profile default-e2e] [--json FILE]
+                               [--rounds 1] [--together] [--candidate-cmd CMD] [--profile default-e2e]
+                               [--json FILE]
 
 Two network namespaces joined by a veth pair (tests/interop/ptp_harness.py NetnsPair).  For each transport and Sync
 rate: ptp4l as the reference grandmaster in namespace A (software timestamps, clockClass 6), then the candidate
@@ -12,7 +13,10 @@ grandmaster as the slave measures it.  The slave records every Sync (TIME_STATUS
 Printed: rms and max|offset| per grandmaster and the ratios candidate / reference (lower is better), and the ratio
 of the 99th percentiles of |offset|, which single scheduling spikes (tens of microseconds, about one in a thousand
 Syncs on a shared VM, for ptp4l as much as for anything else) do not move; with ``--rounds N`` the two alternate
-N times and the medians are printed (a shared host varies from run to run).
+N times and the medians are printed (a shared host varies from run to run).  With ``--together`` the two are
+measured at once instead, each grandmaster on its own veth pair (two more namespaces) with its own measuring slave,
+over one common window: a stalled vCPU or a busy neighbour then falls on both, where taking turns leaves it to chance
+which one a rare stall hits (the links swap between rounds).
 
 --candidate-cmd placeholders: {python} {iface} {transport} {log_sync} {state_dir} {domain} {profile} {ns} {ip4}
 {ip6} {workdir}, and {ptp4l_cfg}: a ptp4l reference-grandmaster config written for the run (to validate the bench
@@ -24,6 +28,8 @@ Nothing here adjusts the clock.  Needs root (namespaces), ptp4l, pmc, setpriv, i
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import math
 import os
@@ -112,7 +118,54 @@ class Candidate:
         self.log.close()
 
 
-def run_pair(net: NetnsPair, transport: str, rate: float, args: argparse.Namespace, workdir: Path,
+def measure_together(nets: dict[str, NetnsPair], starters: dict[str, Any], transport: str, rate: float,
+                     args: argparse.Namespace, unicast: bool) -> dict[str, dict[str, Any]]:
+    """Each grandmaster on its own link with its own measuring slave, all at once: one measuring window for both, so
+    whatever the shared host does in it (a stalled vCPU, another tenant) falls on both."""
+    results: dict[str, dict[str, Any]] = {name: {"ok": False} for name in starters}
+    gms: dict[str, Any] = {}
+    slaves: dict[str, Ptp4l] = {}
+    t_start = time.monotonic()
+    try:
+        for name, start_gm in starters.items():
+            gms[name] = start_gm(nets[name])
+        for name, net in nets.items():
+            slaves[name] = Ptp4l(net.b, transport=transport, delay=PROFILE_DELAY[args.profile],
+                                 extra=slave_options(args.profile, args.domain), sync_rate_hint=rate,
+                                 unicast_master_table=[net.ip6_a if transport == "udp6" else net.ip4_a]
+                                 if unicast else None, label=f"measuring-{name}")
+        for name, slave in slaves.items():
+            slave.wait_slave(args.ready_timeout)
+            results[name]["to_slave_s"] = time.monotonic() - t_start
+        begin = time.monotonic() + args.settle
+        end = begin + args.duration
+        while time.monotonic() < end:
+            for slave in slaves.values():
+                if not slave.alive():
+                    raise AssertionError(f"{slave.name} exited while measuring; log:\n{slave.tail(40)}")
+            time.sleep(min(0.5, max(0.0, end - time.monotonic())))
+        time.sleep(0.2)
+        for name, slave in slaves.items():
+            offsets = [o for o in slave.offsets_ns() if begin <= o[0] <= end]
+            result = results[name]
+            result.update(summarize(offsets, discard_s=0.0))
+            result["syncs_per_s"] = result["count"] / args.duration
+            result["gm_identity"] = slave.selected_gm()
+            result["ok"] = result["count"] > 0
+            result["offsets"] = ([[round(t - offsets[0][0], 4), o] for t, o, _ in offsets]
+                                 if args.keep_series and offsets else None)
+    except AssertionError as exc:
+        for result in results.values():
+            result.setdefault("error", str(exc)[-3000:])
+    finally:
+        for slave in slaves.values():
+            slave.stop()
+        for gm in gms.values():
+            gm.stop()
+    return results
+
+
+def run_pair(nets: dict[str, NetnsPair], transport: str, rate: float, args: argparse.Namespace, workdir: Path,
              round_no: int) -> dict[str, dict[str, Any]]:
     log_sync = log_sync_of(rate)
     unicast = args.profile == "g8275.2"
@@ -122,10 +175,10 @@ def run_pair(net: NetnsPair, transport: str, rate: float, args: argparse.Namespa
     out: dict[str, dict[str, Any]] = {}
     tag = f"{transport}-{log_sync}-r{round_no}"
 
-    def reference() -> Ptp4l:
+    def reference(net: NetnsPair) -> Ptp4l:
         return Ptp4l(net.a, role="master", transport=transport, delay=delay, extra=gm_extra, label="reference")
 
-    def candidate() -> Candidate:
+    def candidate(net: NetnsPair) -> Candidate:
         run_dir = workdir / f"candidate-{tag}"
         run_dir.mkdir()
         cfg = run_dir / "ptp4l-gm.cfg"
@@ -143,14 +196,19 @@ def run_pair(net: NetnsPair, transport: str, rate: float, args: argparse.Namespa
         return started
 
     order = (("reference", reference), ("candidate", candidate))
-    if round_no % 2:  # alternate who goes first
+    if round_no % 2:  # alternate who goes first (and, measured together, who has which link)
         order = order[::-1]
-    for name, start in order:
+    if args.together:
+        print(f"  ... {transport} {rate:g} Sync/s round {round_no + 1}: both at once", file=sys.stderr, flush=True)
+        links = list(nets.values())
+        out = measure_together({name: links[k] for k, (name, _) in enumerate(order)}, dict(order), transport, rate,
+                               args, unicast)
+    for name, start in ([] if args.together else order):
         print(f"  ... {transport} {rate:g} Sync/s round {round_no + 1}: {name}", file=sys.stderr, flush=True)
-        out[name] = measure(net, start, transport, rate, args, unicast)
-        if name == "candidate" and not out[name]["ok"]:
-            log = workdir / f"candidate-{tag}" / "candidate.log"
-            out[name]["candidate_log_tail"] = log.read_text(errors="replace")[-3000:] if log.exists() else ""
+        out[name] = measure(nets["one"], functools.partial(start, nets["one"]), transport, rate, args, unicast)
+    if not out["candidate"]["ok"]:
+        log = workdir / f"candidate-{tag}" / "candidate.log"
+        out["candidate"]["candidate_log_tail"] = log.read_text(errors="replace")[-3000:] if log.exists() else ""
     return out
 
 
@@ -170,6 +228,9 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=60.0, help="measured seconds per run (default 60)")
     ap.add_argument("--settle", type=float, default=10.0, help="seconds after SLAVE before measuring (default 10)")
     ap.add_argument("--rounds", type=int, default=1, help="reference/candidate alternations; medians printed")
+    ap.add_argument("--together", action="store_true",
+                    help="measure both grandmasters at once, each on its own veth pair with its own slave, over one "
+                    "window (a shared host's stalls fall on both); by default they take turns on one link")
     ap.add_argument("--ready-timeout", type=float, default=180.0,
                     help="seconds for the slave to reach SLAVE behind a grandmaster (the appliance locks first)")
     ap.add_argument("--candidate-cmd", default=DEFAULT_CANDIDATE)
@@ -196,17 +257,21 @@ def main() -> int:
             print(f"ptp_offset: profile {args.profile} has no transport {t}", file=sys.stderr)
             return 2
     results: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="ptp-offset-") as tmp, NetnsPair(prefix="pbo") as net:
-        workdir = Path(tmp)
+    with contextlib.ExitStack() as stack:
+        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ptp-offset-")))
+        nets = {"one": stack.enter_context(NetnsPair(prefix="pbo"))}
+        if args.together:
+            nets["two"] = stack.enter_context(NetnsPair(prefix="pbt"))
         for transport in transports:
             for rate in rates:
-                runs = [run_pair(net, transport, rate, args, workdir, r) for r in range(args.rounds)]
+                runs = [run_pair(nets, transport, rate, args, workdir, r) for r in range(args.rounds)]
                 results.append({"transport": transport, "rate": rate, "log_sync_interval": log_sync_of(rate),
                                 "rounds": runs})
     ok = True
     print(f"PTP offset seen by a ptp4l slave (free-running, software timestamps, every Sync), profile {args.profile}, "
           f"{args.duration:g} s per run after SLAVE + {args.settle:g} s"
-          + (f", median of {args.rounds} rounds" if args.rounds > 1 else ""))
+          + (f", median of {args.rounds} rounds" if args.rounds > 1 else "")
+          + (", both grandmasters measured at once on two links" if args.together else ""))
     print(f"  {'transport':9} {'Sync/s':>6}  {'grandmaster':11} {'samples':>7} {'Sync/s seen':>11} {'rms ns':>8} "
           f"{'max|.| ns':>9} {'mean ns':>8} {'p99|.| ns':>9} {'delay ns':>8} {'to SLAVE s':>10}")
     for res in results:

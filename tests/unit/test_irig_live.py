@@ -180,6 +180,7 @@ def test_a_fifo_gets_one_stream_per_reader_and_waits_without_one(tmp_path: Path)
     reader = threading.Thread(target=lambda: _read_all(os.open(fifo, os.O_RDONLY), got), daemon=True)  # as a
     # player does: the open waits for the writer
     reader.start()
+    _wait_in_open(reader)  # a frame the sink has before the reader's open begins is dropped, as without a reader
     feed(sink, blocks[1:5])
     sink.close()
     reader.join(5)
@@ -191,6 +192,19 @@ def test_a_fifo_gets_one_stream_per_reader_and_waits_without_one(tmp_path: Path)
     assert not problems and [tai_of(f.fields, TABLE) for f in frames] == [S0 + k * NS for k in range(1, 5)]
     s = sink.status()
     assert s["mode"] == "stream" and s["streams"] == 1
+
+
+def _wait_in_open(thread: threading.Thread) -> None:
+    """Until ``thread`` waits in a FIFO's open for a writer (Linux: its wait channel is ``wait_for_partner``)."""
+    end = time.monotonic() + 10
+    while time.monotonic() < end:
+        try:
+            if Path(f"/proc/self/task/{thread.native_id}/wchan").read_text().strip() == "wait_for_partner":
+                return
+        except OSError:
+            pass
+        time.sleep(0.005)
+    raise AssertionError("the reader never reached the FIFO's open")
 
 
 def _read_all(fd: int, into: bytearray) -> None:
