@@ -217,7 +217,9 @@ def test_interleaved_reply_carries_the_kernel_transmit_time(server, key_id):
         assert c.origin_ts == local_rx_b and c.receive_ts != b.receive_ts and c.receive_ts & 1 == 1
         now = time.time_ns()
         kernel_tx_b = ntp64_to_posix_ns(c.transmit_ts, now)
-        assert c.transmit_ts != b.transmit_ts and 0 < kernel_tx_b - ntp64_to_posix_ns(b.transmit_ts, now) < 1_000_000
+        # b's kernel transmit time: after a's daemon transmit time (which b carried), by about one round trip of
+        # this client (a fraction of a millisecond alone, more beside other tests on a shared CPU)
+        assert c.transmit_ts != b.transmit_ts and 0 < kernel_tx_b - ntp64_to_posix_ns(b.transmit_ts, now) < 50_000_000
         assert kernel_tx_b < ntp64_to_posix_ns(c.receive_ts, now)
         again = request(origin=b.receive_ts, receive=local_rx_b)
         assert fields(client.query(sign(again))).origin_ts == int.from_bytes(again[40:48], "big")  # only once
