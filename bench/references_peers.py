@@ -311,6 +311,19 @@ def median_or_nan(values: list[float]) -> float:
     return statistics.median(values) if values else math.nan
 
 
+def switch_and_measure(rec: Recorder, name: str, switch_timeout_s: float, cause: str, args: argparse.Namespace,
+                       log: Callable[[str], None]) -> tuple[float, float, float, float]:
+    """Wait for the switch to ``name`` and its lock, settle, then let ``args.seconds`` pass: the switch's and the
+    lock's instants and the measuring window's start and end (monotonic seconds)."""
+    t_switch = rec.wait(lambda s: s["active"] == name, switch_timeout_s, f"a switch to {name} after {cause}")
+    t_lock = rec.wait(lambda s: s["active"] == name and s["state"] == "LOCKED", 30, f"LOCKED on {name}")
+    time.sleep(args.settle)
+    a = time.monotonic()
+    log(f"measuring {args.seconds:g} s on {name}")
+    time.sleep(args.seconds)
+    return t_switch, t_lock, a, time.monotonic()
+
+
 def appliance_window(rec: Recorder, name: str, a: float, b: float) -> dict[str, Any]:
     window = rec.between(a, b)
     te = [float(s["te"]) for _, s in window if s["te"] is not None]
@@ -410,13 +423,7 @@ def drill(net: NetnsPair, args: argparse.Namespace, workdir: Path, stack: contex
     log("world receiver-off: gnss -> ptp")
     app.cli("world", "receiver-off")
     t_off = time.monotonic()
-    t_sw1 = rec.wait(lambda s: s["active"] == "ptp", 20, "a switch to ptp after receiver-off")
-    t_lock1 = rec.wait(lambda s: s["active"] == "ptp" and s["state"] == "LOCKED", 30, "LOCKED on ptp")
-    time.sleep(args.settle)
-    a = time.monotonic()
-    log(f"measuring {args.seconds:g} s on ptp")
-    time.sleep(args.seconds)
-    b = time.monotonic()
+    t_sw1, t_lock1, a, b = switch_and_measure(rec, "ptp", 20, "receiver-off", args, log)
     out["ptp"] = {"appliance": appliance_window(rec, "ptp", a, b), "window": (a, b),
                   "locked_after_switch_s": t_lock1 - t_sw1}
     offsets = [(t, o, d) for t, o, d in slave.offsets_ns() if a <= t <= b]
@@ -430,13 +437,7 @@ def drill(net: NetnsPair, args: argparse.Namespace, workdir: Path, stack: contex
     slave.stop()
     gm.stop()
     t_gm = time.monotonic()
-    t_sw2 = rec.wait(lambda s: s["active"] == "ntp", 30, "a switch to ntp after the grandmaster stopped")
-    t_lock2 = rec.wait(lambda s: s["active"] == "ntp" and s["state"] == "LOCKED", 30, "LOCKED on ntp")
-    time.sleep(args.settle)
-    a2 = time.monotonic()
-    log(f"measuring {args.seconds:g} s on ntp")
-    time.sleep(args.seconds)
-    b2 = time.monotonic()
+    t_sw2, t_lock2, a2, b2 = switch_and_measure(rec, "ntp", 30, "the grandmaster stopped", args, log)
     time.sleep(1.5)  # the last measurement lines
     out["ntp"] = {"appliance": appliance_window(rec, "ntp", a2, b2), "window": (a2, b2),
                   "locked_after_switch_s": t_lock2 - t_sw2}
