@@ -17,6 +17,7 @@ from typing import Any
 from appliance import config as cfg, leap
 from appliance.events import Alarm
 from appliance.gnss.guard import JAMMING, SPOOFING
+from appliance.sim.leapsecond import first_after_expiry
 
 NS_PER_S = 1_000_000_000
 START_TAI_NS = 1_782_000_037 * NS_PER_S + 250_000_000  # 2026-06-21, a quarter second past a true second
@@ -154,10 +155,9 @@ def leap_second_trial(seed: int = 1) -> Trial:
     from appliance.app import simulated
     from appliance.sched import SimScheduler
 
-    shipped = leap.LeapTable.load_default()
-    effective = leap.utc_fields_to_tai(2027, 1, 1, 0, 0, 0, 0, shipped) // NS_PER_S - 37
-    truth = shipped.with_announcement(effective, 38, "scenario")
-    start = leap.utc_fields_to_tai(2026, 12, 31, 23, 45, 0, 0, shipped) + 250_000_000
+    future = first_after_expiry()
+    shipped, truth = future.table, future.truth
+    start = future.before_tai_ns(23, 45, 0) + 250_000_000
     scheduler = SimScheduler(start)
     app, world = simulated(cfg.load(None, [f"sim.seed={seed}", "integrity.survey_s=300"]), scheduler, shipped, truth)
     raised: list[str] = []

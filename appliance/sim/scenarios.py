@@ -19,6 +19,7 @@ from appliance import config as cfg, leap
 from appliance.holdover.oscillator import temperature_profile_sine
 from appliance.sim.clocksim import ClockSim, Record
 from appliance.sim.holdover_run import holdover_trial
+from appliance.sim.leapsecond import first_after_expiry
 
 NS_PER_S = 1_000_000_000
 DAY_S = 86_400
@@ -150,10 +151,9 @@ def s06_leap_second(seed: int) -> ScenarioResult:
     from appliance.sched import SimScheduler
 
     r = ScenarioResult(6, "leap-second", seed)
-    shipped = leap.LeapTable.load_default()
-    effective = leap.utc_fields_to_tai(2027, 1, 1, 0, 0, 0, 0, shipped) // NS_PER_S - 37
-    truth = shipped.with_announcement(effective, 38, "scenario")
-    start = leap.utc_fields_to_tai(2026, 12, 31, 23, 50, 0, 0, shipped) + 250_000_000
+    future = first_after_expiry()
+    shipped, truth, effective, new_offset_s = future.table, future.truth, future.effective_posix_s, future.new_offset_s
+    start = future.before_tai_ns(23, 50, 0) + 250_000_000
     scheduler = SimScheduler(start)
     app, world = simulated(cfg.load(None, [f"sim.seed={seed}"]), scheduler, shipped, truth)
     events: list[object] = []
@@ -163,22 +163,22 @@ def s06_leap_second(seed: int) -> ScenarioResult:
     for _ in range(20 * 60):
         scheduler.run_for(NS_PER_S)
         samples.append((world.true_ns(), app.status()))
-    before = [s for t, s in samples if t < effective * NS_PER_S + 38 * NS_PER_S - 60 * NS_PER_S][-1]
+    before = [s for t, s in samples if t < (effective + new_offset_s - 60) * NS_PER_S][-1]
     after = samples[-1][1]
     labels = [e.utc_text for e in events if isinstance(e, GnssEpoch)]
     errors = [s.clock.sim_time_error_ns for _, s in samples if s.clock.state == "LOCKED"]
-    r.figures.update(labels_around=labels[labels.index("2026-12-31T23:59:60.000Z") - 1:][:3]
-                     if "2026-12-31T23:59:60.000Z" in labels else None,
+    r.figures.update(labels_around=labels[labels.index(future.labels[1]) - 1:][:3]
+                     if future.labels[1] in labels else None,
                      ntp_li_before=before.clock.advertised.ntp_leap_indicator,
                      ntp_li_after=after.clock.advertised.ntp_leap_indicator,
                      tai_utc_before=before.leap.tai_utc_s, tai_utc_after=after.leap.tai_utc_s,
                      max_abs_te_locked_ns=max((abs(e) for e in errors), default=None),
                      steps=sum(1 for e in events if isinstance(e, StepClock)))
-    r.check("23:59:60 labelled between 23:59:59 and 00:00:00", r.figures["labels_around"] == [
-        "2026-12-31T23:59:59.000Z", "2026-12-31T23:59:60.000Z", "2027-01-01T00:00:00.000Z"])
+    r.check("23:59:60 labelled between 23:59:59 and 00:00:00", r.figures["labels_around"] == future.labels)
     r.check("NTP leap indicator 1 in the last minute before, 0 after", (before.clock.advertised.ntp_leap_indicator,
                                                                         after.clock.advertised.ntp_leap_indicator) == (1, 0))
-    r.check("TAI-UTC 37 -> 38", (before.leap.tai_utc_s, after.leap.tai_utc_s) == (37, 38))
+    r.check(f"TAI-UTC {new_offset_s - 1} -> {new_offset_s}",
+            (before.leap.tai_utc_s, after.leap.tai_utc_s) == (new_offset_s - 1, new_offset_s))
     r.check("the clock stays LOCKED through the leap second",
             all(s.clock.state == "LOCKED" for t, s in samples if t > start + 5 * 60 * NS_PER_S))
     r.check("only the cold-start step (TAI knows no leap second)", r.figures["steps"] == 1)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import statistics
 
-from appliance import leap
 from appliance.events import Alarm, Constellation, GnssEpoch, PairedSecond, ReceiverState
+from appliance.sim.leapsecond import first_after_expiry
 from tests.sim.conftest import NS_PER_S, build_sim
 
 
@@ -78,22 +78,19 @@ def test_silent_receiver_is_no_data_after_the_timeout_then_recovers(sim) -> None
 
 
 def test_leap_second_announced_by_the_receiver_is_labelled_235960_and_time_stays_continuous() -> None:
-    shipped = leap.LeapTable.load_default()
-    truth = shipped.with_announcement(leap.utc_fields_to_tai(2027, 1, 1, 0, 0, 0, 0, shipped) // NS_PER_S - 37,
-                                      38, "scenario")
-    sim = build_sim(start_utc=(2026, 12, 31, 23, 57, 0), world_table=truth)
+    future = first_after_expiry()  # the first insertion the packaged table leaves possible
+    sim = build_sim(start_utc=(*future.last_day, 23, 57, 0), world_table=future.truth)
     sim.run_s(60)
     before = sim.app.status().leap
-    assert before.pending_change_s == 1 and before.pending_at_utc == "2027-01-01T00:00:00.000Z"
+    assert before.pending_change_s == 1 and before.pending_at_utc == future.effective_utc
     sim.run_s(150)
     labels = [e.utc_text for e in sim.of_type(GnssEpoch)]
-    i = labels.index("2026-12-31T23:59:60.000Z")
-    assert labels[i - 1:i + 2] == ["2026-12-31T23:59:59.000Z", "2026-12-31T23:59:60.000Z",
-                                   "2027-01-01T00:00:00.000Z"]
+    i = labels.index(future.labels[1])
+    assert labels[i - 1:i + 2] == future.labels  # 23:59:59, 23:59:60, 00:00:00
     seconds = [p.label_tai_ns for p in sim.of_type(PairedSecond)]
     assert all(b - a == NS_PER_S for a, b in zip(seconds, seconds[1:]))  # TAI knows no leap second
     after = sim.app.status()
-    assert after.leap.tai_utc_s == 38 and after.leap.pending_change_s == 0
+    assert after.leap.tai_utc_s == future.new_offset_s and after.leap.pending_change_s == 0
     assert after.receiver.rejected == {} and after.pps.rejected == {}
 
 

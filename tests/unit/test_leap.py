@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from importlib.resources import files
+from pathlib import Path
 
 import pytest
 
@@ -19,7 +20,10 @@ from appliance.leap import (
 )
 from appliance.timebase import NS_PER_S
 
-NTP_2017 = "3692217600"  # 2017-01-01 in the data lines of the packaged file
+NTP_2017 = "3692217600"  # 2017-01-01 in the data lines of the IERS file
+# A fixed IERS file (expires 2026-12-28) for the tests of dates and hashes: the packaged file is replaced by each
+# newer IERS release, and a test of "which instant is past expiry" must not change with it.
+DATED_FILE = Path(__file__).parent.parent / "data" / "leap" / "leap-seconds-expires-2026-12-28.list"
 
 
 def posix_s(*fields: int) -> int:
@@ -28,18 +32,27 @@ def posix_s(*fields: int) -> int:
 
 @pytest.fixture(scope="module")
 def packaged_text() -> str:
-    return files("appliance").joinpath("data/leap-seconds.list").read_text(encoding="utf-8")
+    return DATED_FILE.read_text(encoding="utf-8")
 
 
 @pytest.fixture(scope="module")
 def table() -> LeapTable:
-    return LeapTable.load_default()
+    return LeapTable.load_file(DATED_FILE)
 
 
 # --- parsing -----------------------------------------------------------------------------------------
 
 
-def test_packaged_file_parses_with_valid_hash(table: LeapTable) -> None:
+def test_packaged_file_parses_with_valid_hash_and_is_current() -> None:
+    shipped = LeapTable.load_default()
+    assert shipped.entries[0] == (posix_s(1972, 1, 1), 10)
+    assert shipped.entries[-1][1] >= 37 and shipped.entries[:28] == LeapTable.load_file(DATED_FILE).entries
+    # The IERS publishes a new file every six months; one that expires before mid-2027 is out of date.
+    assert shipped.expires_posix_s is not None and shipped.expires_posix_s >= posix_s(2027, 6, 28)
+    assert shipped.updated_posix_s is not None and shipped.updated_posix_s < shipped.expires_posix_s
+
+
+def test_dated_file_parses_with_valid_hash(table: LeapTable) -> None:
     assert len(table.entries) == 28
     assert table.entries[0] == (posix_s(1972, 1, 1), 10)
     assert table.entries[-1] == (posix_s(2017, 1, 1), 37)
@@ -47,12 +60,14 @@ def test_packaged_file_parses_with_valid_hash(table: LeapTable) -> None:
     assert table.updated_posix_s is not None and table.updated_posix_s < table.expires_posix_s
 
 
-def test_load_default_is_shared_and_load_file_matches(table: LeapTable, tmp_path, packaged_text: str) -> None:
-    assert LeapTable.load_default() is table
+def test_load_default_is_shared_and_load_file_matches(tmp_path) -> None:
+    shipped = LeapTable.load_default()
+    assert LeapTable.load_default() is shipped
     path = tmp_path / "leap-seconds.list"
-    path.write_text(packaged_text, encoding="utf-8")
+    path.write_text(files("appliance").joinpath("data/leap-seconds.list").read_text(encoding="utf-8"), encoding="utf-8")
     loaded = LeapTable.load_file(path)
-    assert loaded.entries == table.entries and loaded.source == str(path)
+    assert loaded.entries == shipped.entries and loaded.source == str(path)
+    assert loaded.expires_posix_s == shipped.expires_posix_s
 
 
 def test_changed_digit_fails_hash_naming_the_hash_line(packaged_text: str) -> None:
@@ -217,3 +232,18 @@ def test_utctime_validation_and_format() -> None:
         UtcTime(2024, 1, 1, 0, 0, 61, 0)
     t = UtcTime(2024, 2, 29, 1, 2, 3, 4_999_999)
     assert str(t) == "2024-02-29T01:02:03.004999999Z" and t.iso_ms() == "2024-02-29T01:02:03.004Z"
+
+
+def test_simulated_leap_second_falls_on_the_first_opportunity_after_expiry(table: LeapTable) -> None:
+    from appliance.sim.leapsecond import first_after_expiry
+
+    dated = first_after_expiry(table)  # expires 2026-12-28: the next end of June or December is 2026-12-31
+    assert dated.effective_posix_s == posix_s(2027, 1, 1) and dated.new_offset_s == 38
+    assert dated.labels == ["2026-12-31T23:59:59.000Z", "2026-12-31T23:59:60.000Z", "2027-01-01T00:00:00.000Z"]
+    assert utc_to_tai(UtcTime(2026, 12, 31, 23, 59, 60, 0), dated.truth) == dated.before_tai_ns(23, 59, 59) + NS_PER_S
+    july = LeapTable(table.entries, table.updated_posix_s, posix_s(2027, 6, 28), "to June")
+    assert first_after_expiry(july).last_day == (2027, 6, 30)
+    august = LeapTable(table.entries, table.updated_posix_s, posix_s(2027, 8, 2), "to August")
+    assert first_after_expiry(august).effective_utc == "2028-01-01T00:00:00.000Z"
+    shipped = first_after_expiry()
+    assert shipped.effective_posix_s > LeapTable.load_default().expires_posix_s

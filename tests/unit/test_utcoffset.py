@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 
@@ -11,7 +12,9 @@ from appliance.leap import LeapTable, UtcTime, tai_to_utc, utc_fields_to_tai, ut
 from appliance.utcoffset import LeapStatus, UtcOffset
 
 S = 1_000_000_000
-TABLE = LeapTable.load_default()  # expires 2026-12-28, last entry 2017-01-01 (37 s)
+# A fixed IERS file, not the packaged one (which each new release replaces): expires 2026-12-28, last entry
+# 2017-01-01 (37 s).
+TABLE = LeapTable.load_file(Path(__file__).parent.parent / "data" / "leap" / "leap-seconds-expires-2026-12-28.list")
 
 
 def posix(*fields: int) -> int:
