@@ -1,7 +1,8 @@
 """Web console under load: its latency, and what it costs NTP and PTP serving at the same time, in the same run.
 
     python bench/console_load.py [--connections 50] [--duration 20] [--rounds 3] [--ntp-window 32]
-                                 [--ptp-rate 16] [--web-rate 10000] [--wrk-sched idle|normal] [--json FILE]
+                                 [--ptp-rate 16] [--web-rate 10000] [--generator ab|wrk] [--load-sched idle|normal]
+                                 [--json FILE]
 
 Set-up: two network namespaces joined by a veth pair (tests/interop/ptp_harness.py NetnsPair).  In namespace A the
 appliance (the ``appliance run`` command of bench/ptp_offset.py, with a learned clock state so that it locks within
@@ -14,24 +15,29 @@ default, beyond it requests wait their turn) is left as shipped: it is what keep
 from, so the load measures it.  In namespace B, everything the bench starts runs on CPU 1 (the bench pins itself
 there and its children inherit it): a free-running ptp4l slave measuring every Sync for the whole run (never
 adjusting the clock: free_running 1, no CAP_SYS_TIME), the NTP load generator of bench/ntp_throughput.py
-(bench/ntpload.c, a fixed window of ``--ntp-window`` requests in flight), and wrk (Debian's, ``apt-get install -y
-wrk``): ``--connections`` connections, one thread, ``--duration`` s, against ``/api/v1/status`` with
-``Authorization: Bearer <token>`` (a viewer's API token made with ``appliance user token``) or against the dashboard
-page ``/`` with ``Cookie: appliance_session=...`` (one login through the login form first, with requests, inside
-namespace B; the dashboard and the API are checked to answer 200 with the cookie or the token alone, before and
-after the load).  wrk is closed-loop (each connection sends its next request when the previous answer is in: the
-console is kept as busy as it can be) and runs as SCHED_IDLE on CPU 1, so that ntpload, the slave and the bench
-never wait for it: a fall in NTP replies is then the appliance's, not the load generator's.  A small wrk script
-counts the HTTP status codes and the answers carrying ``Connection: close`` (each costs a new TLS handshake).
+(bench/ntpload.c, a fixed window of ``--ntp-window`` requests in flight), and the HTTP load generator: ApacheBench
+(``ab`` from Debian's apache2-utils, ``--generator ab``, the default) with ``--connections`` keep-alive connections for
+``--duration`` s, against ``/api/v1/status`` with ``Authorization: Bearer <token>`` (a viewer's API token made with
+``appliance user token``) or against the dashboard page ``/`` with ``Cookie: appliance_session=...`` (one login
+through the login form first, with requests, inside namespace B; the dashboard and the API are checked to answer 200
+with the cookie or the token alone, before and after the load).  The generator is closed-loop (each connection sends
+its next request when the previous answer is in: the console is kept as busy as it can be) and runs as SCHED_IDLE on
+CPU 1, so that ntpload, the slave and the bench never wait for it: a fall in NTP replies is then the appliance's,
+not the load generator's.  ``--generator wrk`` uses Debian's wrk instead (one thread; a small script counts the HTTP
+status codes and the answers carrying ``Connection: close``): wrk spins on a TLS connection whose handshake the
+server has not answered yet, and the console, paced to its budget, leaves some waiting, so wrk took 5 to 37 % of the
+load CPU for 20 requests a second, starving ntpload and passing that off as the appliance's loss (ab: under 0.5 %).
+ab's latency percentiles are over every request of a window (its -g file, millisecond resolution); it tells 2xx
+answers from the rest only.
 
-Windows of ``--duration`` s each, measured from 1 s after the start to 1 s before the end (wrk's connections and
-TLS handshakes are set up in the first second):
+Windows of ``--duration`` s each, measured from 1 s after the start to 1 s before the end (the load's connections
+and TLS handshakes are set up in the first second):
 
-* NTP: ntpload at the fixed window with no console load, with wrk on the status API, with wrk on the dashboard;
-* PTP: the slave's offsets with no console load, with wrk on the status API, with wrk on the dashboard;
+* NTP: ntpload at the fixed window with no console load, with the load on the status API, then on the dashboard;
+* PTP: the slave's offsets with no console load, with the load on the status API, then on the dashboard;
 
 ``--rounds`` times, the order of the conditions reversed every other round (a shared host drifts).  Printed: the
-console's latency (wrk's p50/p90/p99/max, requests/s, errors and HTTP status codes, medians over the windows), NTP
+console's latency (p50/p90/p99/max, requests/s, errors and HTTP status codes, medians over the windows), NTP
 replies/s (median over rounds) and the ratio with/without console load (target >= 0.95, i.e. < 5 % fewer replies),
 PTP rms and p99 of |offset| over the pooled samples of each condition, and the ratios with/without (target <= 1.05)
 of the p99 and of the windows' rms (the median over a condition's windows of each window's own rms: a single
@@ -39,20 +45,23 @@ scheduling spike of tens of microseconds, which a shared VM hands out about once
 dominates the rms of all the samples pooled, and so decides which condition "loses" by where it falls; the pooled
 rms ratio is printed beside it, and the samples beyond 10 us are counted), and the CPU use per window: each CPU's
 busy share, CPU time of the appliance's main process (event loop, PTP and the console's threads) and of its child
-(the NTP worker), of wrk, ntpload and the measuring side, and of everything else on the host (a warning is
-printed when other work took more than 5 % of a CPU).  Tracebacks in the appliance's log are counted, split into
-those logged while a window was measured and those of its last second (wrk ending and dropping its connections).
+(the NTP worker), of the HTTP load generator, ntpload and the measuring side, and of everything else on the host (a
+warning is printed when other work took more than 5 % of a CPU).  Tracebacks in the appliance's log are counted, split into
+those logged while a window was measured and those of its last second (the load ending and dropping its
+connections).
 ``--json FILE`` writes every figure of every window (the PTP figures of the NTP windows too; ``--keep-series``: every
 PTP sample).
 
 Safety: test traffic only inside the two namespaces created (and always deleted) here; ptp4l only free-running and
 without CAP_SYS_TIME, the appliance without it as well; load bounded by ``--duration`` per window and ``--rounds``.
-Needs root (namespaces), ip, ptp4l, pmc, setpriv, taskset, chrt, gcc, wrk.  A default run takes about 7 minutes.
+Needs root (namespaces), ip, ptp4l, pmc, setpriv, taskset, chrt, gcc, ab (or wrk).  A default run takes about 7
+minutes.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -305,16 +314,16 @@ def classify_log(text: str) -> dict[str, Any]:
 
 
 def start_wrk(net: NetnsPair, url: str, header: str, args: argparse.Namespace, script: Path) -> subprocess.Popen:
-    sched = ["chrt", "--idle", "0"] if args.wrk_sched == "idle" else []
+    sched = ["chrt", "--idle", "0"] if args.load_sched == "idle" else []
     argv = [*sched, "wrk", "-t", str(args.wrk_threads), "-c", str(args.connections), "-d", f"{args.duration:g}s",
-            "--timeout", f"{args.wrk_timeout:g}s", "--latency", "-s", str(script), "-H", header, url]
+            "--timeout", f"{args.load_timeout:g}s", "--latency", "-s", str(script), "-H", header, url]
     return net.run(net.ns_b, argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                    start_new_session=True)
 
 
 def finish_wrk(proc: subprocess.Popen, args: argparse.Namespace) -> dict[str, Any]:
     try:
-        text, _ = proc.communicate(timeout=args.duration + args.wrk_timeout + 30)
+        text, _ = proc.communicate(timeout=args.duration + args.load_timeout + 30)
     except subprocess.TimeoutExpired:
         proc.kill()
         text, _ = proc.communicate()
@@ -330,11 +339,81 @@ def finish_wrk(proc: subprocess.Popen, args: argparse.Namespace) -> dict[str, An
     return result
 
 
+def start_ab(net: NetnsPair, url: str, header: str, args: argparse.Namespace, samples: Path) -> subprocess.Popen:
+    """ApacheBench (Debian's apache2-utils): ``--connections`` keep-alive connections for ``--duration`` s, each
+    request's times into ``samples`` (-g); a response's varying length is not an error (-l), nor is a reset
+    connection the end of the run (-r)."""
+    sched = ["chrt", "--idle", "0"] if args.load_sched == "idle" else []
+    argv = [*sched, "ab", "-q", "-k", "-l", "-r", "-c", str(args.connections), "-t", f"{args.duration:g}",
+            "-n", "100000000", "-s", f"{args.load_timeout:g}", "-g", str(samples), "-H", header, url]
+    return net.run(net.ns_b, argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                   start_new_session=True)
+
+
+def _ab_field(text: str, name: str) -> float | None:
+    m = re.search(rf"^{re.escape(name)}:\s+([0-9.]+)", text, re.M)
+    return float(m.group(1)) if m else None
+
+
+def percentile(sorted_values: list[float], pct: float) -> float:
+    if not sorted_values:
+        return math.nan
+    return sorted_values[min(len(sorted_values) - 1, max(0, math.ceil(pct / 100 * len(sorted_values)) - 1))]
+
+
+def finish_ab(proc: subprocess.Popen, args: argparse.Namespace, samples: Path) -> dict[str, Any]:
+    """ab's result in wrk's terms (requests, latency percentiles in us over every request of the window, errors,
+    status counts: ab tells 2xx from the rest only)."""
+    try:
+        text, _ = proc.communicate(timeout=args.duration + args.load_timeout + 30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        text, _ = proc.communicate()
+        return {"ok": False, "error": "ab did not end in time", "text": text}
+    done, taken = _ab_field(text, "Complete requests"), _ab_field(text, "Time taken for tests")
+    if proc.returncode != 0 or done is None or taken is None:
+        return {"ok": False, "error": f"ab exited {proc.returncode}", "text": text}
+    m = re.search(r"\(Connect: (\d+), Receive: (\d+), Length: (\d+), Exceptions: (\d+)\)", text)
+    connect, receive, _length, exceptions = (int(g) for g in m.groups()) if m else (0, 0, 0, 0)
+    non_2xx = int(_ab_field(text, "Non-2xx responses") or 0)
+    keep_alive = int(_ab_field(text, "Keep-Alive requests") or 0)
+    total_ms: list[float] = []
+    try:
+        for line in samples.read_text().splitlines()[1:]:  # starttime, seconds, ctime, dtime, ttime, wait (ms)
+            cols = line.split("\t")
+            if len(cols) >= 5:
+                total_ms.append(float(cols[4]))
+    except FileNotFoundError:
+        pass
+    total_ms.sort()
+    requests = int(done)
+    status = {"2xx": requests - non_2xx, **({"non-2xx": non_2xx} if non_2xx else {})}
+    return {"ok": True, "requests": requests, "duration_us": taken * 1e6, "requests_per_s": requests / taken,
+            "bytes_per_request": (_ab_field(text, "Total transferred") or 0.0) / requests if requests else 0.0,
+            "latency_us": {p: percentile(total_ms, q) * 1000 for p, q in
+                           (("p50", 50), ("p90", 90), ("p99", 99), ("max", 100))},
+            "errors": {"connect": connect, "read": receive, "write": exceptions, "timeout": 0},
+            "status": status, "connection_close": requests - keep_alive, "text": text}
+
+
 def start_console_load(net: NetnsPair, condition: str, ctx: dict[str, Any],
                        args: argparse.Namespace) -> subprocess.Popen:
     url = f"{ctx['url']}/api/v1/status" if condition == "api" else f"{ctx['url']}/"
     header = f"Authorization: Bearer {ctx['token']}" if condition == "api" else f"Cookie: {ctx['cookie']}"
-    return start_wrk(net, url, header, args, ctx["wrk_script"])
+    if args.generator == "ab":
+        proc = start_ab(net, url, header, args, ctx["workdir"] / "ab-samples.tsv")
+    else:
+        proc = start_wrk(net, url, header, args, ctx["wrk_script"])
+    proc.samples = ctx["workdir"] / "ab-samples.tsv"  # type: ignore[attr-defined]
+    return proc
+
+
+def finish_console_load(proc: subprocess.Popen, args: argparse.Namespace) -> dict[str, Any]:
+    if args.generator == "ab":
+        result = finish_ab(proc, args, proc.samples)  # type: ignore[attr-defined]
+        proc.samples.unlink(missing_ok=True)  # type: ignore[attr-defined]
+        return result
+    return finish_wrk(proc, args)
 
 
 @dataclass(frozen=True)
@@ -522,7 +601,7 @@ def summarise_wrk(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "failed_runs": len(runs) - len(good)}
 
 
-CONSOLE = Load("console", "wrk", CONDITIONS, start_console_load, finish_wrk, summarise_wrk)
+CONSOLE = Load("console", "ab", CONDITIONS, start_console_load, finish_console_load, summarise_wrk)
 
 
 def summarise(windows: list[dict[str, Any]], load: Load | None = None) -> dict[str, Any]:
@@ -572,14 +651,15 @@ def summarise(windows: list[dict[str, Any]], load: Load | None = None) -> dict[s
 
 
 def report(s: dict[str, Any], windows: list[dict[str, Any]], args: argparse.Namespace,
-           check: dict[str, Any]) -> bool:
+           check: dict[str, Any], load: Load | None = None) -> bool:
     ok = True
-    print(f"Web console under load (wrk, {args.connections} connections, {args.wrk_threads} thread, closed loop, "
+    generator = ("ab, keep-alive" if args.generator == "ab" else f"wrk, {args.wrk_threads} thread")
+    print(f"Web console under load ({generator}, {args.connections} connections, closed loop, "
           f"{args.duration:g} s per window, measured over the middle {args.duration - 2 * LEAD_S:g} s, "
           f"{args.rounds} rounds); appliance on CPU {APPLIANCE_CPU} serving PTP ({PROFILE}, udp4, "
           f"{args.ptp_rate:g} Sync/s), NTP (1 worker) and the console (web.rate_per_s={args.web_rate} for the bench); "
-          f"ptp4l slave, ntpload (window {args.ntp_window}) and wrk "
-          f"({'SCHED_IDLE' if args.wrk_sched == 'idle' else 'normal'}"
+          f"ptp4l slave, ntpload (window {args.ntp_window}) and {args.generator} "
+          f"({'SCHED_IDLE' if args.load_sched == 'idle' else 'normal'}"
           f" priority) on CPU {LOAD_CPU}, over a veth pair")
     print(f"  console check: dashboard {check['dashboard_status']} ({check['dashboard_bytes']} bytes), "
           f"status API {check['api_status']} ({check['api_bytes']} bytes)")
@@ -595,7 +675,7 @@ def report(s: dict[str, Any], windows: list[dict[str, Any]], args: argparse.Name
                   f"{c['timeouts']:8d}  {c['http_status']}")
             bad = sum(v for k, v in c["http_status"].items() if not k.startswith("2"))
             ok &= c["failed_runs"] == 0 and c["socket_errors"] == 0 and c["timeouts"] == 0 and bad == 0
-    return report_service(s, windows, args) and ok
+    return report_service(s, windows, args, load) and ok
 
 
 def report_service(s: dict[str, Any], windows: list[dict[str, Any]], args: argparse.Namespace,
@@ -668,8 +748,11 @@ def main() -> int:
         return login_helper(sys.argv[2], USER, sys.argv[3])
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    ap.add_argument("--connections", type=int, default=50, help="wrk connections (default 50)")
-    ap.add_argument("--duration", type=float, default=20.0, help="seconds of each window and wrk run (default 20)")
+    ap.add_argument("--generator", choices=("ab", "wrk"), default="ab",
+                    help="the HTTP load generator (default ab, Debian's apache2-utils; wrk: Debian's wrk, which "
+                    "spins on a TLS connection the server has not yet answered, taking the load CPU from ntpload)")
+    ap.add_argument("--connections", type=int, default=50, help="HTTP connections (default 50)")
+    ap.add_argument("--duration", type=float, default=20.0, help="seconds of each window and load run (default 20)")
     ap.add_argument("--rounds", type=int, default=3,
                     help="rounds of the 6 windows (default 3: a median over three windows passes over one spike)")
     ap.add_argument("--ntp-window", type=int, default=32, help="NTP requests in flight (default 32)")
@@ -679,10 +762,11 @@ def main() -> int:
     ap.add_argument("--web-rate", type=int, default=RATE_PER_S,
                     help=f"web.rate_per_s of the appliance (default {RATE_PER_S}, the setting's maximum: the "
                     "per-address rate limit out of the way; the appliance's own default is 20)")
-    ap.add_argument("--wrk-sched", choices=("idle", "normal"), default="idle",
-                    help="wrk's scheduling on the load CPU (default idle: SCHED_IDLE, so that ntpload, the ptp4l "
-                    "slave and the bench never wait for it; normal: it competes with them)")
-    ap.add_argument("--wrk-timeout", type=float, default=10.0, help="wrk's request timeout, s (default 10)")
+    ap.add_argument("--load-sched", "--wrk-sched", choices=("idle", "normal"), default="idle",
+                    help="the load generator's scheduling on the load CPU (default idle: SCHED_IDLE, so that ntpload, "
+                    "the ptp4l slave and the bench never wait for it; normal: it competes with them)")
+    ap.add_argument("--load-timeout", "--wrk-timeout", type=float, default=30.0,
+                    help="the load generator's request timeout, s (default 30)")
     ap.add_argument("--ready-timeout", type=float, default=120.0)
     ap.add_argument("--json", help="write every figure here")
     ap.add_argument("--keep-series", action="store_true",
@@ -692,9 +776,10 @@ def main() -> int:
     if os.geteuid() != 0:
         print("console_load: needs root (network namespaces)", file=sys.stderr)
         return 2
-    for tool in ("ip", "ptp4l", "pmc", "setpriv", "taskset", "chrt", "gcc", "wrk"):
+    for tool in ("ip", "ptp4l", "pmc", "setpriv", "taskset", "chrt", "gcc", args.generator):
         if shutil.which(tool) is None:
-            hint = " (apt-get install -y wrk)" if tool == "wrk" else " (scripts/test-all installs the Debian peers)"
+            hint = {"wrk": " (apt-get install -y wrk)", "ab": " (apt-get install -y apache2-utils)"}.get(
+                tool, " (scripts/test-all installs the Debian peers)")
             print(f"console_load: {tool} is needed{hint}", file=sys.stderr)
             return 2
     if args.duration < 5 or args.connections < args.wrk_threads or args.rounds < 1:
@@ -704,7 +789,8 @@ def main() -> int:
     if len(os.sched_getaffinity(0) | {APPLIANCE_CPU, LOAD_CPU}) < 2 or (os.cpu_count() or 1) < 2:
         print("console_load: needs two CPUs (0 for the appliance, 1 for the load)", file=sys.stderr)
         return 2
-    os.sched_setaffinity(0, {LOAD_CPU})  # the bench and all it starts (slave, pmc, ntpload, wrk) on the load CPU
+    os.sched_setaffinity(0, {LOAD_CPU})  # the bench and all it starts (slave, pmc, ntpload, ab) on the load CPU
+    load = dataclasses.replace(CONSOLE, tool=args.generator)
     started = time.monotonic()
     windows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="console-load-") as tmp, NetnsPair(prefix="pcl") as net:
@@ -727,12 +813,13 @@ def main() -> int:
             to_slave = slave.wait_slave(args.ready_timeout)
             time.sleep(args.settle)
             ctx = {"slave": slave, "appliance_pid": candidate.proc.pid, "candidate": candidate, "url": url,
-                   "token": token, "cookie": check["cookie"], "ntpload": ntpload, "wrk_script": script}
+                   "token": token, "cookie": check["cookie"], "ntpload": ntpload, "wrk_script": script,
+                   "workdir": workdir}
             for r in range(args.rounds):
                 order = CONDITIONS if r % 2 == 0 else CONDITIONS[::-1]
                 for kind in ("ntp", "ptp"):
                     for cond in order:
-                        windows.append(window(net, kind, cond, r, ctx, args))
+                        windows.append(window(net, kind, cond, r, ctx, args, load))
             final = wait_for(state, lambda st: True, 20)
             after = login(net, url, password, token, state / "web-cert.pem")  # still answers; a new login works
         except BaseException:
@@ -747,8 +834,8 @@ def main() -> int:
         full_log = candidate.log_path.read_text(errors="replace")
         problems = classify_log(full_log)
         log_tail = full_log[-4000:]
-    summary = summarise(windows)
-    ok = report(summary, windows, args, check)
+    summary = summarise(windows, load)
+    ok = report(summary, windows, args, check, load)
     ptp_out = final.get("outputs", {}).get("ptp", {})
     ntp_out = final.get("outputs", {}).get("ntp", {})
     web_out = final.get("outputs", {}).get("web", {})
@@ -762,7 +849,7 @@ def main() -> int:
                  for w in windows)
     print(f"Appliance log: {problems['tracebacks']} tracebacks, {len(problems['error_lines'])} other error lines in "
           f"all; {during} while the windows were measured, {at_end} in the last second of a window or the pause after "
-          f"it (wrk ending and dropping its connections)")
+          f"it (the load ending and dropping its connections)")
     for text, count in sorted(problems["exceptions"].items(), key=lambda kv: -kv[1]):
         print(f"    {count:5d} x {text}")
     for line in problems["error_lines"][:10]:

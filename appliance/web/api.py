@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 import numpy as np
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Response, current_app, jsonify, request
 
 from appliance.web.app import audit, ctx_of, needs
 from appliance.web.openapi import document
@@ -48,9 +48,19 @@ def _range() -> tuple[int, int]:
     return since, until
 
 
+_status_body: tuple[object, str] = (None, "")
+
+
 @bp.route("/status")
 def status() -> Any:
-    return jsonify(ctx_of().status())
+    """The published status, serialised once per publication (twice a second) rather than for every request."""
+    global _status_body
+    s = ctx_of().status()
+    published, body = _status_body
+    if published is not s:
+        body = current_app.json.dumps(s, separators=(",", ":")) + "\n"  # as jsonify writes it
+        _status_body = (s, body)
+    return current_app.response_class(body, mimetype=current_app.json.mimetype)  # type: ignore[attr-defined]
 
 
 @bp.route("/satellites")

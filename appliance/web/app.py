@@ -86,7 +86,10 @@ def create_app(ctx: WebContext, secret_key: bytes) -> Flask:
     app.config.update(SECRET_KEY=secret_key, SESSION_COOKIE_SECURE=True, SESSION_COOKIE_HTTPONLY=True,
                       SESSION_COOKIE_SAMESITE="Strict", SESSION_COOKIE_NAME="appliance_session",
                       PERMANENT_SESSION_LIFETIME=ctx.session_timeout_s, WTF_CSRF_CHECK_DEFAULT=False,
-                      WTF_CSRF_TIME_LIMIT=None, MAX_CONTENT_LENGTH=64 * 1024, JSON_SORT_KEYS=False)
+                      WTF_CSRF_TIME_LIMIT=None, MAX_CONTENT_LENGTH=64 * 1024, JSON_SORT_KEYS=False,
+                      # A session ends session_timeout_s after its login, whatever happens meanwhile (the "since"
+                      # checked below), so re-signing and re-sending its cookie on every answer buys nothing.
+                      SESSION_REFRESH_EACH_REQUEST=False)
     app.extensions["ctx"] = ctx
     csrf = CSRFProtect(app)
     limiter = RateLimiter(ctx.rate_per_s, ctx.rate_burst)

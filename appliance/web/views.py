@@ -7,15 +7,44 @@ role it needs, and audited.
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
 from flask import Blueprint, Response, flash, g, redirect, render_template, request, session, url_for
+from flask_wtf.csrf import generate_csrf
 
 from appliance.web.app import audit, ctx_of, needs
 from appliance.web.users import ROLES, UserError
 
 bp = Blueprint("views", __name__)
+
+_PAGE_CACHE_SIZE = 32
+_page_cache: dict[tuple[str, str, str, str], tuple[object, str]] = {}
+_page_cache_lock = threading.Lock()
+
+
+def status_page(template: str, page: str) -> str:
+    """A page drawn from the published status alone, rendered once per status publication (twice a second) for
+    each user and session, not for every request: a browser left open, a reload loop or a scraper then costs the
+    appliance a lookup, not a template.  The key holds the user, the role and the session's CSRF secret (the
+    page carries a token signed from it), so nobody is handed another's page; a page with a pending flash message
+    is always rendered (the flash is consumed)."""
+    status = ctx_of().status()
+    secret = session.get("csrf_token")
+    if not isinstance(secret, str) or session.get("_flashes"):
+        return render_template(template, status=status, page=page)
+    key = (template, str(g.user), str(g.role), secret)
+    with _page_cache_lock:
+        hit = _page_cache.get(key)
+    if hit is not None and hit[0] is status:
+        return hit[1]
+    html = render_template(template, status=status, page=page)
+    with _page_cache_lock:
+        if len(_page_cache) >= _PAGE_CACHE_SIZE and key not in _page_cache:
+            _page_cache.pop(next(iter(_page_cache)))
+        _page_cache[key] = (status, html)
+    return html
 
 
 @bp.route("/login", methods=["GET", "POST"])
@@ -48,6 +77,10 @@ def login() -> Any:
     session.clear()
     session.permanent = True
     session["user"], session["since"] = result.user, time.time()
+    # A new CSRF secret with the new session, in the cookie the login sets: pages are then signed from it without
+    # changing the session again (a client that replays its login cookie is not sent a new one with every page).
+    g.pop("csrf_token", None)
+    generate_csrf()
     g.user, g.role, g.via = result.user, result.role, "session"
     audit("login", f"{result.user} logged in ({result.role})")
     target = request.form.get("next", "/")
@@ -70,12 +103,12 @@ def logout() -> Any:
 
 @bp.route("/")
 def dashboard() -> Any:
-    return render_template("dashboard.html", status=ctx_of().status(), page="dashboard")
+    return status_page("dashboard.html", "dashboard")
 
 
 @bp.route("/gnss")
 def gnss() -> Any:
-    return render_template("gnss.html", status=ctx_of().status(), page="gnss")
+    return status_page("gnss.html", "gnss")
 
 
 @bp.route("/plots")

@@ -216,3 +216,45 @@ def test_audit_backup_is_a_bundle_that_verifies(env: ConsoleEnv, tmp_path: Path)
     empty = env.browser().client.get("/api/v1/audit/export?since=-7200&until=-3600",
                                      headers={"Authorization": f"Bearer {token}"})
     assert empty.status_code == 400 and empty.get_json() == {"error": "no audit records in the export range"}
+
+
+# --- pages and the status answer: made once per status publication ------------------------------------------------
+
+def test_status_answer_follows_each_publication_and_keeps_jsonify_form(api: tuple[ConsoleEnv, Any,
+                                                                             dict[str, str]]) -> None:
+    env, client, auth = api
+    first = client.get("/api/v1/status", headers=auth)
+    assert first.status_code == 200 and first.mimetype == "application/json"
+    assert first.get_json() == env.status and b'": ' not in first.data  # compact, as jsonify writes it
+    assert client.get("/api/v1/status", headers=auth).data == first.data
+    env.with_integrity(level="suspect")  # a new publication
+    second = client.get("/api/v1/status", headers=auth).get_json()
+    assert second["integrity"]["level"] == "suspect" and second == env.status
+
+
+def test_a_status_page_is_made_per_publication_user_and_session_never_handed_to_another(env: ConsoleEnv) -> None:
+    viewer, admin = env.login("viewer"), env.login("admin")
+    page = viewer.client.get("/").get_data(as_text=True)
+    assert "viewer (viewer)" in page and viewer.client.get("/").get_data(as_text=True) == page
+    assert "HOLDOVER" not in page
+    other = admin.client.get("/").get_data(as_text=True)
+    assert "admin (admin)" in other and "viewer (viewer)" not in other
+    assert re.search(r'csrf-token" content="([^"]+)"', other).group(1) != \
+        re.search(r'csrf-token" content="([^"]+)"', page).group(1)
+    second_viewer = env.login("viewer")  # the same user in another session: its own CSRF token
+    theirs = second_viewer.client.get("/").get_data(as_text=True)
+    assert re.search(r'csrf-token" content="([^"]+)"', theirs).group(1) != \
+        re.search(r'csrf-token" content="([^"]+)"', page).group(1)
+    env.status = {**env.status, "clock": {**env.status["clock"], "state": "HOLDOVER"}}  # a new publication
+    assert "HOLDOVER" in viewer.client.get("/").get_data(as_text=True)
+
+
+def test_the_login_cookie_carries_a_new_csrf_secret_so_pages_do_not_reset_the_session(env: ConsoleEnv) -> None:
+    viewer = env.browser()
+    before = viewer.login_form_token()
+    viewer.login("viewer")
+    page = viewer.client.get("/")
+    assert page.status_code == 200 and not page.headers.getlist("Set-Cookie")  # nothing new to keep
+    meta = re.search(r'csrf-token" content="([^"]+)"', page.get_data(as_text=True)).group(1)
+    assert meta != before
+    assert viewer.form("/logout", {}, csrf=meta).status_code == 302  # the page's token works
