@@ -285,7 +285,9 @@ class IrigWavInput(_Reader):
                 self.anchor_ns = None
             elif live and self.lag_ns < 0:  # this chunk came through faster than any before: the anchor was late
                 self.anchor_ns = max(self.anchor_ns + self.lag_ns, self._decoder_anchor_ns - MAX_CATCH_UP_NS)
-                self.lag_ns = 0
+                # 0 once the anchor has caught up; still negative (ahead of its placement) when the catch-up cap
+                # held it back: a writer faster than real time, which status then shows
+                self.lag_ns = arrival - (self.anchor_ns + (count + n) * NS_PER_S // rate)
         if self.anchor_ns is None:  # the first chunk (or a stalled stream): it ends now
             self.anchor_ns = self._decoder_anchor_ns = arrival - (count + n) * NS_PER_S // rate
             self.lag_ns = 0

@@ -135,6 +135,27 @@ def test_a_live_streams_late_first_read_is_not_kept_as_phase_error(tmp_path: Pat
     assert source.status()["reanchors"] == 0 and source.status()["lag_ms"] == 0
 
 
+def test_a_writer_faster_than_real_time_moves_the_anchor_by_at_most_the_cap_and_shows_as_negative_lag(
+        tmp_path: Path) -> None:
+    """A live stream written twice as fast as its sample rate: the anchor follows it back by 250 ms at most, and the
+    status shows the chunks arriving ahead of their place (negative lag) instead of a lag of 0."""
+    from appliance.refs.irig_in_edge import MAX_CATCH_UP_NS
+
+    render(tmp_path / "b124.wav", "B124", 3, "--rate", str(RATE))
+    samples, rate = files.read_wav(tmp_path / "b124.wav")
+    chunk = RATE // 20  # 50 ms of audio, arriving every 25 ms
+    clock = {"now": 1_700_000_000_000_000_000}
+    source = IrigWavInput(decoder(), "-", Collected(), now_ns=lambda: clock["now"])
+    count = 0
+    for first in range(0, len(samples), chunk):
+        clock["now"] += 25_000_000
+        count = source._feed(np.asarray(samples[first:first + chunk], dtype=np.int16), count, rate)
+    assert source._decoder_anchor_ns - source.anchor_ns == MAX_CATCH_UP_NS
+    ahead_ns = clock["now"] - (source.anchor_ns + len(samples) * NS // RATE)  # the last chunk against its place
+    assert ahead_ns < -1_000_000_000  # 3 s of audio (plus lead-in) written in half the time, less the cap
+    assert source.status()["lag_ms"] == round(ahead_ns / 1e6, 1) and source.status()["reanchors"] == 0
+
+
 def test_the_live_am_outputs_fifo_writer_into_the_input(tmp_path: Path) -> None:
     """WavSink streams into a FIFO the input reads; one stream per writer, each with its own header."""
     fifo = tmp_path / "irig.fifo"
