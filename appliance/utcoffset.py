@@ -14,6 +14,7 @@ from appliance import leap
 from appliance.events import Alarm, LeapInfo, Severity
 
 NS_PER_S = 1_000_000_000
+EXPIRY_NOTICE_S = 30 * 86_400  # how long before the leap table expires a warning asks for a newer one
 
 
 @dataclass(frozen=True)
@@ -47,13 +48,23 @@ class UtcOffset:
         return out
 
     def check(self, at_tai_ns: int) -> list[Alarm]:
-        """Raise or clear the expiry warning; call now and then (e.g. once a minute)."""
+        """Raise or clear the expiry warnings; call now and then (e.g. once a minute).  ``leap-table-expiring``
+        from EXPIRY_NOTICE_S before the expiry, so that a newer file is installed in time, then
+        ``leap-table-expired``."""
         if self.table.is_expired(at_tai_ns):
             who = "the receiver's UTC offset is used" if self._receiver_offset_s is not None else \
                 "no receiver reports the UTC offset; a new leap second would go unnoticed"
-            return self._raise("leap-table-expired", Severity.WARNING,
-                               f"leap-second table {self.table.source} has expired; {who}", at_tai_ns)
-        return self._clear("leap-table-expired", at_tai_ns)
+            return self._clear("leap-table-expiring", at_tai_ns) + self._raise(
+                "leap-table-expired", Severity.WARNING, f"leap-second table {self.table.source} has expired; {who}",
+                at_tai_ns)
+        out = self._clear("leap-table-expired", at_tai_ns)
+        if self.table.is_expired(at_tai_ns + EXPIRY_NOTICE_S * NS_PER_S):
+            return out + self._raise(
+                "leap-table-expiring", Severity.WARNING,
+                f"leap-second table {self.table.source} expires {self.snapshot(at_tai_ns).table_expires_utc}: "
+                f"install a newer leap-seconds.list (clock.leap_file; Debian's tzdata keeps one) before then",
+                at_tai_ns)
+        return out + self._clear("leap-table-expiring", at_tai_ns)
 
     def snapshot(self, at_tai_ns: int) -> LeapStatus:
         offset = self.table.tai_utc_at_tai_ns(at_tai_ns)

@@ -84,12 +84,25 @@ def test_announcement_before_expiry_is_refused():
     assert u.table is TABLE and u.snapshot(tai(2026, 6, 1)).pending_change_s == 0
 
 
+def test_a_table_30_days_from_expiry_asks_for_a_newer_one_once_and_clears_when_one_is_loaded():
+    u = UtcOffset(TABLE)
+    assert u.check(tai(2026, 11, 27, 23, 59, 59)) == []
+    alarms = u.check(tai(2026, 11, 28))
+    assert codes(alarms) == [("leap-table-expiring", Severity.WARNING, True)]
+    assert "2026-12-28T00:00:00.000Z" in alarms[0].text and "newer leap-seconds.list" in alarms[0].text
+    assert u.check(tai(2026, 12, 1)) == []  # raised once, not every minute
+    u.table = LeapTable(TABLE.entries, TABLE.updated_posix_s, posix(2027, 6, 28), "newer leap-seconds.list")
+    assert codes(u.check(tai(2026, 12, 2))) == [("leap-table-expiring", Severity.WARNING, False)]
+    assert u.check(tai(2026, 12, 3)) == []
+
+
 def test_expired_table_warns_once_and_clears_when_a_valid_table_is_loaded():
     u = UtcOffset(TABLE)
-    assert u.check(tai(2026, 12, 27, 23, 59, 59)) == []
+    assert codes(u.check(tai(2026, 12, 27, 23, 59, 59))) == [("leap-table-expiring", Severity.WARNING, True)]
     alarms = u.check(tai(2026, 12, 28))
-    assert codes(alarms) == [("leap-table-expired", Severity.WARNING, True)]
-    assert "expired" in alarms[0].text and "no receiver" in alarms[0].text
+    assert codes(alarms) == [("leap-table-expiring", Severity.WARNING, False),
+                             ("leap-table-expired", Severity.WARNING, True)]
+    assert "expired" in alarms[1].text and "no receiver" in alarms[1].text
     assert u.check(tai(2026, 12, 28, 0, 1)) == [] and u.check(EXPIRED) == []
     u.table = LeapTable(TABLE.entries, TABLE.updated_posix_s, posix(2027, 12, 28), "newer leap-seconds.list")
     assert codes(u.check(EXPIRED)) == [("leap-table-expired", Severity.WARNING, False)]
