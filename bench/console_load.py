@@ -46,7 +46,9 @@ PTP rms and p99 of |offset| over the pooled samples of each condition, and the r
 of the p99 and of the windows' rms (the median over a condition's windows of each window's own rms: a single
 scheduling spike of tens of microseconds, which a shared VM hands out about once in a thousand Syncs whatever runs,
 dominates the rms of all the samples pooled, and so decides which condition "loses" by where it falls; the pooled
-rms ratio is printed beside it, and the samples beyond 10 us are counted), and the CPU use per window: each CPU's
+rms ratio is printed beside it, and the samples beyond 10 us are counted), with a 95 % bootstrap interval of the NTP
+and PTP rms ratios over the windows (how far the ratio could move with the windows the shared host handed out: a
+ratio judged against 5 % whose interval spans tens of percent is undecided by that run), and the CPU use per window: each CPU's
 busy share, CPU time of the appliance's main process (event loop, PTP and the console's threads) and of its child
 (the NTP worker), of the HTTP load generator, ntpload and the measuring side, and of everything else on the host (a
 warning is printed when other work took more than 5 % of a CPU).  Tracebacks in the appliance's log are counted, split into
@@ -650,8 +652,26 @@ def summarise(windows: list[dict[str, Any]], load: Load | None = None) -> dict[s
             "ptp_rms": window_rms(out["ptp"][cond]) / window_rms(base_ptp) if window_rms(base_ptp) else math.nan,
             "ptp_pooled_rms": out["ptp"][cond]["rms_ns"] / base_ptp["rms_ns"] if base_ptp["rms_ns"] else math.nan,
             "ptp_p99_abs": out["ptp"][cond]["p99_abs_ns"] / base_ptp["p99_abs_ns"] if base_ptp["p99_abs_ns"]
-            else math.nan}
+            else math.nan,
+            "ntp_replies_ci": bootstrap_ratio(out["ntp"][cond]["per_round"], out["ntp"]["none"]["per_round"]),
+            "ptp_rms_ci": bootstrap_ratio(out["ptp"][cond].get("per_round_rms_ns", []),
+                                          base_ptp.get("per_round_rms_ns", []))}
     return out
+
+
+def bootstrap_ratio(num: list[float], den: list[float], draws: int = 2000, seed: int = 1) -> tuple[float, float]:
+    """A 95 % interval of median(num) / median(den), each list resampled (with replacement) over its windows: how
+    far the judged ratio could move with the windows this host happened to hand out.  (nan, nan) with too few."""
+    import random
+
+    num = [v for v in num if v is not None and not math.isnan(v)]
+    den = [v for v in den if v is not None and not math.isnan(v)]
+    if len(num) < 2 or len(den) < 2:
+        return (math.nan, math.nan)
+    rng = random.Random(seed)
+    ratios = sorted(statistics.median(rng.choices(num, k=len(num))) / statistics.median(rng.choices(den, k=len(den)))
+                    for _ in range(draws))
+    return (ratios[int(0.025 * draws)], ratios[int(0.975 * draws) - 1])
 
 
 def report(s: dict[str, Any], windows: list[dict[str, Any]], args: argparse.Namespace,
@@ -743,6 +763,9 @@ def report_service(s: dict[str, Any], windows: list[dict[str, Any]], args: argpa
         print(f"  {cond:10} NTP replies/s {r['ntp_replies']:.3f} (target >= {NTP_TARGET}: "
               f"{'PASS' if ntp_pass else 'FAIL'})   PTP rms {r['ptp_rms']:.3f}, p99|offset| {r['ptp_p99_abs']:.3f} "
               f"(target <= {PTP_TARGET}: {'PASS' if rms_pass and p99_pass else 'FAIL'})")
+        (nl, nh), (pl, ph) = r.get("ntp_replies_ci", (math.nan,) * 2), r.get("ptp_rms_ci", (math.nan,) * 2)
+        print(f"  {'':10} 95 % interval over the windows (bootstrap): NTP replies/s {nl:.3f}-{nh:.3f}, PTP rms "
+              f"{pl:.3f}-{ph:.3f}")
         ok &= ntp_pass and rms_pass and p99_pass
     return ok
 
