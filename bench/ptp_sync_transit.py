@@ -2,7 +2,7 @@
 candidate (the appliance) against ptp4l, same veth pair, same run.
 
     .venv/bin/python bench/ptp_sync_transit.py [--rate 16] [--duration 60] [--rounds 2] [--candidate-cmd CMD]
-                                              [--json FILE]
+                                              [--ftrace] [--json FILE]
 
 With software timestamps a grandmaster's error as its slaves see it starts here: the Sync's transmit timestamp is
 taken by the sending driver, the slave's receive timestamp when the packet is handed to the peer's stack, and any
@@ -20,6 +20,14 @@ exceeded 10 us (a scheduling stall) and the largest; and the ratios candidate / 
 ptp_offset.py (placeholders {python} {iface} {transport} {log_sync} {state_dir} {domain} {profile}); to measure
 another checkout of the appliance, e.g. ``--candidate-cmd 'env PYTHONPATH=/path/to/checkout {python} -m appliance
 run ...'``.  Needs root, ptp4l, ip.
+
+--ftrace looks inside the kernel while each grandmaster is observed (tracefs events, no kprobes needed): for every
+44-byte PTP frame the grandmaster sends (Sync and Follow_Up) the time from the veth driver's start of transmission,
+where the software transmit timestamp is taken, to the peer's netif_rx, where the observer's receive timestamp is
+taken.  Both ends of the transit are inside that one kernel path on the sending CPU, so a long one is a stall of
+that CPU: printed per grandmaster are the frames, how many took over 10 us, the largest, and how many of those long
+ones had no guest event at all on that CPU (no interrupt, IPI, softirq or context switch): time the guest never saw,
+i.e. taken by the hypervisor.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import statistics
 import subprocess
 import sys
@@ -77,6 +86,68 @@ for seq, t in origin.items():
 """
 
 
+TRACEFS = Path("/sys/kernel/tracing")
+TRACE_EVENTS = ("net:net_dev_start_xmit", "net:netif_rx_entry", "irq:irq_handler_entry", "irq:softirq_entry",
+                "irq_vectors:local_timer_entry", "irq_vectors:reschedule_entry", "irq_vectors:call_function_entry",
+                "irq_vectors:call_function_single_entry", "irq_vectors:irq_work_entry", "sched:sched_switch",
+                "ipi:ipi_send_cpu")
+TRACE_LINE = re.compile(r"^\s*(?P<comm>.+?)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+\S+\s+(?P<ts>[\d.]+):\s+"
+                        r"(?P<event>\w+):\s*(?P<fields>.*)$")
+PTP_FRAME_LEN = 86  # a 44-byte PTP message in UDPv4 over Ethernet
+
+
+class KernelTrace:
+    """tracefs events over one observation window (mounted if it is not)."""
+
+    def __init__(self) -> None:
+        if not (TRACEFS / "set_event").exists():
+            subprocess.run(["mount", "-t", "tracefs", "nodev", str(TRACEFS)], check=True)
+
+    def _write(self, name: str, text: str) -> None:
+        (TRACEFS / name).write_text(text)
+
+    def start(self) -> None:
+        self._write("tracing_on", "0")
+        self._write("trace", "")
+        self._write("buffer_size_kb", "40000")
+        self._write("set_event", "\n".join(TRACE_EVENTS) + "\n")
+        self._write("tracing_on", "1")
+
+    def stop(self) -> str:
+        self._write("tracing_on", "0")
+        text = (TRACEFS / "trace").read_text()
+        self._write("set_event", "")
+        self._write("trace", "")
+        return text
+
+
+def kernel_transits(text: str, comm: str) -> dict[str, Any]:
+    """The veth transmit-to-peer-receive time of each 44-byte PTP frame sent by ``comm``, from a trace."""
+    events = []
+    for line in text.splitlines():
+        m = TRACE_LINE.match(line)
+        if m:
+            events.append((m["comm"], int(m["cpu"]), float(m["ts"]), m["event"], m["fields"]))
+    started: dict[str, tuple[int, float, int]] = {}
+    gaps: list[tuple[float, bool]] = []  # (seconds, a guest event on that CPU inside)
+    for i, (who, cpu, ts, event, fields) in enumerate(events):
+        if event == "net_dev_start_xmit" and who == comm and f" len={PTP_FRAME_LEN} " in f"{fields} ":
+            skb = re.search(r"skbaddr=(\S+)", fields)
+            if skb:
+                started[skb.group(1)] = (i, ts, cpu)
+        elif event == "netif_rx_entry":
+            skb = re.search(r"skbaddr=(\S+)", fields)
+            begun = started.pop(skb.group(1), None) if skb else None
+            if begun is not None:
+                j, t0, on_cpu = begun
+                seen = any(e[1] == on_cpu for e in events[j + 1:i])
+                gaps.append((ts - t0, seen))
+    long = [(g, seen) for g, seen in gaps if g > 10e-6]
+    return {"frames": len(gaps), "over_10us": len(long), "silent_over_10us": sum(1 for _, seen in long if not seen),
+            "max_us": max((g for g, _ in gaps), default=math.nan) * 1e6,
+            "median_us": statistics.median([g for g, _ in gaps]) * 1e6 if gaps else math.nan}
+
+
 def summarize(transits: list[int]) -> dict[str, Any]:
     if not transits:
         return {"ok": False, "count": 0}
@@ -103,8 +174,10 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--ready-timeout", type=float, default=180.0)
     ap.add_argument("--candidate-cmd", default=DEFAULT_CANDIDATE)
+    ap.add_argument("--ftrace", action="store_true", help="also time each frame's transit inside the kernel")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    tracer = KernelTrace() if args.ftrace else None
     log_sync = round(-math.log2(args.rate))
     gm_extra = {"logSyncInterval": str(log_sync), "domainNumber": "0"}
     rounds: list[dict[str, dict[str, Any]]] = []
@@ -131,7 +204,12 @@ def main() -> int:
                         gm = Candidate(net, args.candidate_cmd, fields, run_dir / "candidate.log")
                         wait_for(run_dir / "state", lambda s: s["clock"]["state"] == "LOCKED", args.ready_timeout)
                         time.sleep(5)
+                    if tracer is not None:
+                        tracer.start()
                     this[name] = summarize(observe(net, args.duration))
+                    if tracer is not None:
+                        this[name]["kernel"] = kernel_transits(tracer.stop(), "ptp4l" if name == "reference"
+                                                               else Path(sys.executable).name[:15])
                 except AssertionError as exc:
                     this[name] = {"ok": False, "error": str(exc)[-2000:]}
                 finally:
@@ -149,6 +227,18 @@ def main() -> int:
         m = med[name]
         print(f"  {label:11} {m['count']:>6.0f} {m['median_ns']:>10.0f} {m['p10_ns']:>7.0f} {m['p90_ns']:>7.0f} "
               f"{m['mean_ns']:>8.0f} {m['stddev_ns']:>7.0f} {m['stalls_over_10us']:>6.0f} {m['max_ns']:>8.0f}")
+    if tracer is not None:
+        print("  in the kernel (veth start of transmit -> peer netif_rx, 44-byte frames: Sync and Follow_Up), "
+              "summed over rounds:")
+        print(f"  {'grandmaster':11} {'frames':>7} {'median us':>9} {'>10 us':>6} {'of which silent':>15} {'max us':>7}")
+        for name, label in (("reference", "ptp4l"), ("candidate", "candidate")):
+            ks = [r[name]["kernel"] for r in rounds if r[name].get("ok") and "kernel" in r[name]]
+            if not ks:
+                continue
+            print(f"  {label:11} {sum(k['frames'] for k in ks):>7} "
+                  f"{statistics.median([k['median_us'] for k in ks]):>9.1f} {sum(k['over_10us'] for k in ks):>6} "
+                  f"{sum(k['silent_over_10us'] for k in ks):>15} {max(k['max_us'] for k in ks):>7.0f}")
+        print("  (silent: no interrupt, IPI, softirq or context switch on the sending CPU inside the stall)")
     ref, cand = med["reference"], med["candidate"]
     print(f"  ratio candidate/ptp4l: median {cand['median_ns'] / ref['median_ns']:.2f}, "
           f"mean {cand['mean_ns'] / ref['mean_ns']:.2f}")
