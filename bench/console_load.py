@@ -2,7 +2,7 @@
 
     python bench/console_load.py [--connections 50] [--duration 12] [--rounds 6] [--ntp-window 128]
                                  [--ptp-rate 16] [--web-rate 10000] [--generator ab|wrk] [--load-sched idle|normal]
-                                 [--json FILE]
+                                 [--ftrace] [--json FILE]
 
 Set-up: two network namespaces joined by a veth pair (tests/interop/ptp_harness.py NetnsPair).  In namespace A the
 appliance (the ``appliance run`` command of bench/ptp_offset.py, with a learned clock state so that it locks within
@@ -48,12 +48,16 @@ scheduling spike of tens of microseconds, which a shared VM hands out about once
 dominates the rms of all the samples pooled, and so decides which condition "loses" by where it falls; the pooled
 rms ratio is printed beside it, and the samples beyond 10 us are counted), with a 95 % bootstrap interval of the NTP
 and PTP rms ratios over the windows (how far the ratio could move with the windows the shared host handed out: a
-ratio judged against 5 % whose interval spans tens of percent is undecided by that run), and the CPU use per window: each CPU's
-busy share, CPU time of the appliance's main process (event loop, PTP and the console's threads) and of its child
-(the NTP worker), of the HTTP load generator, ntpload and the measuring side, and of everything else on the host (a
-warning is printed when other work took more than 5 % of a CPU).  Tracebacks in the appliance's log are counted, split into
-those logged while a window was measured and those of its last second (the load ending and dropping its
+ratio judged against 5 % whose interval spans tens of percent is undecided by that run), and the CPU use per window:
+each CPU's busy share, CPU time of the appliance's main process (event loop, PTP and the console's threads) and of
+its child (the NTP worker), of the HTTP load generator, ntpload and the measuring side, and of everything else on the
+host (a warning is printed when other work took more than 5 % of a CPU).  Tracebacks in the appliance's log are
+counted, split into those logged while a window was measured and those of its last second (the load ending and dropping its
 connections).
+``--ftrace`` also times, in each PTP window, every 44-byte PTP frame of the appliance (Sync, Follow_Up) inside the
+kernel, from the veth's start of transmit (its timestamp) to the slave side's netif_rx (the slave's timestamp), and
+counts those over 10 us and those of them with no guest event on the sending CPU: the hypervisor's stalls
+(bench/ptp_sync_transit.py).
 ``--json FILE`` writes every figure of every window (the PTP figures of the NTP windows too; ``--keep-series``: every
 PTP sample).
 
@@ -90,6 +94,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.ntp_throughput import build_load
 from bench.ptp_offset import DEFAULT_CANDIDATE, PROFILE_DELAY, Candidate, log_sync_of, slave_options
+from bench.ptp_sync_transit import KernelTrace, kernel_transits
 from tests.interop.procs import ENV, status, wait_for
 from tests.interop.ptp_appliance import seed_learned_state
 from tests.interop.ptp_harness import PROFILE_SLAVE_OPTIONS, NetnsPair, Ptp4l, summarize
@@ -319,21 +324,34 @@ def classify_log(text: str) -> dict[str, Any]:
     return {"tracebacks": sum(exceptions.values()), "exceptions": exceptions, "error_lines": other}
 
 
-def start_wrk(net: NetnsPair, url: str, header: str, args: argparse.Namespace, script: Path) -> subprocess.Popen:
+def start_generator(net: NetnsPair, argv: list[str], args: argparse.Namespace) -> subprocess.Popen:
+    """An HTTP load generator in namespace B, at SCHED_IDLE unless ``--load-sched normal``."""
     sched = ["chrt", "--idle", "0"] if args.load_sched == "idle" else []
-    argv = [*sched, "wrk", "-t", str(args.wrk_threads), "-c", str(args.connections), "-d", f"{args.duration:g}s",
-            "--timeout", f"{args.load_timeout:g}s", "--latency", "-s", str(script), "-H", header, url]
-    return net.run(net.ns_b, argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    return net.run(net.ns_b, [*sched, *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                    start_new_session=True)
 
 
-def finish_wrk(proc: subprocess.Popen, args: argparse.Namespace) -> dict[str, Any]:
+def generator_output(proc: subprocess.Popen, args: argparse.Namespace) -> str | None:
+    """What the generator printed; None (and it is killed) if it outlives its run."""
     try:
         text, _ = proc.communicate(timeout=args.duration + args.load_timeout + 30)
     except subprocess.TimeoutExpired:
         proc.kill()
-        text, _ = proc.communicate()
-        return {"ok": False, "error": "wrk did not end in time", "text": text}
+        proc.communicate()
+        return None
+    return text
+
+
+def start_wrk(net: NetnsPair, url: str, header: str, args: argparse.Namespace, script: Path) -> subprocess.Popen:
+    return start_generator(net, ["wrk", "-t", str(args.wrk_threads), "-c", str(args.connections), "-d",
+                                 f"{args.duration:g}s", "--timeout", f"{args.load_timeout:g}s", "--latency", "-s",
+                                 str(script), "-H", header, url], args)
+
+
+def finish_wrk(proc: subprocess.Popen, args: argparse.Namespace) -> dict[str, Any]:
+    text = generator_output(proc, args)
+    if text is None:
+        return {"ok": False, "error": "wrk did not end in time", "text": ""}
     line = next((ln for ln in text.splitlines() if ln.startswith("WRKJSON ")), None)
     if proc.returncode != 0 or line is None:
         return {"ok": False, "error": f"wrk exited {proc.returncode}", "text": text}
@@ -349,11 +367,9 @@ def start_ab(net: NetnsPair, url: str, header: str, args: argparse.Namespace, sa
     """ApacheBench (Debian's apache2-utils): ``--connections`` keep-alive connections for ``--duration`` s, each
     request's times into ``samples`` (-g); a response's varying length is not an error (-l), nor is a reset
     connection the end of the run (-r)."""
-    sched = ["chrt", "--idle", "0"] if args.load_sched == "idle" else []
-    argv = [*sched, "ab", "-q", "-k", "-l", "-r", "-c", str(args.connections), "-t", f"{args.duration:g}",
-            "-n", "100000000", "-s", f"{args.load_timeout:g}", "-g", str(samples), "-H", header, url]
-    return net.run(net.ns_b, argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                   start_new_session=True)
+    return start_generator(net, ["ab", "-q", "-k", "-l", "-r", "-c", str(args.connections), "-t",
+                                 f"{args.duration:g}", "-n", "100000000", "-s", f"{args.load_timeout:g}", "-g",
+                                 str(samples), "-H", header, url], args)
 
 
 def _ab_field(text: str, name: str) -> float | None:
@@ -370,12 +386,9 @@ def percentile(sorted_values: list[float], pct: float) -> float:
 def finish_ab(proc: subprocess.Popen, args: argparse.Namespace, samples: Path) -> dict[str, Any]:
     """ab's result in wrk's terms (requests, latency percentiles in us over every request of the window, errors,
     status counts: ab tells 2xx from the rest only)."""
-    try:
-        text, _ = proc.communicate(timeout=args.duration + args.load_timeout + 30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        text, _ = proc.communicate()
-        return {"ok": False, "error": "ab did not end in time", "text": text}
+    text = generator_output(proc, args)
+    if text is None:
+        return {"ok": False, "error": "ab did not end in time", "text": ""}
     done, taken = _ab_field(text, "Complete requests"), _ab_field(text, "Time taken for tests")
     if proc.returncode != 0 or done is None or taken is None:
         return {"ok": False, "error": f"ab exited {proc.returncode}", "text": text}
@@ -459,6 +472,9 @@ def window(net: NetnsPair, kind: str, condition: str, round_no: int, ctx: dict[s
                      (lambda: probe(ctx["appliance_pid"])) if probe is not None else None)
     time.sleep(LEAD_S)
     out: dict[str, Any] = {"kind": kind, "condition": condition, "round": round_no}
+    tracer = ctx.get("tracer") if kind == "ptp" else None
+    if tracer is not None:
+        tracer.start()
     meter.start()
     begin = time.monotonic()
     if kind == "ntp":
@@ -473,6 +489,8 @@ def window(net: NetnsPair, kind: str, condition: str, round_no: int, ctx: dict[s
         time.sleep(max(0.0, begin + measure_s - time.monotonic()))
     end = time.monotonic()
     out["cpu"] = meter.stop()
+    if tracer is not None:
+        out["kernel"] = kernel_transits(tracer.stop(), ctx.get("appliance_comm", "python"))
     log_measured = log_size(log)
     remaining = t_start + args.duration - time.monotonic()
     if wrk is not None:
@@ -640,6 +658,11 @@ def summarise(windows: list[dict[str, Any]], load: Load | None = None) -> dict[s
             else:
                 out["ptp"][cond] = pooled_ptp(ws)
                 out["ptp"][cond]["per_round_rms_ns"] = [w["ptp"]["rms_ns"] for w in ws]
+                ks = [w["kernel"] for w in ws if "kernel" in w]
+                if ks:
+                    out["ptp"][cond]["kernel"] = {k: sum(x[k] for x in ks)
+                                                  for k in ("frames", "over_10us", "silent_over_10us")}
+                    out["ptp"][cond]["kernel"]["max_us"] = max(x["max_us"] for x in ks)
                 out["ptp"][cond]["per_round_p99_abs_ns"] = [w["ptp"]["p99_abs_ns"] for w in ws]
             if cond != "none":
                 out[load.name][f"{cond}/{kind}"] = load.summarise([w[load.tool] for w in ws])
@@ -734,6 +757,16 @@ def report_service(s: dict[str, Any], windows: list[dict[str, Any]], args: argpa
               f"{p['p99_abs_ns']:9.0f} {p['max_abs_ns']:9.0f} {p['mean_ns']:8.0f} {p['over_10us']:5d} "
               f"{window_rms(p):10.0f} {r['ptp_rms']:9.3f} {r['ptp_p99_abs']:9.3f} {r['ptp_pooled_rms']:16.3f}")
         ok &= p["count"] > 0
+    if any("kernel" in s["ptp"][cond] for cond in load.conditions):
+        print("PTP frames in the kernel (--ftrace): the appliance's 44-byte frames (Sync, Follow_Up) from the veth's "
+              "start of transmit, where their timestamp is taken, to the slave side's netif_rx, where the slave's is; "
+              "silent: a stall with no interrupt, IPI, softirq or context switch on that CPU (the hypervisor's)")
+        for cond in load.conditions:
+            k = s["ptp"][cond].get("kernel")
+            if k:
+                print(f"  {cond:12} frames {k['frames']:6d}  over 10 us {k['over_10us']:4d} "
+                      f"({1000 * k['over_10us'] / max(1, k['frames']):.1f} per 1000)  of which silent "
+                      f"{k['silent_over_10us']:4d}  max {k['max_us']:.0f} us")
     print(f"CPU (medians over the windows): busy % (of it interrupts %) of CPU {APPLIANCE_CPU} and CPU {LOAD_CPU}; "
           f"in % of one CPU: the appliance's main process ({load.main_does}), its child (NTP "
           f"worker), {load.tool}, ntpload, the measuring side (bench, ptp4l slave, pmc), other processes on the host, "
@@ -770,6 +803,17 @@ def report_service(s: dict[str, Any], windows: list[dict[str, Any]], args: argpa
     return ok
 
 
+def add_service_arguments(ap: argparse.ArgumentParser, keep_series_help: str) -> None:
+    """The options of the NTP and PTP side, shared with bench/snmp_load.py."""
+    ap.add_argument("--ptp-rate", type=float, default=16.0, help="Sync messages per second (default 16)")
+    ap.add_argument("--settle", type=float, default=5.0, help="seconds after the slave reached SLAVE (default 5)")
+    ap.add_argument("--ready-timeout", type=float, default=120.0)
+    ap.add_argument("--ftrace", action="store_true",
+                    help="time the appliance's PTP frames inside the kernel in the PTP windows (tracefs)")
+    ap.add_argument("--json", help="write every figure here")
+    ap.add_argument("--keep-series", action="store_true", help=keep_series_help)
+
+
 def main() -> int:
     if len(sys.argv) == 4 and sys.argv[1] == "--login-helper":
         return login_helper(sys.argv[2], USER, sys.argv[3])
@@ -787,8 +831,6 @@ def main() -> int:
                     help="NTP requests in flight (default 128: enough that the NTP worker always has requests "
                     "waiting, so that replies/s is its capacity; at 32 the loop waits on the round trip and "
                     "replies/s follows the latency)")
-    ap.add_argument("--ptp-rate", type=float, default=16.0, help="Sync messages per second (default 16)")
-    ap.add_argument("--settle", type=float, default=5.0, help="seconds after the slave reached SLAVE (default 5)")
     ap.add_argument("--wrk-threads", type=int, default=1, help="wrk threads (default 1: one load CPU)")
     ap.add_argument("--web-rate", type=int, default=RATE_PER_S,
                     help=f"web.rate_per_s of the appliance (default {RATE_PER_S}, the setting's maximum: the "
@@ -798,10 +840,7 @@ def main() -> int:
                     "the ptp4l slave and the bench never wait for it; normal: it competes with them)")
     ap.add_argument("--load-timeout", "--wrk-timeout", type=float, default=30.0,
                     help="the load generator's request timeout, s (default 30)")
-    ap.add_argument("--ready-timeout", type=float, default=120.0)
-    ap.add_argument("--json", help="write every figure here")
-    ap.add_argument("--keep-series", action="store_true",
-                    help="include every PTP sample (time, offset, path delay) of every window in --json")
+    add_service_arguments(ap, "include every PTP sample (time, offset, path delay) of every window in --json")
     args = ap.parse_args()
     args.domain = int(PROFILE_SLAVE_OPTIONS[PROFILE]["domainNumber"])
     if os.geteuid() != 0:
@@ -845,7 +884,8 @@ def main() -> int:
             time.sleep(args.settle)
             ctx = {"slave": slave, "appliance_pid": candidate.proc.pid, "candidate": candidate, "url": url,
                    "token": token, "cookie": check["cookie"], "ntpload": ntpload, "wrk_script": script,
-                   "workdir": workdir}
+                   "workdir": workdir, "tracer": KernelTrace() if args.ftrace else None,
+                   "appliance_comm": Path(f"/proc/{candidate.proc.pid}/comm").read_text().strip()}
             for r in range(args.rounds):
                 order = CONDITIONS if r % 2 == 0 else CONDITIONS[::-1]
                 for kind in ("ntp", "ptp"):

@@ -230,7 +230,8 @@ def main() -> int:
     if tracer is not None:
         print("  in the kernel (veth start of transmit -> peer netif_rx, 44-byte frames: Sync and Follow_Up), "
               "summed over rounds:")
-        print(f"  {'grandmaster':11} {'frames':>7} {'median us':>9} {'>10 us':>6} {'of which silent':>15} {'max us':>7}")
+        print(f"  {'grandmaster':11} {'frames':>7} {'median us':>9} {'>10 us':>6} {'of which silent':>15} "
+              f"{'max us':>7}")
         for name, label in (("reference", "ptp4l"), ("candidate", "candidate")):
             ks = [r[name]["kernel"] for r in rounds if r[name].get("ok") and "kernel" in r[name]]
             if not ks:

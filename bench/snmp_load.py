@@ -2,7 +2,7 @@
 
     python bench/snmp_load.py [--duration 20] [--rounds 3] [--ntp-window 32] [--ptp-rate 16]
                               [--max-walks 2000] [--max-repetitions 10] [--snmp-rate 100000]
-                              [--walk-sched idle|normal] [--json FILE]
+                              [--walk-sched idle|normal] [--ftrace] [--json FILE]
 
 The set-up, the windows, the CPU meter, the PTP pooling and the NTP / PTP / CPU report are bench/console_load.py's
 (imported, not copied); only the load differs.  Two network namespaces joined by a veth pair; in namespace A the
@@ -340,8 +340,6 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3,
                     help="rounds of the 6 windows (default 3: a median over three windows passes over one spike)")
     ap.add_argument("--ntp-window", type=int, default=32, help="NTP requests in flight (default 32)")
-    ap.add_argument("--ptp-rate", type=float, default=16.0, help="Sync messages per second (default 16)")
-    ap.add_argument("--settle", type=float, default=5.0, help="seconds after the slave reached SLAVE (default 5)")
     ap.add_argument("--max-walks", type=int, default=2000,
                     help="at most this many walks per window (default 2000; the loop ends at the window's end "
                     "first: about 20 walks/s)")
@@ -353,10 +351,8 @@ def main() -> int:
     ap.add_argument("--walk-sched", choices=("idle", "normal"), default="idle",
                     help="the walk loop's scheduling on the load CPU (default idle: SCHED_IDLE, so that ntpload, the "
                     "ptp4l slave and the bench never wait for it; normal: it competes with them)")
-    ap.add_argument("--ready-timeout", type=float, default=120.0)
-    ap.add_argument("--json", help="write every figure here")
-    ap.add_argument("--keep-series", action="store_true",
-                    help="include every PTP sample and every walk (start, time, objects) of every window in --json")
+    cl.add_service_arguments(ap, "include every PTP sample and every walk (start, time, objects) of every window "
+                                 "in --json")
     args = ap.parse_args()
     args.domain = int(PROFILE_SLAVE_OPTIONS[PROFILE]["domainNumber"])
     args.web_rate = cl.RATE_PER_S  # console_load's appliance command, unchanged (the console is not loaded here)
@@ -402,7 +398,8 @@ def main() -> int:
             to_locked = time.monotonic() - t0
             ctx = {"appliance_pid": candidate.proc.pid, "candidate": candidate, "ntpload": ntpload,
                    "snmp_target": f"udp:{net.ip4_a}:{SNMP_PORT}", "snmp_conf_dir": conf_dir,
-                   "snmp_persist_dir": persist_dir}
+                   "snmp_persist_dir": persist_dir, "tracer": cl.KernelTrace() if args.ftrace else None,
+                   "appliance_comm": Path(f"/proc/{candidate.proc.pid}/comm").read_text().strip()}
             check = check_walks(net, ctx, args)
             if not all(c["ok"] for c in check.values()):
                 raise RuntimeError(f"SNMP check walks failed: {json.dumps(check)[:2000]}")
