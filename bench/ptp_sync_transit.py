@@ -102,6 +102,8 @@ class KernelTrace:
     def __init__(self) -> None:
         if not (TRACEFS / "set_event").exists():
             subprocess.run(["mount", "-t", "tracefs", "nodev", str(TRACEFS)], check=True)
+        size = (TRACEFS / "buffer_size_kb").read_text()  # "1408", or "7 (expanded: 1408)" before first use
+        self._buffer_kb = size.split("expanded:")[-1].strip(" )\n")  # given back after each window
 
     def _write(self, name: str, text: str) -> None:
         (TRACEFS / name).write_text(text)
@@ -118,6 +120,7 @@ class KernelTrace:
         text = (TRACEFS / "trace").read_text()
         self._write("set_event", "")
         self._write("trace", "")
+        self._write("buffer_size_kb", self._buffer_kb)
         return text
 
 
