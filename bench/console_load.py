@@ -52,8 +52,8 @@ ratio judged against 5 % whose interval spans tens of percent is undecided by th
 each CPU's busy share, CPU time of the appliance's main process (event loop, PTP and the console's threads) and of
 its child (the NTP worker), of the HTTP load generator, ntpload and the measuring side, and of everything else on the
 host (a warning is printed when other work took more than 5 % of a CPU).  Tracebacks in the appliance's log are
-counted, split into those logged while a window was measured and those of its last second (the load ending and dropping its
-connections).
+counted, split into those logged while a window was measured and those of its last second (the load ending and
+dropping its connections).
 ``--ftrace`` also times, in each PTP window, every 44-byte PTP frame of the appliance (Sync, Follow_Up) inside the
 kernel, from the veth's start of transmit (its timestamp) to the slave side's netif_rx (the slave's timestamp), and
 counts those over 10 us and those of them with no guest event on the sending CPU: the hypervisor's stalls
@@ -94,7 +94,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.ntp_throughput import build_load
 from bench.ptp_offset import DEFAULT_CANDIDATE, PROFILE_DELAY, Candidate, log_sync_of, slave_options
-from bench.ptp_sync_transit import KernelTrace, kernel_transits
+from bench.ptp_sync_transit import KernelTrace, kernel_transits, merge_kernel
 from tests.interop.procs import ENV, status, wait_for
 from tests.interop.ptp_appliance import seed_learned_state
 from tests.interop.ptp_harness import PROFILE_SLAVE_OPTIONS, NetnsPair, Ptp4l, summarize
@@ -660,9 +660,7 @@ def summarise(windows: list[dict[str, Any]], load: Load | None = None) -> dict[s
                 out["ptp"][cond]["per_round_rms_ns"] = [w["ptp"]["rms_ns"] for w in ws]
                 ks = [w["kernel"] for w in ws if "kernel" in w]
                 if ks:
-                    out["ptp"][cond]["kernel"] = {k: sum(x[k] for x in ks)
-                                                  for k in ("frames", "over_10us", "silent_over_10us")}
-                    out["ptp"][cond]["kernel"]["max_us"] = max(x["max_us"] for x in ks)
+                    out["ptp"][cond]["kernel"] = merge_kernel(ks)
                 out["ptp"][cond]["per_round_p99_abs_ns"] = [w["ptp"]["p99_abs_ns"] for w in ws]
             if cond != "none":
                 out[load.name][f"{cond}/{kind}"] = load.summarise([w[load.tool] for w in ws])

@@ -151,6 +151,13 @@ def kernel_transits(text: str, comm: str) -> dict[str, Any]:
             "median_us": statistics.median([g for g, _ in gaps]) * 1e6 if gaps else math.nan}
 
 
+def merge_kernel(windows: list[dict[str, Any]]) -> dict[str, Any]:
+    """kernel_transits of several windows as one: counts summed, the largest stall, the median of the medians."""
+    return {**{k: sum(w[k] for w in windows) for k in ("frames", "over_10us", "silent_over_10us")},
+            "max_us": max(w["max_us"] for w in windows),
+            "median_us": statistics.median([w["median_us"] for w in windows])}
+
+
 def summarize(transits: list[int]) -> dict[str, Any]:
     if not transits:
         return {"ok": False, "count": 0}
@@ -239,9 +246,9 @@ def main() -> int:
             ks = [r[name]["kernel"] for r in rounds if r[name].get("ok") and "kernel" in r[name]]
             if not ks:
                 continue
-            print(f"  {label:11} {sum(k['frames'] for k in ks):>7} "
-                  f"{statistics.median([k['median_us'] for k in ks]):>9.1f} {sum(k['over_10us'] for k in ks):>6} "
-                  f"{sum(k['silent_over_10us'] for k in ks):>15} {max(k['max_us'] for k in ks):>7.0f}")
+            k = merge_kernel(ks)
+            print(f"  {label:11} {k['frames']:>7} {k['median_us']:>9.1f} {k['over_10us']:>6} "
+                  f"{k['silent_over_10us']:>15} {k['max_us']:>7.0f}")
         print("  (silent: no interrupt, IPI, softirq or context switch on the sending CPU inside the stall)")
     ref, cand = med["reference"], med["candidate"]
     print(f"  ratio candidate/ptp4l: median {cand['median_ns'] / ref['median_ns']:.2f}, "
