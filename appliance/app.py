@@ -445,7 +445,7 @@ class Appliance:
         """The clock's bound floor and loop follow the active reference, plus the phase still built out of it."""
         q = self.refs.active_quality(raw_ns)
         if q is not None:
-            self.clock.set_reference(q[0] + abs(self.refs.buildout_ns(raw_ns)), q[1])
+            self.clock.set_reference(q[0] + abs(self.refs.buildout_ns(raw_ns)), q[1], self.refs.active)
 
     def _crossfeed(self, raw_ns: int) -> None:
         """Every qualified non-GNSS reference is an independent opinion of GNSS time for the integrity checks

@@ -2,8 +2,9 @@
 
 Pure core.  Time is the local counter's (``raw_ns``); every input carries it.  The engine runs the state machine of
 ``state.py``, feeds the PI servo while a qualified reference drives the clock (shortening its time constant to
-acquire, then lengthening it in doublings to the oscillator's best value), teaches the holdover predictor while locked,
-and steers on the prediction when the reference is gone.  It keeps the error bound honest in every state: measured
+acquire, then lengthening it in doublings to the oscillator's best value; a clock that has locked before keeps its
+learned frequency when it re-acquires and pulls the phase in outside the loop), teaches the holdover predictor while
+locked, and steers on the prediction when the reference is gone.  It keeps the error bound honest in every state: measured
 while locked, grown from the prediction's uncertainty in holdover, unknown in free run.
 """
 
@@ -109,11 +110,21 @@ class ClockDiscipline:
         self._corr_anchor_ns, self._corr_ns = start_raw_ns, 0.0  # sum of every correction applied so far
         self.steps_ns: list[int] = []
         self._acquired_once = False
+        self._shifting = True  # the loop's time constant is still being doubled up from an acquisition
+        self._source: str | None = None  # the reference the loop was last tuned for
+        # Re-acquisition of a clock that has locked before: the phase still to be pulled in (served minus reference,
+        # removed from the loop's samples) and the frequency added outside the loop to move it (pull-in).
+        self._pull_left_ns = 0.0
+        self._pull_ppb = 0.0
+        self._pull_at_ns = start_raw_ns
 
-    def set_reference(self, accuracy_ns: float, noise_ns: float) -> None:
+    def set_reference(self, accuracy_ns: float, noise_ns: float, source: str | None = None) -> None:
         """The reference driving the clock changed, or its quality did: its accuracy is the floor of the bound, and
         a noisier reference (PTP over software timestamps, NTP) widens the lock thresholds and lengthens the loop's
-        time constant, so the clock neither flaps between LOCKED and ACQUIRING nor follows the noise."""
+        time constant, so the clock neither flaps between LOCKED and ACQUIRING nor follows the noise.  ``source``
+        names the reference (a new name is a switch)."""
+        switched = source != self._source
+        self._source = source
         b = self.base
         # A reference as quiet as the one the loop was tuned for (within 10x: GNSS, a good PTP port) keeps that
         # tuning; only a noisy one retunes it, and only when its noise moved by more than 2x since the last tuning
@@ -130,9 +141,12 @@ class ClockDiscipline:
         target = b.time_constant_s or best_time_constant_s(self.law, noise)
         if target != self.target_tau_s:
             self.target_tau_s = target
-            # Locked, the loop takes the new reference's time constant at once (a noisy reference must not be
-            # followed with a quiet one's bandwidth); acquiring, it shifts up to it as usual.
-            if self.servo.params.time_constant_s > target or self.state is ClockState.LOCKED:
+            # Locked on a new reference, the loop takes its time constant at once (a noisy reference must not be
+            # followed with a quiet one's bandwidth).  Acquiring, or locked and still shifting up from an acquisition
+            # on the same reference (its frequency not yet learned at the longer time constants: a new estimate of
+            # the reference's noise must not cut that short), it shifts up to it as usual.
+            if self.servo.params.time_constant_s > target or (self.state is ClockState.LOCKED
+                                                              and (switched or not self._shifting)):
                 self.servo.params = self._servo_params(target)
 
     # --- inputs -----------------------------------------------------------------------------------------
@@ -237,24 +251,57 @@ class ClockDiscipline:
     def _run_servo(self, offset_ns: float, raw_ns: int) -> list[object]:
         out: list[object] = []
         self._recent.append(offset_ns)
-        freq, st = self.servo.sample(offset_ns, raw_ns)
+        loop_offset_ns = offset_ns - self._pulled_in(raw_ns)
+        freq, st = self.servo.sample(loop_offset_ns, raw_ns)
         if st is ServoState.JUMP:
             step = -round(offset_ns)
             self._apply_step(step, raw_ns)
             out.append(StepClock(step, raw_ns))
             self._recent.clear()
         self._gear_shift(offset_ns, raw_ns)
-        return out + self._set_frequency(freq, raw_ns)
+        return out + self._set_frequency(freq + self._pull_ppb, raw_ns)
+
+    def _pulled_in(self, raw_ns: int) -> float:
+        """The phase still to be pulled in at ``raw_ns``, and the pull-in frequency for the next second.
+
+        A warm re-acquisition moves the phase with a frequency added outside the loop, and takes the phase still to
+        go out of the loop's samples: the loop sees only the reference's noise and any frequency error, so its
+        integral is not taught the pull-in as a frequency it must unlearn afterwards (which would carry the phase on
+        past the reference by a good part of the step).  The phase comes in exponentially with the acquisition time
+        constant (16 s), no faster than the frequency clamp (the slew rate limit), and the last nanoseconds at 1
+        ns/s so that it ends."""
+        if self._pull_left_ns == 0.0:
+            self._pull_ppb = 0.0
+            return 0.0
+        moved = self._pull_ppb * max(0, raw_ns - self._pull_at_ns) / NS_PER_S  # ppb x s = ns
+        left = self._pull_left_ns + moved
+        if left * self._pull_left_ns <= 0:  # done (the pull-in frequency below never overshoots by more than dt)
+            left = 0.0
+        self._pull_left_ns, self._pull_at_ns = left, raw_ns
+        rate = min(self.p.max_frequency_ppb, max(1.0, abs(left) / ACQUIRE_TIME_CONSTANT_S), abs(left))
+        self._pull_ppb = -math.copysign(rate, left) if left else 0.0
+        return left
+
+    def _start_pull_in(self, offset_ns: float | None, raw_ns: int) -> None:
+        """Pull in the phase a warm re-acquisition starts from, unless it is within the reference's own noise."""
+        self._pull_left_ns, self._pull_ppb, self._pull_at_ns = 0.0, 0.0, raw_ns
+        if offset_ns is not None and abs(offset_ns) > max(self.p.lock_threshold_ns, 3 * self.p.reference_noise_ns):
+            self._pull_left_ns = offset_ns
 
     def _gear_shift(self, offset_ns: float, raw_ns: int) -> None:
-        """Acquire with a short time constant, then double it (after 3 time constants in the lock threshold)."""
+        """Acquire with a short time constant, then double it (after 3 time constants in the lock threshold).  In
+        the threshold is judged on the mean of the last 8 samples: a noisy reference's single 3-sigma sample is not
+        the phase leaving it, and would hold the loop at its acquisition time constant for good."""
         tau = self.servo.params.time_constant_s
-        if abs(offset_ns) > self.p.lock_threshold_ns:
+        last = list(self._recent)[-8:] or [offset_ns]
+        if abs(sum(last) / len(last)) > self.p.lock_threshold_ns:
             self._tau_since_ns = raw_ns
             return
         if tau < self.target_tau_s and raw_ns - self._tau_since_ns >= 3 * tau * NS_PER_S:
             self.servo.params = self._servo_params(min(2 * tau, self.target_tau_s))
             self._tau_since_ns = raw_ns
+        if self.servo.params.time_constant_s >= self.target_tau_s:
+            self._shifting = False
 
     # --- holdover ------------------------------------------------------------------------------------------
     def _steer_holdover(self, raw_ns: int, temp_c: float | None) -> list[object]:
@@ -293,6 +340,7 @@ class ClockDiscipline:
     def _enter(self, new: ClockState, old: ClockState, raw_ns: int, bound_ns: float | None,
                temp_c: float | None) -> None:
         self._lock_count = self._unlock_count = 0
+        self._pull_left_ns = self._pull_ppb = 0.0
         if old is ClockState.LOCKED:
             self.predictor.interrupt()
         if new is ClockState.HOLDOVER and old is not ClockState.HOLDOVER:
@@ -305,11 +353,19 @@ class ClockDiscipline:
             self._holdover = _Holdover(prediction, raw_ns, bound_ns or 0.0, temp_c, self.forced)
             self.locked_since_ns = None
         elif new is ClockState.ACQUIRING:
-            cold = not self.ever_locked
-            # One step at most per start, on its first acquisition: a cold clock, or a restored one whose restart
-            # did not keep time after all.  Every later acquisition slews.
-            self.servo.reset(self.freq_ppb if not cold else None, step_allowed=not self._acquired_once)
+            if self._acquired_once:
+                # A clock that has locked before re-acquires from the frequency it learned (the loop's integral when
+                # it lost lock, the prediction it steered on in holdover): a fresh two-sample estimate from a noisy
+                # reference would be off by tens of ppb, and the loop would walk the phase microseconds away while
+                # it unlearned that.  The phase is pulled in outside the loop (_pulled_in).
+                self.servo.resume(self.servo.drift_ppb if old is ClockState.LOCKED else self.freq_ppb, raw_ns)
+                self._start_pull_in(self.last_offset_ns, raw_ns)
+            else:
+                # One step at most per start, on its first acquisition: a cold clock, or a restored one whose
+                # restart did not keep time after all.  Every later acquisition slews.
+                self.servo.reset(self.freq_ppb if self.ever_locked else None, step_allowed=True)
             self.servo.params = self._servo_params(self._acquire_tau_s())
+            self._shifting = True
             self._tau_since_ns = raw_ns
             self._holdover = None
             self._recent.clear()

@@ -96,9 +96,9 @@ class ClockService:
         """The reference selector says whether any reference drives the clock (False: hold over)."""
         return self._apply(self.engine.on_reference_usable(usable, reason, raw_ns))
 
-    def set_reference(self, accuracy_ns: float, noise_ns: float) -> None:
+    def set_reference(self, accuracy_ns: float, noise_ns: float, source: str | None = None) -> None:
         """The active reference's accuracy (the bound's floor) and noise (lock thresholds, loop time constant)."""
-        self.engine.set_reference(accuracy_ns, noise_ns)
+        self.engine.set_reference(accuracy_ns, noise_ns, source)
 
     def _usable(self, reason: str, raw_ns: int) -> list[object]:
         usable = self.receiver_usable and self.integrity_usable

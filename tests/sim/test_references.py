@@ -17,8 +17,6 @@ selector that picks one (appliance/refs/selector.py), on the whole appliance in 
 Each scenario runs once per module (a fixture) and records, every simulated second, the time error (served - true),
 the error bound, the clock state, the active reference and the backup alarm; the tests read that record.  Reading the
 simulated oscillator draws its white phase noise, so the record is made the same way in every scenario (once a second).
-Tests marked xfail(strict) pin down a behaviour that is wrong today (see their reasons): they fail once it is fixed,
-so the marker is then removed.
 """
 
 from __future__ import annotations
@@ -398,11 +396,28 @@ def ptp_again() -> Run:
     return run
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "KNOWN WEAKNESS: back on PTP from NTP (revertive) the clock re-acquires from NTP's tens of microseconds and "
-    "locks, but with the loop tuned to the port's nominal noise (time constant ~3600 s on an OCXO) the frequency "
-    "left by the acquisition walks the phase to ~500 ns against an exact PTP time before the loop pulls it back "
-    "(seed 1: |TE| 499 ns at +2754 s)"))
+PULL_IN_TAU_S = 16.0  # the phase is pulled in exponentially, with the acquisition time constant
+LOCK_THRESHOLD_NS = 100  # clock.lock_threshold_ns (the default; a PTP of 50 ns rms widens it to ~150)
+
+
+def test_4_7_back_on_ptp_the_phase_is_pulled_straight_in(ptp_again: Run) -> None:
+    [switch] = [t for t, e in ptp_again.switches() if e.new == "ptp" and e.old == "ntp"]
+    # The loop leaves lock on the PTP phase (after clock.unlock_samples beyond the threshold) and re-acquires.
+    t = next(t for t, e in ptp_again.of_type(ClockStateChanged) if t >= switch and e.new == "ACQUIRING")
+    assert t - switch <= 5
+    start_ns = ptp_again.seconds[t].te_ns
+    assert abs(start_ns) > 1000, start_ns  # NTP left the clock microseconds off: there is a phase to pull in
+    locked = next(i for i in range(t, len(ptp_again.seconds)) if ptp_again.seconds[i].state == "LOCKED"
+                  and ptp_again.seconds[i - 1].state != "LOCKED")
+    pulling = ptp_again.seconds[t:locked]
+    # Never further from the reference than where it started, never moving faster than the pull-in starts (plus the
+    # loop's own response to the PTP noise), and locked once the phase is in (plus the 16 s lock count).
+    assert max(abs(s.te_ns) for s in pulling) <= abs(start_ns) + 5 * PTP_ALLOWANCE_NS
+    fastest = max(abs(b.te_ns - a.te_ns) for a, b in pairwise(pulling))
+    assert fastest <= abs(start_ns) / PULL_IN_TAU_S + 5 * PTP_ALLOWANCE_NS, fastest
+    assert locked - t <= PULL_IN_TAU_S * math.log(abs(start_ns) / LOCK_THRESHOLD_NS) + 16 + 30, (locked - t, start_ns)
+
+
 def test_4_7_back_on_ptp_the_clock_stays_locked_near_the_ptp_time(ptp_again: Run) -> None:
     [t] = [t for t, e in ptp_again.switches() if e.new == "ptp" and e.old == "ntp"]
     locked = next(i for i in range(t, len(ptp_again.seconds)) if ptp_again.seconds[i].state == "LOCKED"

@@ -216,3 +216,27 @@ def test_outliers_while_locked_are_not_fed_to_the_loop_and_a_run_of_them_loses_l
     sim.run(900)
     assert path(sim, at) == ["ACQUIRING", "LOCKED"]
     assert len(sim.phase_steps_ns) == 1  # slewed to the new reference, never stepped
+
+
+def test_a_warm_reacquisition_pulls_the_phase_in_without_teaching_the_loop_a_false_frequency() -> None:
+    """The reference moves 5 us (a fallback's leftover, a rerouted upstream): the clock re-acquires from the frequency
+    it learned, pulls the phase in on a frequency outside the loop and never overshoots the reference."""
+    sim = locked_sim(hours=1)
+    edge = sim.rx.edge_true_ns
+    at = now_s(sim)
+    sim.rx.edge_true_ns = lambda s: edge(s) + (5_000 if s // NS_PER_S > T0 + at else 0)  # type: ignore[method-assign]
+    learned_ppb = sim.engine.servo.drift_ppb
+    sim.run(4)
+    assert path(sim, at) == ["ACQUIRING"] and "beyond" in moves(sim, at)[0][3]
+    drifts, tes = [], []
+    for _ in range(300):
+        sim.run(1)
+        drifts.append(sim.engine.servo.drift_ppb)
+        tes.append(sim.record.te_ns[-1] + 5_000)  # against the moved reference (5 us later: the clock follows to -5 us)
+    assert path(sim, at) == ["ACQUIRING", "LOCKED"]
+    assert moves(sim, at)[-1][0] - at <= 16 * 5 + 16 + 10  # 5 us to within the threshold at 16 s, then 16 s in it
+    # The loop's frequency is left alone (a PI loop pulling 5 us through its integral would move it by tens of ppb)
+    # and the phase comes in from one side: no overshoot past the reference beyond its noise.
+    assert max(abs(d - learned_ppb) for d in drifts) < 1.0, max(abs(d - learned_ppb) for d in drifts)
+    assert tes[0] > 4000 and min(tes) > -50 and abs(tes[-1]) < 50, (tes[0], min(tes), tes[-1])
+    assert len(sim.phase_steps_ns) == 1  # slewed, never stepped
