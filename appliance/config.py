@@ -305,6 +305,8 @@ SETTINGS: tuple[Setting, ...] = (
       minimum=0, maximum=100_000),
     S("ptp.grandmaster_id", "int", -1, "C37.238 grandmasterID in the IEEE_C37_238 TLV; -1: the profile's",
       minimum=-1, maximum=255),
+    S("ptp.path_trace", "bool", False, "IEEE 1588 path trace (16.2): Announce messages carry a PATH_TRACE TLV "
+      "with this clock's identity, and an Announce whose path already holds it (a loop) is discarded"),
     S("ptp.management", "enum", "get", "PTP management messages: off, answer GET only, or also accept SET of "
       "priority1/priority2 (where the profile allows) from ptp.management_allow", choices=("off", "get", "get-set")),
     S("ptp.management_allow", "networks", ("127.0.0.0/8", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16",

@@ -114,10 +114,14 @@ def test_ptp4l_slave_locks_reads_the_announce_follows_holdover_and_pmc_reads_eve
 @pytest.mark.parametrize("transport,delay", [("udp6", "E2E"), ("l2", "E2E"), ("udp4", "P2P"), ("l2", "P2P")])
 def test_ptp4l_slave_locks_on_each_transport_and_delay_mechanism(tmp_path: Path, transport: str, delay: str) -> None:
     profile = "default-p2p" if delay == "P2P" else "default-e2e"
+    # Ethernet E2E runs with the path trace option on both sides (ptp4l then checks each Announce's path for a loop).
+    path_trace = (transport, delay) == ("l2", "E2E")
     with h.NetnsPair("pt") as net, ApplianceGm(net.ns_a, net.if_a, tmp_path / "gm", f"ptp.transport={transport}",
-                                                f"ptp.profile={profile}") as gm:
+                                                f"ptp.profile={profile}", f"ptp.path_trace={str(path_trace).lower()}",
+                                                ) as gm:
         with h.Capture(net.ns_b, net.if_b, tmp_path / "cap.pcap") as cap, \
-                h.Ptp4l(net.b, transport=transport, delay=delay) as slave:
+                h.Ptp4l(net.b, transport=transport, delay=delay,
+                        extra={"path_trace_enabled": "1"} if path_trace else None) as slave:
             assert slave.wait_slave(timeout_s=30) < LOCK_WITHIN_S, slave.tail()
             assert slave.selected_gm() == gm.identity()
             _wait_parent_class(slave, 6, timeout_s=30)
@@ -128,6 +132,10 @@ def test_ptp4l_slave_locks_on_each_transport_and_delay_mechanism(tmp_path: Path,
                 gm.wait(lambda s: s["outputs"]["ptp"]["peer_delay_ns"] is not None, 10)
         frames = h.dissect(cap.path)
         assert frames and not any(f["malformed"] for f in frames)
+        announces = [f for f in frames if f.get("message_type") == "Announce"]
+        paths = {_field(f, "pathsequence") for f in announces}
+        gm_identity = "0x" + gm.identity().replace(".", "")
+        assert announces and paths == ({gm_identity} if path_trace else {None}), (paths, gm_identity)
         if delay == "P2P":
             kinds = {f.get("message_type") for f in frames}
             assert {"Pdelay_Req", "Pdelay_Resp", "Pdelay_Resp_Follow_Up"} <= kinds, kinds

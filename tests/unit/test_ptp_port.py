@@ -346,3 +346,31 @@ def test_announced_quality_worsens_at_once_improves_only_after_holding() -> None
     assert q.apply(LOCKED, 33 * S).clock_accuracy == 0x21  # better for 30 s: now
     assert q.apply(HOLDOVER, 34 * S).clock_accuracy == 0x23  # a class change takes the values of the moment
     assert q.apply(dataclasses.replace(HOLDOVER, clock_class=6, clock_accuracy=0x20), 35 * S).clock_accuracy == 0x20
+
+
+def test_path_trace_is_off_by_default_and_when_on_announces_carry_the_grandmaster() -> None:
+    plain = next(m for m in run(make(), 7 * S) if isinstance(m, c.Announce))
+    assert not any(isinstance(t, c.PathTraceTlv) for t in plain.tlvs)
+    port = make(path_trace=True)
+    ann = next(m for m in run(port, 7 * S) if isinstance(m, c.Announce))
+    assert [t for t in ann.tlvs if isinstance(t, c.PathTraceTlv)] == [c.PathTraceTlv((OWN,))]
+    # management: the list (a grandmaster's path is itself) and whether the option is on
+    for mid, body in ((c.PATH_TRACE_LIST, OWN), (c.PATH_TRACE_ENABLE, c.OneOctetBody(1).pack())):
+        reply = c.decode(port.handle_rx(management(c.GET, mid), SRC, None, 8 * S)[0].data)
+        assert isinstance(reply, c.Management) and reply.tlvs[0] == c.ManagementTlv(mid, body)
+    reply = c.decode(make().handle_rx(management(c.GET, c.PATH_TRACE_ENABLE), SRC, None, 8 * S)[0].data)
+    assert reply.tlvs[0] == c.ManagementTlv(c.PATH_TRACE_ENABLE, c.OneOctetBody(0).pack())
+
+
+def test_with_path_trace_an_announce_that_went_round_a_loop_is_discarded() -> None:
+    port = make(view=HOLDOVER, path_trace=True)
+    run(port, 7 * S)
+    header = c.Header(c.MsgType.ANNOUNCE, 0, c.PortIdentity(OTHER, 1), 0, log_interval=1, flags=c.FLAG_PTP_TIMESCALE)
+
+    def looped(seq: int) -> bytes:
+        return c.encode(c.Announce(dataclasses.replace(header, sequence_id=seq), 0, 37, 128,
+                                   c.ClockQuality(6, 0x21, 0x4E5D), 128, OTHER, 1, 0x20,
+                                   (c.PathTraceTlv((OTHER, OWN)),)))
+    for seq, t in ((1, 8), (2, 9), (3, 10)):
+        port.handle_rx(looped(seq), ("10.0.0.9", 320), None, t * S)
+    assert port.state == MASTER and port.counters["drop_announce_path_loop"] == 3  # never a foreign master

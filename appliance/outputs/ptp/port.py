@@ -303,6 +303,8 @@ class PtpPort:
             bound = v.error_bound_ns
             tlvs = (c.c37238_2017_tlv(self.config.grandmaster_id,
                                       0xFFFFFFFF if bound is None else min(bound, 0xFFFFFFFE)),)
+        if self.config.path_trace:  # 16.2.3: a grandmaster's path is itself
+            tlvs += (c.PathTraceTlv((self.identity.clock_identity,)),)
         msg = c.Announce(
             self._header(c.MsgType.ANNOUNCE, self._next_seq(c.MsgType.ANNOUNCE, client),
                          self.log_announce if log_interval is None else log_interval, flags),
@@ -413,6 +415,10 @@ class PtpPort:
         return []
 
     def _on_announce(self, msg: c.Announce, now_ns: int) -> list[Send]:
+        if self.config.path_trace and any(isinstance(t, c.PathTraceTlv) and self.identity.clock_identity in t.path
+                                          for t in msg.tlvs):
+            self._count("drop_announce_path_loop")  # 16.2.5: our own Announce came back round a loop
+            return []
         newly = self.foreign.on_announce(msg, now_ns)
         self._schedule_foreign()
         if self.state == LISTENING:
@@ -577,6 +583,10 @@ class PtpPort:
             return c.OneOctetBody(self.priority2).pack()
         if mid == c.DOMAIN:
             return c.OneOctetBody(cfg.domain).pack()
+        if mid == c.PATH_TRACE_LIST:  # 15.5.3.3.x: pathTraceDS.list; a grandmaster's is itself
+            return self.identity.clock_identity if cfg.path_trace else b""
+        if mid == c.PATH_TRACE_ENABLE:
+            return c.OneOctetBody(1 if cfg.path_trace else 0).pack()
         if mid == c.NULL_MANAGEMENT:
             return b""
         return None

@@ -115,6 +115,7 @@ class PortConfig:
     grandmaster_id: int
     master_only: bool
     rate_limit_per_s: float = 200.0
+    path_trace: bool = False
     slave_only: bool = False
     two_step: bool = True
 
@@ -172,7 +173,8 @@ def resolve(profile: Profile, settings: dict[str, Any]) -> tuple[PortConfig, lis
         unicast_log_sync_interval=profile.unicast_log_sync_interval,
         unicast_log_delay_resp_interval=profile.unicast_log_delay_resp_interval,
         c37238_tlv=profile.c37238_tlv, grandmaster_id=gm_id, master_only=profile.master_only,
-        rate_limit_per_s=float(settings.get("rate_limit_per_s", 200.0)))
+        rate_limit_per_s=float(settings.get("rate_limit_per_s", 200.0)),
+        path_trace=bool(settings.get("path_trace", False)))
     return config, errors, warnings
 
 
