@@ -49,6 +49,9 @@ NS_PER_S = 1_000_000_000
 KINDS = ("gnss", "ptp", "ntp", "irig", "pps")
 WINDOW_SAMPLES = 64  # recent samples kept per reference (free phase)
 COMPARE_WINDOW_NS = 16 * NS_PER_S  # recent samples: jitter and drift are judged over the last 16 s
+# The active reference's noise, which tunes the loop, over a longer window: from 16 samples of a 1 Hz reference the
+# estimate swings by 2x and more, and each swing retuned the loop's time constant and lock thresholds.
+TUNING_WINDOW_NS = 64 * NS_PER_S
 RECENT_SAMPLES = 3  # a reference's phase now: the median of its latest three samples (one outlier cannot move it)
 HOLD_ABOVE_NS = 1_500_000_000  # a reference sampled less often than this is held between samples for the loop
 LOOP_INTERVAL_NS = 900_000_000  # one loop sample per second (a PPS is 1 s +- jitter apart: 0.9 s lets each through)
@@ -174,8 +177,8 @@ class _Ref:
     # (raw_ns, offset_ns, uncertainty_ns, correction_ns): recent samples with the discipline's correction then
     hist: deque[tuple[int, float, float, float]] = field(default_factory=lambda: deque(maxlen=WINDOW_SAMPLES))
 
-    def recent(self, raw_ns: int) -> list[tuple[int, float, float, float]]:
-        window = max(COMPARE_WINDOW_NS, int(2 * self.spec.timeout_s * NS_PER_S))
+    def recent(self, raw_ns: int, window_ns: int = COMPARE_WINDOW_NS) -> list[tuple[int, float, float, float]]:
+        window = max(window_ns, int(2 * self.spec.timeout_s * NS_PER_S))
         return [s for s in self.hist if raw_ns - s[0] <= window]
 
     def live(self, raw_ns: int) -> bool:
@@ -538,7 +541,8 @@ class ReferenceSelector:
         rec = r.recent(raw_ns)
         if not rec:
             return r.spec.accuracy_ns, r.spec.noise_ns
-        return max(r.spec.accuracy_ns, statistics.median(u for _, _, u, _ in rec)), max(r.spec.noise_ns, _jitter(rec))
+        noise = _jitter(r.recent(raw_ns, TUNING_WINDOW_NS))
+        return max(r.spec.accuracy_ns, statistics.median(u for _, _, u, _ in rec)), max(r.spec.noise_ns, noise)
 
 
 def _interval_ns(r: _Ref) -> int:
