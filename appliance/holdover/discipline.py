@@ -112,6 +112,8 @@ class ClockDiscipline:
         self._acquired_once = False
         self._shifting = True  # the loop's time constant is still being doubled up from an acquisition
         self._source: str | None = None  # the reference the loop was last tuned for
+        self._switch_pending = False  # the next sample is the first from a new reference
+        self._carried_bound_ns: float | None = None  # the bound from before a switch, until the new one is measured
         # Re-acquisition of a clock that has locked before: the phase still to be pulled in (served minus reference,
         # removed from the loop's samples) and the frequency added outside the loop to move it (pull-in).
         self._pull_left_ns = 0.0
@@ -125,6 +127,12 @@ class ClockDiscipline:
         names the reference (a new name is a switch)."""
         switched = source != self._source
         self._source = source
+        if switched and self.state in (ClockState.LOCKED, ClockState.ACQUIRING):
+            # The offsets measured against the old reference say nothing of the phase against the new one: until
+            # the new one has given its own, the bound the clock had still covers it (nothing moved the clock).
+            self._carried_bound_ns = self.bound_ns(self._qualifier.last_ns or self.start_raw_ns)
+            self._recent.clear()
+            self._switch_pending = True
         b = self.base
         # A reference as quiet as the one the loop was tuned for (within 10x: GNSS, a good PTP port) keeps that
         # tuning; only a noisy one retunes it, and only when its noise moved by more than 2x since the last tuning
@@ -157,6 +165,14 @@ class ClockDiscipline:
         self.last_offset_ns = offset_ns
         self._qualifier.sample(raw_ns)
         handler = {ClockState.ACQUIRING: self._acquiring, ClockState.LOCKED: self._locked}.get(self.state)
+        if handler is not None and self._switch_pending:
+            self._switch_pending = False
+            if self._acquired_once:
+                # A new reference whose phase is off the clock's (a revertive return, GNSS back after PTP): pulled
+                # in outside the loop as a re-acquisition is, staying LOCKED when it is within the unlock threshold.
+                self._start_pull_in(offset_ns, raw_ns)
+                if self._pull_left_ns:
+                    self.predictor.interrupt()
         if handler is not None:
             return handler(offset_ns, raw_ns, temp_c)
         return self._maybe_qualify(offset_ns, raw_ns)
@@ -251,6 +267,8 @@ class ClockDiscipline:
     def _run_servo(self, offset_ns: float, raw_ns: int) -> list[object]:
         out: list[object] = []
         self._recent.append(offset_ns)
+        if len(self._recent) >= 8:
+            self._carried_bound_ns = None
         loop_offset_ns = offset_ns - self._pulled_in(raw_ns)
         freq, st = self.servo.sample(loop_offset_ns, raw_ns)
         if st is ServoState.JUMP:
@@ -429,6 +447,8 @@ class ClockDiscipline:
         if len(self._recent) < 8:  # a scatter not yet measured (just acquiring, just relocked): the reference's own
             spread = max(spread, self.p.reference_noise_ns)
         bound = self.p.reference_accuracy_ns + 3 * spread + 1.0  # + 1: the served clock reads whole nanoseconds
+        if self._carried_bound_ns is not None:
+            bound = max(bound, self._carried_bound_ns)
         if self.state is ClockState.ACQUIRING and self.last_offset_ns is not None:
             bound += abs(self.last_offset_ns)
             if self.servo.state is not ServoState.LOCKED and self._qualifier.last_ns is not None:

@@ -13,6 +13,8 @@ selector that picks one (appliance/refs/selector.py), on the whole appliance in 
 4.5  Honesty: in every scenario the clock's advertised error bound covers |time error| at every second.
 4.6  Cold start with PTP and NTP upstreams: the first-lock step of the clock must not make references disagree.
 4.7  Back on a PTP upstream of the default quality (50 ns rms) after NTP: the clock stays locked near its time.
+4.8  GNSS back after the clock followed an asymmetric PTP (500 ns off): the clock stays locked and comes straight
+     back onto GNSS time, its bound honest through the switch.
 
 Each scenario runs once per module (a fixture) and records, every simulated second, the time error (served - true),
 the error bound, the clock state, the active reference and the backup alarm; the tests read that record.  Reading the
@@ -365,7 +367,7 @@ def test_4_4_operator_commands_are_audited(operator: Run) -> None:
 
 
 # --- 4.5 honesty ---------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("scenario", ["chain", "asymmetric", "wrong_ptp", "operator", "ptp_again"])
+@pytest.mark.parametrize("scenario", ["chain", "asymmetric", "wrong_ptp", "operator", "ptp_again", "gnss_again"])
 def test_4_5_the_error_bound_covers_the_time_error_at_every_second(scenario: str, request) -> None:
     run: Run = request.getfixturevalue(scenario)
     uncovered = honest(run)
@@ -427,3 +429,38 @@ def test_4_7_back_on_ptp_the_clock_stays_locked_near_the_ptp_time(ptp_again: Run
                                                       if a.state != s.state]
     worst = max(after, key=lambda s: abs(s.te_ns))
     assert abs(worst.te_ns) <= 5 * 50, worst  # 5 sigma of the PTP noise
+
+
+# --- 4.8 GNSS back after an asymmetric PTP the clock had followed --------------------------------------------------
+GNSS_AGAIN_ASYMMETRY_NS = 500.0  # within the unlock threshold: the return to GNSS is made locked
+
+
+@pytest.fixture(scope="module")
+def gnss_again() -> Run:
+    # GNSS -> PTP is built out (the clock keeps GNSS's phase), PTP -> NTP too; NTP -> PTP (revertive) is not, so the
+    # clock follows PTP to its +500 ns; then GNSS returns (revertive) with the clock 500 ns off its time.
+    run = start(1200, **{"sim.ptp_upstream": "true", "sim.ntp_upstream": "true",
+                         "sim.ptp_asymmetry_ns": GNSS_AGAIN_ASYMMETRY_NS, "references.ptp_accuracy_ns": 1000})
+    run.world("receiver-off")
+    run.run(60)
+    run.world("ptp-off")
+    run.run(300)
+    run.world("ptp-on")
+    run.run(900)
+    run.world("receiver-on")
+    run.run(400)
+    return run
+
+
+def test_4_8_gnss_back_the_clock_stays_locked_and_comes_straight_back_to_gnss_time(gnss_again: Run) -> None:
+    [t] = [t for t, e in gnss_again.switches() if e.new == "gnss" and e.old == "ptp"]
+    before = gnss_again.seconds[t - 1].te_ns
+    assert abs(before - GNSS_AGAIN_ASYMMETRY_NS) < 150, before  # on PTP's time when GNSS came back
+    after = gnss_again.seconds[t:]
+    assert {s.state for s in after} == {"LOCKED"}
+    # Pulled in from one side (no overshoot past GNSS beyond its noise), within a few acquisition time constants, and
+    # then held there.
+    assert min(s.te_ns for s in after) > -20, min(s.te_ns for s in after)
+    settled = next(i for i, s in enumerate(after) if abs(s.te_ns) <= 20)
+    assert settled <= 16 * math.log(GNSS_AGAIN_ASYMMETRY_NS / 20) + 30, settled
+    assert all(abs(s.te_ns) <= 20 for s in after[settled:]), max(abs(s.te_ns) for s in after[settled:])
