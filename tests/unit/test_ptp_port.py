@@ -374,3 +374,48 @@ def test_with_path_trace_an_announce_that_went_round_a_loop_is_discarded() -> No
     for seq, t in ((1, 8), (2, 9), (3, 10)):
         port.handle_rx(looped(seq), ("10.0.0.9", 320), None, t * S)
     assert port.state == MASTER and port.counters["drop_announce_path_loop"] == 3  # never a foreign master
+
+
+def _send_times(port: PtpPort, start_ns: int, until_ns: int, step_ns: int = 1_000_000) -> dict[str, list[int]]:
+    """When each Sync and Announce left, stepping the timers every ``step_ns``."""
+    times: dict[str, list[int]] = {"Sync": [], "Announce": []}
+    for t in range(start_ns, until_ns, step_ns):
+        for action in port.handle_timer(t, 1_800_000_000 * S + t):
+            name = type(c.decode(action.data)).__name__
+            if name in times:
+                times[name].append(t)
+    return times
+
+
+def _closest_ns(a: list[int], b: list[int]) -> int:
+    return min(abs(x - y) for x in a for y in b)
+
+
+@pytest.mark.parametrize("profile,sync_ns,announce_ns", [("default-e2e", S, 2 * S), ("g8275.1", S // 16, S // 8)])
+def test_announces_run_halfway_between_syncs_never_right_ahead_of_one(profile: str, sync_ns: int,
+                                                                      announce_ns: int) -> None:
+    port = make(profile)
+    run(port, 7 * S)
+    assert port.state == MASTER
+    times = _send_times(port, 7 * S, 17 * S)
+    assert abs(len(times["Announce"]) - 10 * S // announce_ns) <= 1
+    assert abs(len(times["Sync"]) - 10 * S // sync_ns) <= 1
+    assert _closest_ns(times["Announce"], times["Sync"]) >= min(sync_ns, announce_ns) // 2 - 1_000_000
+    # an Announce sent at once for a change of quality is one more; the periodic ones keep their phase
+    port.update_view(HOLDOVER, 17 * S)
+    [extra] = [m for a in port.handle_timer(17 * S, 0) for m in [c.decode(a.data)] if isinstance(m, c.Announce)]
+    assert extra.gm_clock_quality.clock_class == 7
+    later = _send_times(port, 17 * S + 1_000_000, 27 * S)
+    assert _closest_ns(later["Announce"], later["Sync"]) >= min(sync_ns, announce_ns) // 2 - 1_000_000
+
+
+def test_unicast_announces_run_halfway_between_the_clients_syncs() -> None:
+    port = make("g8275.2")
+    run(port, 1 * S)
+    # Announce granted first (as ptp4l asks), Sync a little later: the Announce stream is moved off the Syncs.
+    port.handle_rx(signaling(c.RequestUnicastTransmissionTlv(c.MsgType.ANNOUNCE, 0, 300)), SRC, None, 2 * S)
+    port.handle_rx(signaling(c.RequestUnicastTransmissionTlv(c.MsgType.SYNC, 0, 300)), SRC, None,
+                   2 * S + 300_000_000)
+    times = _send_times(port, 2 * S + 300_000_000, 12 * S)
+    assert len(times["Sync"]) == 10 and len(times["Announce"]) >= 9
+    assert _closest_ns(times["Announce"], times["Sync"]) >= S // 2 - 1_000_000

@@ -150,13 +150,16 @@ class PtpPort:
         self.transitions = (self.transitions + [(now_ns, old, new, reason)])[-32:]
         out: list[Send] = []
         if new == MASTER:
-            self._at(now_ns, "announce")
+            self._at(now_ns + self._announce_phase_ns(self.log_sync, self.log_announce), "announce")
             if self.config.multicast:
                 self._at(now_ns, "sync")
             for key, client in self.clients.items():  # negotiated streams resume
-                for mtype, kind in ((c.MsgType.SYNC, "u-sync"), (c.MsgType.ANNOUNCE, "u-announce")):
-                    if mtype in client.grants:
-                        self._at(now_ns, kind, key)
+                sync, announce = client.grants.get(c.MsgType.SYNC), client.grants.get(c.MsgType.ANNOUNCE)
+                if sync is not None:
+                    self._at(now_ns, "u-sync", key)
+                if announce is not None:
+                    phase = 0 if sync is None else self._announce_phase_ns(sync.log_interval, announce.log_interval)
+                    self._at(now_ns + phase, "u-announce", key)
         elif new == LISTENING:
             self._at(now_ns + self._receipt_timeout_ns(), "listening")
         if new in (LISTENING, MASTER, PASSIVE) and self.config.delay_mechanism == "p2p":
@@ -210,10 +213,18 @@ class PtpPort:
         if quality_changed and self.state in (MASTER, PASSIVE):
             out += self._run_bmca(now_ns)
         if changed and self.state == MASTER:
-            self._at(now_ns, "announce")
+            self._at(now_ns, "announce-now")  # one extra Announce; the periodic ones keep their phase
         return out
 
     # --- timers -------------------------------------------------------------------------------------------
+    @staticmethod
+    def _announce_phase_ns(log_sync: int, log_announce: int) -> int:
+        """Announces run half of the shorter interval after the Syncs, so that a Sync never leaves right behind an
+        Announce of ours: it would queue behind it after its transmit timestamp (in the NIC or a switch without
+        PTP support: a path delay the slave cannot measure), and in software its timing would depend on what went
+        just before it.  Halfway also spreads the port's sends evenly."""
+        return min(_interval_ns(log_sync), _interval_ns(log_announce)) // 2
+
     def _at(self, at_ns: int, kind: str, key: Any = None) -> None:
         self._due[(kind, key)] = at_ns
         heapq.heappush(self._timers, (at_ns, next(self._timer_seq), kind, key))
@@ -253,6 +264,8 @@ class PtpPort:
             return out
         if kind == "announce" and self.state == MASTER:
             self._at(_next_slot(at, _interval_ns(self.log_announce), now_ns), "announce")
+            return [self._announce(served_ns)] if self.config.multicast else []
+        if kind == "announce-now" and self.state == MASTER:
             return [self._announce(served_ns)] if self.config.multicast else []
         if kind == "sync" and self.state == MASTER and self.config.multicast:
             self._at(_next_slot(at, _interval_ns(self.log_sync), now_ns), "sync")
@@ -646,9 +659,25 @@ class PtpPort:
         self._at(expires, "u-expire", (key, mtype))
         if mtype in (c.MsgType.SYNC, c.MsgType.ANNOUNCE) and (old is None or old.log_interval !=
                                                                 tlv.log_inter_message_period):
-            self._at(now_ns, "u-sync" if mtype == c.MsgType.SYNC else "u-announce", key)
+            self._phase_streams(client, key, mtype, now_ns)
         self._count("unicast_granted")
         return c.GrantUnicastTransmissionTlv(tlv.message_type, tlv.log_inter_message_period, duration, True)
+
+    def _phase_streams(self, client: UnicastClient, key: Any, granted: int, now_ns: int) -> None:
+        """A new or changed Sync or Announce stream to a client: the Sync stream (re)starts now, or keeps its phase,
+        and the Announce stream runs half an interval off it (``_announce_phase_ns``)."""
+        sync, announce = client.grants.get(c.MsgType.SYNC), client.grants.get(c.MsgType.ANNOUNCE)
+        if granted == c.MsgType.SYNC:
+            self._at(now_ns, "u-sync", key)
+        if announce is None:
+            return
+        if sync is None:
+            self._at(now_ns, "u-announce", key)
+            return
+        step = _interval_ns(sync.log_interval)
+        at = self._due.get(("u-sync", key), now_ns) - step + self._announce_phase_ns(sync.log_interval,
+                                                                                   announce.log_interval)
+        self._at(at if at >= now_ns else at + step, "u-announce", key)  # the first Announce slot from now
 
     def _unicast_timer(self, kind: str, key: Any, at: int, now_ns: int, served_ns: int) -> list[Send]:
         if kind == "u-expire":
