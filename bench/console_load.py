@@ -94,7 +94,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.ntp_throughput import build_load
 from bench.ptp_offset import DEFAULT_CANDIDATE, PROFILE_DELAY, Candidate, log_sync_of, slave_options
-from bench.ptp_sync_transit import KernelTrace, kernel_transits, merge_kernel
+from bench.kernel_trace import KernelTrace, kernel_transits, merge_kernel
 from tests.interop.procs import ENV, status, wait_for
 from tests.interop.ptp_appliance import seed_learned_state
 from tests.interop.ptp_harness import PROFILE_SLAVE_OPTIONS, NetnsPair, Ptp4l, summarize

@@ -1,8 +1,8 @@
 """PTP offset as a ptp4l slave sees it: the candidate grandmaster against ptp4l as the reference, same link, same run.
 
     python bench/ptp_offset.py [--rates 1,16] [--transports udp4,l2,udp6] [--duration 60] [--settle 10]
-                               [--rounds 1] [--together] [--candidate-cmd CMD] [--profile default-e2e]
-                               [--json FILE]
+                               [--rounds 1] [--together [--ftrace]] [--candidate-cmd CMD]
+                               [--profile default-e2e] [--json FILE]
 
 Two network namespaces joined by a veth pair (tests/interop/ptp_harness.py NetnsPair).  For each transport and Sync
 rate: ptp4l as the reference grandmaster in namespace A (software timestamps, clockClass 6), then the candidate
@@ -18,6 +18,15 @@ measured at once instead, each grandmaster on its own veth pair (two more namesp
 over one common window: a stalled vCPU or a busy neighbour then falls on both, where taking turns leaves it to chance
 which one a rare stall hits (the links swap between rounds).
 
+``--together --ftrace`` (UDPv4) also follows every Sync through the kernel (bench/kernel_trace.py): from the
+grandmaster's veth driver, where its transmit timestamp is taken, to the slave's netif_rx, where the slave's receive
+timestamp is taken.  Both are on the sending CPU in one kernel path, so a Sync that took over 10 us there was
+stalled, and the slave reads the stall as offset.  Each polled sample is paired with its Sync (by its receive time),
+and printed per grandmaster: the Syncs traced, how many stalled and how many of those had no guest event on the
+CPU (the hypervisor's), the spikes (|offset| over 5 us) and how many came from a stalled Sync, and the rms, max and
+p99 of the samples whose Sync did not stall, with their ratios.  It tells what the grandmaster did from where a
+stall of the host landed.
+
 --candidate-cmd placeholders: {python} {iface} {transport} {log_sync} {state_dir} {domain} {profile} {ns} {ip4}
 {ip6} {workdir}, and {ptp4l_cfg}: a ptp4l reference-grandmaster config written for the run (to validate the bench
 with ptp4l as the candidate: --candidate-cmd 'ptp4l -f {ptp4l_cfg} -i {iface} -m -q').  The command runs inside
@@ -28,6 +37,7 @@ Nothing here adjusts the clock.  Needs root (namespaces), ptp4l, pmc, setpriv, i
 from __future__ import annotations
 
 import argparse
+import bisect
 import contextlib
 import functools
 import json
@@ -46,6 +56,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.kernel_trace import STALL_S, KernelTrace, Trace, syncs  # noqa: E402
 from tests.interop.procs import wait_for  # noqa: E402
 from tests.interop.ptp_appliance import seed_learned_state  # noqa: E402
 from tests.interop.ptp_harness import (PROFILE_MASTER_OPTIONS, PROFILE_SLAVE_OPTIONS,  # noqa: E402
@@ -58,6 +69,9 @@ DEFAULT_CANDIDATE = ("{python} -m appliance run --set ptp.interface={iface} --se
                      "--set ntp.enabled=false --set clock.warmup_s=0 --set clock.qualify_s=3")
 PROFILE_DELAY = {"default-e2e": "E2E", "default-p2p": "P2P", "g8275.1": "E2E", "g8275.2": "E2E", "c37.238": "P2P"}
 INTERVAL_KEYS = ("logSyncInterval", "logMinDelayReqInterval", "logMinPdelayReqInterval")
+SPIKE_NS = 5000  # an offset this far out is a spike: p99 is about 1.3 us here
+PAIR_WITHIN_S = 0.002  # a sample's receive time and the start of its Sync's transmission: a stall is shorter
+PAIR_SLACK_S = 5e-6  # the sample's time is the slave's receive timestamp carried over to CLOCK_MONOTONIC
 
 
 def log_sync_of(rate: float) -> int:
@@ -102,6 +116,40 @@ def measure(net: NetnsPair, start_gm, transport: str, rate: float, args: argpars
     return result
 
 
+def attribute_stalls(trace: str, dev: str, offsets: list[tuple[float, int, float]]) -> dict[str, Any]:
+    """Which of a slave's offsets came from a Sync that stalled on its way through the sending CPU.  A polled
+    sample's time is its Sync's receive timestamp (see ptp_harness._TimeStatusPoller), so each is paired with the
+    last Sync the grandmaster's driver started to send before it; from that start to the receive timestamp the Sync
+    runs on the sending CPU in one kernel path (see kernel_trace.py), and over 10 us there is a stall, which the slave
+    reads as offset.  Returned: the Syncs traced, how many samples were paired, how many of their Syncs stalled and
+    how many of those stalls had no guest event on that CPU (the hypervisor's), how many samples were spikes (|offset|
+    over 5 us) and how many of the spikes came from a stalled Sync, rms / max / p99 of the samples whose Sync did not
+    stall ("clean_"), and every spike in detail."""
+    tr = Trace(trace)
+    sent = syncs(tr.frames(devs=(dev,)))
+    started = [f.t_xmit_s for f in sent]
+    paired: list[tuple[tuple[float, int, float], bool, bool]] = []  # (sample, stalled, silent)
+    detail = []
+    for sample in offsets:
+        i = bisect.bisect_right(started, sample[0] + PAIR_SLACK_S) - 1
+        sync = sent[i] if i >= 0 and sample[0] - sent[i].t_xmit_s < PAIR_WITHIN_S else None
+        if sync is None:
+            continue
+        transit_s = sample[0] - sync.t_xmit_s
+        stalled = transit_s > STALL_S
+        silent = stalled and not tr.busy(sync.cpu, sync.t_xmit_s, sample[0])
+        paired.append((sample, stalled, silent))
+        if abs(sample[1]) > SPIKE_NS:
+            detail.append({"offset_ns": sample[1], "transit_us": round(transit_s * 1e6, 1), "silent": silent,
+                           "delay_ns": sample[2]})
+    spikes = [stalled for sample, stalled, _ in paired if abs(sample[1]) > SPIKE_NS]
+    clean = summarize([sample for sample, stalled, _ in paired if not stalled], discard_s=0.0)
+    return {"syncs": len(sent), "paired": len(paired), "stalled": sum(1 for _, st, _ in paired if st),
+            "silent": sum(1 for _, _, si in paired if si), "spikes": len(spikes), "spikes_on_stall": sum(spikes),
+            **{f"clean_{k}": clean[k] for k in ("count", "rms_ns", "max_abs_ns", "p99_abs_ns")},
+            "spike_detail": detail}
+
+
 class Candidate:
     """The candidate command inside namespace A (setpriv, own session), its output to a log file."""
 
@@ -119,13 +167,15 @@ class Candidate:
 
 
 def measure_together(nets: dict[str, NetnsPair], starters: dict[str, Any], transport: str, rate: float,
-                     args: argparse.Namespace, unicast: bool) -> dict[str, dict[str, Any]]:
+                     args: argparse.Namespace, unicast: bool,
+                     tracer: KernelTrace | None = None) -> dict[str, dict[str, Any]]:
     """Each grandmaster on its own link with its own measuring slave, all at once: one measuring window for both, so
     whatever the shared host does in it (a stalled vCPU, another tenant) falls on both."""
     results: dict[str, dict[str, Any]] = {name: {"ok": False} for name in starters}
     gms: dict[str, Any] = {}
     slaves: dict[str, Ptp4l] = {}
     t_start = time.monotonic()
+    traced, trace = False, None
     try:
         for name, start_gm in starters.items():
             gms[name] = start_gm(nets[name])
@@ -143,8 +193,12 @@ def measure_together(nets: dict[str, NetnsPair], starters: dict[str, Any], trans
             for slave in slaves.values():
                 if not slave.alive():
                     raise AssertionError(f"{slave.name} exited while measuring; log:\n{slave.tail(40)}")
-            time.sleep(min(0.5, max(0.0, end - time.monotonic())))
+            if tracer is not None and not traced and time.monotonic() >= begin - 0.5:
+                tracer.start()
+                traced = True
+            time.sleep(min(0.5, max(0.0, (end if traced or tracer is None else begin - 0.5) - time.monotonic())))
         time.sleep(0.2)
+        trace = tracer.stop() if traced and tracer is not None else None
         for name, slave in slaves.items():
             offsets = [o for o in slave.offsets_ns() if begin <= o[0] <= end]
             result = results[name]
@@ -154,10 +208,14 @@ def measure_together(nets: dict[str, NetnsPair], starters: dict[str, Any], trans
             result["ok"] = result["count"] > 0
             result["offsets"] = ([[round(t - offsets[0][0], 4), o] for t, o, _ in offsets]
                                  if args.keep_series and offsets else None)
+            if trace is not None:
+                result["kernel"] = attribute_stalls(trace, nets[name].if_a, offsets)
     except AssertionError as exc:
         for result in results.values():
             result.setdefault("error", str(exc)[-3000:])
     finally:
+        if traced and trace is None and tracer is not None:
+            tracer.stop()  # a window cut short: the tracing is switched off all the same
         for slave in slaves.values():
             slave.stop()
         for gm in gms.values():
@@ -166,7 +224,7 @@ def measure_together(nets: dict[str, NetnsPair], starters: dict[str, Any], trans
 
 
 def run_pair(nets: dict[str, NetnsPair], transport: str, rate: float, args: argparse.Namespace, workdir: Path,
-             round_no: int) -> dict[str, dict[str, Any]]:
+             round_no: int, tracer: KernelTrace | None = None) -> dict[str, dict[str, Any]]:
     log_sync = log_sync_of(rate)
     unicast = args.profile == "g8275.2"
     gm_extra = {**PROFILE_MASTER_OPTIONS[args.profile], "logSyncInterval": str(log_sync),
@@ -202,7 +260,7 @@ def run_pair(nets: dict[str, NetnsPair], transport: str, rate: float, args: argp
         print(f"  ... {transport} {rate:g} Sync/s round {round_no + 1}: both at once", file=sys.stderr, flush=True)
         links = list(nets.values())
         out = measure_together({name: links[k] for k, (name, _) in enumerate(order)}, dict(order), transport, rate,
-                               args, unicast)
+                               args, unicast, tracer)
     for name, start in ([] if args.together else order):
         print(f"  ... {transport} {rate:g} Sync/s round {round_no + 1}: {name}", file=sys.stderr, flush=True)
         out[name] = measure(nets["one"], functools.partial(start, nets["one"]), transport, rate, args, unicast)
@@ -215,6 +273,34 @@ def run_pair(nets: dict[str, NetnsPair], transport: str, rate: float, args: argp
 def median_of(runs: list[dict[str, Any]], key: str) -> float:
     values = [r[key] for r in runs if r.get("ok") and not math.isnan(r.get(key, math.nan))]
     return statistics.median(values) if values else math.nan
+
+
+def print_stalls(res: dict[str, Any]) -> None:
+    """The --ftrace figures of one transport and rate: counts summed over rounds, clean figures their medians."""
+    print(f"  {'':9} {'':6}  {'':11} {'Syncs':>7} {'stalled':>7} {'silent':>6} {'spikes':>6} {'on stall':>8} "
+          f"{'clean rms':>9} {'clean max':>9} {'clean p99':>9}")
+    clean: dict[str, dict[str, float]] = {}
+    for name, label in (("reference", "ptp4l"), ("candidate", "candidate")):
+        ks = [r[name]["kernel"] for r in res["rounds"] if r[name].get("ok") and "kernel" in r[name]]
+        if not ks:
+            continue
+        total = {k: sum(x[k] for x in ks) for k in ("paired", "stalled", "silent", "spikes", "spikes_on_stall")}
+        clean[name] = {k: statistics.median([x[k] for x in ks]) for k in ("clean_rms_ns", "clean_max_abs_ns",
+                                                                          "clean_p99_abs_ns")}
+        c = clean[name]
+        print(f"  {res['transport']:9} {res['rate']:6g}  {label:11} {total['paired']:7} {total['stalled']:7} "
+              f"{total['silent']:6} {total['spikes']:6} {total['spikes_on_stall']:8} "
+              f"{c['clean_rms_ns']:9.0f} {c['clean_max_abs_ns']:9.0f} {c['clean_p99_abs_ns']:9.0f}")
+    if len(clean) == 2:
+        ref, cand = clean["reference"], clean["candidate"]
+        res["ratio_clean"] = {k: cand[k] / ref[k] if ref[k] else math.nan for k in ref}
+        print(f"  {res['transport']:9} {res['rate']:6g}  ratio candidate/ptp4l without stalled Syncs: rms "
+              f"{res['ratio_clean']['clean_rms_ns']:.2f}, max|offset| {res['ratio_clean']['clean_max_abs_ns']:.2f}, "
+              f"p99|offset| {res['ratio_clean']['clean_p99_abs_ns']:.2f}")
+    print("  (Syncs: samples paired with their Sync in the kernel trace; stalled: over 10 us from the grandmaster's "
+          "driver to the slave's receive timestamp, silent: with no guest event on the sending CPU meanwhile, i.e. "
+          "the hypervisor's; spikes: |offset| over 5 us, on stall: of those, the ones from a stalled Sync; clean: "
+          "the samples of Syncs that did not stall)")
 
 
 def main() -> int:
@@ -234,11 +320,20 @@ def main() -> int:
     ap.add_argument("--ready-timeout", type=float, default=180.0,
                     help="seconds for the slave to reach SLAVE behind a grandmaster (the appliance locks first)")
     ap.add_argument("--candidate-cmd", default=DEFAULT_CANDIDATE)
+    ap.add_argument("--ftrace", action="store_true",
+                    help="with --together: trace each Sync through the kernel and tell the offsets of Syncs that "
+                    "stalled on the sending CPU from the others")
     ap.add_argument("--json", help="write every figure here")
     ap.add_argument("--keep-series", action="store_true", help="include every (t, offset) sample in --json")
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("ptp_offset: needs root (network namespaces)", file=sys.stderr)
+        return 2
+    if args.ftrace and not args.together:
+        print("ptp_offset: --ftrace needs --together (one traced window for both grandmasters)", file=sys.stderr)
+        return 2
+    if args.ftrace and args.transports != "udp4":
+        print("ptp_offset: --ftrace reads UDPv4 frames only (--transports udp4)", file=sys.stderr)
         return 2
     for tool in ("ip", "ptp4l", "pmc", "setpriv"):
         if shutil.which(tool) is None:
@@ -257,6 +352,7 @@ def main() -> int:
             print(f"ptp_offset: profile {args.profile} has no transport {t}", file=sys.stderr)
             return 2
     results: list[dict[str, Any]] = []
+    tracer = KernelTrace(clock="mono") if args.ftrace else None
     with contextlib.ExitStack() as stack:
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ptp-offset-")))
         nets = {"one": stack.enter_context(NetnsPair(prefix="pbo"))}
@@ -264,7 +360,7 @@ def main() -> int:
             nets["two"] = stack.enter_context(NetnsPair(prefix="pbt"))
         for transport in transports:
             for rate in rates:
-                runs = [run_pair(nets, transport, rate, args, workdir, r) for r in range(args.rounds)]
+                runs = [run_pair(nets, transport, rate, args, workdir, r, tracer) for r in range(args.rounds)]
                 results.append({"transport": transport, "rate": rate, "log_sync_interval": log_sync_of(rate),
                                 "rounds": runs})
     ok = True
@@ -297,6 +393,8 @@ def main() -> int:
         res["ratio_p99_abs"] = cand["p99_abs_ns"] / ref["p99_abs_ns"] if ref["p99_abs_ns"] else math.nan
         print(f"  {res['transport']:9} {res['rate']:6g}  ratio candidate/ptp4l: rms {res['ratio_rms']:.2f}, "
               f"max|offset| {res['ratio_max_abs']:.2f}, p99|offset| {res['ratio_p99_abs']:.2f}")
+        if tracer is not None:
+            print_stalls(res)
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "results": results}, indent=1, default=str))
     return 0 if ok else 1

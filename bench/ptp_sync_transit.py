@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import statistics
 import subprocess
 import sys
@@ -47,6 +46,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.kernel_trace import KernelTrace, kernel_transits, merge_kernel  # noqa: E402
 from bench.ptp_offset import DEFAULT_CANDIDATE, Candidate  # noqa: E402
 from tests.interop.procs import wait_for  # noqa: E402
 from tests.interop.ptp_appliance import seed_learned_state  # noqa: E402
@@ -84,78 +84,6 @@ for seq, t in origin.items():
     if seq in rx:
         print((rx[seq] - t + 500_000_000) % 1_000_000_000 - 500_000_000)
 """
-
-
-TRACEFS = Path("/sys/kernel/tracing")
-TRACE_EVENTS = ("net:net_dev_start_xmit", "net:netif_rx_entry", "irq:irq_handler_entry", "irq:softirq_entry",
-                "irq_vectors:local_timer_entry", "irq_vectors:reschedule_entry", "irq_vectors:call_function_entry",
-                "irq_vectors:call_function_single_entry", "irq_vectors:irq_work_entry", "sched:sched_switch",
-                "ipi:ipi_send_cpu")
-TRACE_LINE = re.compile(r"^\s*(?P<comm>.+?)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+\S+\s+(?P<ts>[\d.]+):\s+"
-                        r"(?P<event>\w+):\s*(?P<fields>.*)$")
-PTP_FRAME_LEN = 86  # a 44-byte PTP message in UDPv4 over Ethernet
-
-
-class KernelTrace:
-    """tracefs events over one observation window (mounted if it is not)."""
-
-    def __init__(self) -> None:
-        if not (TRACEFS / "set_event").exists():
-            subprocess.run(["mount", "-t", "tracefs", "nodev", str(TRACEFS)], check=True)
-        size = (TRACEFS / "buffer_size_kb").read_text()  # "1408", or "7 (expanded: 1408)" before first use
-        self._buffer_kb = size.split("expanded:")[-1].strip(" )\n")  # given back after each window
-
-    def _write(self, name: str, text: str) -> None:
-        (TRACEFS / name).write_text(text)
-
-    def start(self) -> None:
-        self._write("tracing_on", "0")
-        self._write("trace", "")
-        self._write("buffer_size_kb", "40000")
-        self._write("set_event", "\n".join(TRACE_EVENTS) + "\n")
-        self._write("tracing_on", "1")
-
-    def stop(self) -> str:
-        self._write("tracing_on", "0")
-        text = (TRACEFS / "trace").read_text()
-        self._write("set_event", "")
-        self._write("trace", "")
-        self._write("buffer_size_kb", self._buffer_kb)
-        return text
-
-
-def kernel_transits(text: str, comm: str) -> dict[str, Any]:
-    """The veth transmit-to-peer-receive time of each 44-byte PTP frame sent by ``comm``, from a trace."""
-    events = []
-    for line in text.splitlines():
-        m = TRACE_LINE.match(line)
-        if m:
-            events.append((m["comm"], int(m["cpu"]), float(m["ts"]), m["event"], m["fields"]))
-    started: dict[str, tuple[int, float, int]] = {}
-    gaps: list[tuple[float, bool]] = []  # (seconds, a guest event on that CPU inside)
-    for i, (who, cpu, ts, event, fields) in enumerate(events):
-        if event == "net_dev_start_xmit" and who == comm and f" len={PTP_FRAME_LEN} " in f"{fields} ":
-            skb = re.search(r"skbaddr=(\S+)", fields)
-            if skb:
-                started[skb.group(1)] = (i, ts, cpu)
-        elif event == "netif_rx_entry":
-            skb = re.search(r"skbaddr=(\S+)", fields)
-            begun = started.pop(skb.group(1), None) if skb else None
-            if begun is not None:
-                j, t0, on_cpu = begun
-                seen = any(e[1] == on_cpu for e in events[j + 1:i])
-                gaps.append((ts - t0, seen))
-    long = [(g, seen) for g, seen in gaps if g > 10e-6]
-    return {"frames": len(gaps), "over_10us": len(long), "silent_over_10us": sum(1 for _, seen in long if not seen),
-            "max_us": max((g for g, _ in gaps), default=math.nan) * 1e6,
-            "median_us": statistics.median([g for g, _ in gaps]) * 1e6 if gaps else math.nan}
-
-
-def merge_kernel(windows: list[dict[str, Any]]) -> dict[str, Any]:
-    """kernel_transits of several windows as one: counts summed, the largest stall, the median of the medians."""
-    return {**{k: sum(w[k] for w in windows) for k in ("frames", "over_10us", "silent_over_10us")},
-            "max_us": max(w["max_us"] for w in windows),
-            "median_us": statistics.median([w["median_us"] for w in windows])}
 
 
 def summarize(transits: list[int]) -> dict[str, Any]:

@@ -1,0 +1,163 @@
+"""Inside the kernel, for the PTP benches: how long each PTP frame a grandmaster sends spends between the veth
+driver's start of transmission, where the software transmit timestamp is taken, and the peer's netif_rx, where the
+receiver's software timestamp is taken (tracefs events, no kprobes needed).  Both ends are in one kernel path on the
+sending CPU, so a long transit is a stall of that CPU; a stall with no guest event at all on that CPU inside it (no
+interrupt, IPI, softirq or context switch) is time the guest never saw, i.e. taken by the hypervisor.
+
+Used by ptp_sync_transit.py, ptp_offset.py, console_load.py and snmp_load.py (``--ftrace``).  Needs root.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import re
+import statistics
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+TRACEFS = Path("/sys/kernel/tracing")
+TRACE_EVENTS = ("net:net_dev_start_xmit", "net:netif_rx_entry", "irq:irq_handler_entry", "irq:softirq_entry",
+                "irq_vectors:local_timer_entry", "irq_vectors:reschedule_entry", "irq_vectors:call_function_entry",
+                "irq_vectors:call_function_single_entry", "irq_vectors:irq_work_entry", "sched:sched_switch",
+                "ipi:ipi_send_cpu")
+TRACE_LINE = re.compile(r"^\s*(?P<comm>.+?)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+\S+\s+(?P<ts>[\d.]+):\s+"
+                        r"(?P<event>\w+):\s*(?P<fields>.*)$")
+PTP_FRAME_LEN = 86  # a 44-byte PTP message (Sync, Follow_Up) in UDPv4 over Ethernet
+STALL_S = 10e-6  # a transit this long is a stall: the median is about 2 us
+FOLLOW_UP_WITHIN_S = 0.02  # a 44-byte frame this soon after a Sync is its Follow_Up
+
+
+class KernelTrace:
+    """tracefs events over one observation window (mounted if it is not).  ``clock="mono"`` stamps the events
+    with CLOCK_MONOTONIC (time.monotonic()), to line them up with samples taken outside the kernel."""
+
+    def __init__(self, clock: str | None = None) -> None:
+        if not (TRACEFS / "set_event").exists():
+            subprocess.run(["mount", "-t", "tracefs", "nodev", str(TRACEFS)], check=True)
+        size = (TRACEFS / "buffer_size_kb").read_text()  # "1408", or "7 (expanded: 1408)" before first use
+        self._buffer_kb = size.split("expanded:")[-1].strip(" )\n")  # given back after each window
+        self._clock = clock
+        self._old_clock = re.search(r"\[(\w+)\]", (TRACEFS / "trace_clock").read_text())
+
+    def _write(self, name: str, text: str) -> None:
+        (TRACEFS / name).write_text(text)
+
+    def start(self) -> None:
+        self._write("tracing_on", "0")
+        self._write("trace", "")
+        if self._clock:
+            self._write("trace_clock", self._clock)
+        self._write("buffer_size_kb", "40000")
+        self._write("set_event", "\n".join(TRACE_EVENTS) + "\n")
+        self._write("tracing_on", "1")
+
+    def stop(self) -> str:
+        self._write("tracing_on", "0")
+        text = (TRACEFS / "trace").read_text()
+        self._write("set_event", "")
+        self._write("trace", "")
+        self._write("buffer_size_kb", self._buffer_kb)
+        if self._clock and self._old_clock:
+            self._write("trace_clock", self._old_clock.group(1))
+        return text
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One PTP frame's way through the sending CPU: start of transmit and peer receive, in trace-clock seconds."""
+
+    dev: str
+    cpu: int
+    t_xmit_s: float
+    t_rx_s: float
+    silent: bool  # no guest event on the sending CPU between the two
+
+    @property
+    def transit_s(self) -> float:
+        return self.t_rx_s - self.t_xmit_s
+
+
+NET_EVENTS = ("net_dev_start_xmit", "netif_rx_entry")
+
+
+class Trace:
+    """One window's events: the PTP frames in it, and when each CPU showed a guest event (an interrupt, IPI,
+    softirq or context switch: anything but the frames' own transmit and receive)."""
+
+    def __init__(self, text: str) -> None:
+        self.events: list[tuple[str, int, float, str, str]] = []
+        for line in text.splitlines():
+            m = TRACE_LINE.match(line)
+            if m:
+                self.events.append((m["comm"], int(m["cpu"]), float(m["ts"]), m["event"], m["fields"]))
+        self._guest: dict[int, list[float]] = {}
+        for _, cpu, ts, event, _ in self.events:
+            if event not in NET_EVENTS:
+                self._guest.setdefault(cpu, []).append(ts)
+        for times in self._guest.values():
+            times.sort()
+
+    def busy(self, cpu: int, t0_s: float, t1_s: float) -> bool:
+        """A guest event on ``cpu`` strictly between the two instants."""
+        times = self._guest.get(cpu, [])
+        i = bisect.bisect_right(times, t0_s)
+        return i < len(times) and times[i] < t1_s
+
+    def frames(self, comm: str | None = None, devs: tuple[str, ...] | None = None) -> list[Frame]:
+        """Every 44-byte PTP frame sent by process ``comm`` and/or on one of ``devs``, in the order sent."""
+        started: dict[str, tuple[float, int, str]] = {}
+        out: list[Frame] = []
+        for who, cpu, ts, event, fields in self.events:
+            if event == "net_dev_start_xmit" and f" len={PTP_FRAME_LEN} " in f"{fields} ":
+                dev = re.search(r"dev=(\S+)", fields)
+                skb = re.search(r"skbaddr=(\S+)", fields)
+                if skb and dev and (comm is None or who == comm) and (devs is None or dev.group(1) in devs):
+                    started[skb.group(1)] = (ts, cpu, dev.group(1))
+            elif event == "netif_rx_entry":
+                skb = re.search(r"skbaddr=(\S+)", fields)
+                begun = started.pop(skb.group(1), None) if skb else None
+                if begun is not None:
+                    t0, on_cpu, dev_name = begun
+                    out.append(Frame(dev_name, on_cpu, t0, ts, not self.busy(on_cpu, t0, ts)))
+        out.sort(key=lambda f: f.t_xmit_s)
+        return out
+
+
+def frames(text: str, comm: str | None = None, devs: tuple[str, ...] | None = None) -> list[Frame]:
+    return Trace(text).frames(comm, devs)
+
+
+def syncs(sent: list[Frame]) -> list[Frame]:
+    """The Syncs among one grandmaster's 44-byte frames: a two-step Sync is followed within milliseconds by its
+    Follow_Up, and the next Sync comes an interval later."""
+    out: list[Frame] = []
+    last_sync: Frame | None = None
+    for f in sent:
+        if last_sync is not None and f.t_xmit_s - last_sync.t_xmit_s < FOLLOW_UP_WITHIN_S:
+            last_sync = None  # its Follow_Up
+            continue
+        out.append(f)
+        last_sync = f
+    return out
+
+
+def summarize_frames(sent: list[Frame]) -> dict[str, Any]:
+    long = [f for f in sent if f.transit_s > STALL_S]
+    return {"frames": len(sent), "over_10us": len(long), "silent_over_10us": sum(1 for f in long if f.silent),
+            "max_us": max((f.transit_s for f in sent), default=math.nan) * 1e6,
+            "median_us": statistics.median([f.transit_s for f in sent]) * 1e6 if sent else math.nan}
+
+
+def kernel_transits(text: str, comm: str) -> dict[str, Any]:
+    """The veth transmit-to-peer-receive time of each 44-byte PTP frame sent by ``comm``, from a trace."""
+    return summarize_frames(frames(text, comm=comm))
+
+
+def merge_kernel(windows: list[dict[str, Any]]) -> dict[str, Any]:
+    """kernel_transits of several windows as one: counts summed, the largest stall, the median of the medians."""
+    return {**{k: sum(w[k] for w in windows) for k in ("frames", "over_10us", "silent_over_10us")},
+            "max_us": max(w["max_us"] for w in windows),
+            "median_us": statistics.median([w["median_us"] for w in windows])}
