@@ -130,10 +130,13 @@ def attribute_stalls(trace: str, dev: str, offsets: list[tuple[float, int, float
     started = [f.t_xmit_s for f in sent]
     paired: list[tuple[tuple[float, int, float], bool, bool]] = []  # (sample, stalled, silent)
     detail = []
+    misses: list[float] = []  # an unpaired sample: its time from the nearest start of a Sync
     for sample in offsets:
         i = bisect.bisect_right(started, sample[0] + PAIR_SLACK_S) - 1
         sync = sent[i] if i >= 0 and sample[0] - sent[i].t_xmit_s < PAIR_WITHIN_S else None
         if sync is None:
+            if sent:
+                misses.append(min((sample[0] - f.t_xmit_s for f in sent[max(0, i - 1):i + 2]), key=abs))
             continue
         transit_s = sample[0] - sync.t_xmit_s
         stalled = transit_s > STALL_S
@@ -147,7 +150,7 @@ def attribute_stalls(trace: str, dev: str, offsets: list[tuple[float, int, float
     return {"syncs": len(sent), "paired": len(paired), "stalled": sum(1 for _, st, _ in paired if st),
             "silent": sum(1 for _, _, si in paired if si), "spikes": len(spikes), "spikes_on_stall": sum(spikes),
             **{f"clean_{k}": clean[k] for k in ("count", "rms_ns", "max_abs_ns", "p99_abs_ns")},
-            "spike_detail": detail}
+            "spike_detail": detail, "unpaired_median_ms": statistics.median(misses) * 1e3 if misses else None}
 
 
 class Candidate:
@@ -281,7 +284,8 @@ def print_stalls(res: dict[str, Any]) -> None:
           f"{'clean rms':>9} {'clean max':>9} {'clean p99':>9}")
     clean: dict[str, dict[str, float]] = {}
     for name, label in (("reference", "ptp4l"), ("candidate", "candidate")):
-        ks = [r[name]["kernel"] for r in res["rounds"] if r[name].get("ok") and "kernel" in r[name]]
+        ks = [r[name]["kernel"] for r in res["rounds"] if r[name].get("ok") and r[name].get("kernel", {}).get(
+            "paired")]
         if not ks:
             continue
         total = {k: sum(x[k] for x in ks) for k in ("paired", "stalled", "silent", "spikes", "spikes_on_stall")}
