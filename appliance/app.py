@@ -1015,7 +1015,8 @@ def _ptp_upstream(config: Config, app: Appliance) -> _PtpUpstreamPart:
                         tai_utc_s=app.utc.table.tai_utc_at_tai_ns(app.now_tai_ns()))
     same_port = str(config["references.ptp_interface"]) == str(config["ptp.interface"])
     service = PtpSlaveService(slave, str(config["references.ptp_interface"]), app.served_at_past_host,
-                              app.on_ptp_upstream, port_number=2 if same_port else 1)
+                              app.on_ptp_upstream, port_number=2 if same_port else 1,
+                              timestamping=str(config["references.ptp_timestamping"]))
     return _PtpUpstreamPart(service, app)
 
 

@@ -155,6 +155,9 @@ SETTINGS: tuple[Setting, ...] = (
     S("references.ptp_priority", "int", 2, "Priority of the upstream PTP reference", minimum=1, maximum=99),
     S("references.ptp_accuracy_ns", "int", 1000, "What the upstream PTP reference's time is good to at this port "
       "(the upstream's accuracy plus the path asymmetry PTP cannot see)", minimum=1, maximum=1_000_000_000),
+    S("references.ptp_timestamping", "enum", "auto", "Timestamps of the upstream PTP reference: the NIC's hardware "
+      "clock, or the kernel's software timestamps; auto: hardware when the NIC offers it",
+      choices=("auto", "hardware", "software")),
     S("references.ptp_arb_timescale", "enum", "utc", "How to read an upstream grandmaster that announces the ARB "
       "timescale (e.g. linuxptp on the system clock): its timestamps as UTC or as TAI", choices=("utc", "tai")),
     S("references.ntp_servers", "servers", (), "NTP upstream servers used as a (coarse) reference, with selection "

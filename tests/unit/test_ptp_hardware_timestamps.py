@@ -1,12 +1,15 @@
 """Hardware timestamping, through an injected ioctl layer and a stand-in NIC (this machine has none that offers it):
 the NIC is switched on with the right request, the raw hardware timestamp is read from its slot, and PHC time is
-mapped onto the host clock with the PHC's rate."""
+mapped onto the host clock with the PHC's rate; for the grandmaster port and for the upstream (slave) port alike."""
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
+import os
 import socket
 import struct
+from typing import Any
 
 import pytest
 
@@ -16,6 +19,8 @@ from appliance.outputs.ptp import transport as tr
 from appliance.outputs.ptp.datasets import GrandmasterView
 from appliance.outputs.ptp.phcmap import PhcMap, tightest
 from appliance.outputs.ptp.profiles import load_profile, resolve
+from appliance.refs import ptp_slave_service as pss
+from appliance.refs.ptp_slave import SlaveConfig
 
 S = 1_000_000_000
 
@@ -70,9 +75,9 @@ def test_tightest_read_wins() -> None:
 
 
 def test_service_uses_hardware_when_offered_and_knows_a_served_phc(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(svc, "hardware_info", lambda iface: tr.HardwareInfo(
+    monkeypatch.setattr(tr, "hardware_info", lambda iface: tr.HardwareInfo(
         tr.SOF_TX_HARDWARE | tr.SOF_RX_HARDWARE | tr.SOF_RAW_HARDWARE, 0))
-    monkeypatch.setattr(svc, "enable_hw_timestamps", lambda iface: tr.HWTSTAMP_FILTER_PTP_V2_EVENT)
+    monkeypatch.setattr(tr, "enable_hw_timestamps", lambda iface: tr.HWTSTAMP_FILTER_PTP_V2_EVENT)
     config, _, _ = resolve(load_profile("default-e2e"), {})
     cmap = ClockMap(True, 0, 1, -20, 0, 0, b"GPS\0", 0, 37 * S, 0.0, 37)
     service = svc.PtpService(config, "eth1", cmap, GrandmasterView(), served_phc="/dev/ptp0")
@@ -86,9 +91,112 @@ def test_service_uses_hardware_when_offered_and_knows_a_served_phc(monkeypatch: 
 
 
 def test_hardware_asked_for_but_not_offered_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(svc, "hardware_info", lambda iface: tr.HardwareInfo(tr.SOF_RX_SOFTWARE, -1))
+    monkeypatch.setattr(tr, "hardware_info", lambda iface: tr.HardwareInfo(tr.SOF_RX_SOFTWARE, -1))
     config, _, _ = resolve(load_profile("default-e2e"), {})
     service = svc.PtpService(config, "veth0", ClockMap(True, 0, 1, -20, 0, 0, b"GPS\0", 0, 0, 0.0, 37),
                              GrandmasterView(), timestamping="hardware")
     with pytest.raises(tr.TransportError, match="offers no hardware timestamps"):
         service._choose_hardware()
+
+
+class _FakePhc:
+    """A PHC 5 us ahead of the host clock, without a device."""
+
+    def __init__(self, device: str) -> None:
+        self.device, self.samples, self.closed = device, 0, False
+        self.sampled_mono_ns = 0
+
+    def sample(self) -> None:
+        self.samples += 1
+
+    def host_of(self, phc_ns: int) -> int:
+        return phc_ns - 5_000
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class _FakeTransport:
+    def __init__(self, hardware: bool) -> None:
+        self.hardware, self.mac, self.send_errors = hardware, bytes(6), 0
+        self._r, self._w = os.pipe()
+
+    def fds(self) -> list[int]:
+        return [self._r]
+
+    def tx_timestamps(self) -> list[tuple[int, int]]:
+        return []
+
+    def receive(self, fd: int) -> list[tuple[bytes, object, int | None]]:
+        return []
+
+    def close(self) -> None:
+        os.close(self._r)
+        os.close(self._w)
+
+
+def _upstream(monkeypatch: pytest.MonkeyPatch, offered: bool, want: str) -> tuple[Any, list[_FakeTransport]]:
+    flags = tr.SOF_TX_HARDWARE | tr.SOF_RX_HARDWARE | tr.SOF_RAW_HARDWARE if offered else tr.SOF_RX_SOFTWARE
+    monkeypatch.setattr(tr, "hardware_info", lambda iface: tr.HardwareInfo(flags, 3 if offered else -1))
+    monkeypatch.setattr(tr, "enable_hw_timestamps", lambda iface: tr.HWTSTAMP_FILTER_PTP_V2_EVENT)
+    monkeypatch.setattr(tr, "PhcReader", _FakePhc)
+    opened: list[_FakeTransport] = []
+
+    def open_transport(kind: str, iface: str, l2: str, peer: bool, hardware: bool = False) -> _FakeTransport:
+        opened.append(_FakeTransport(hardware))
+        return opened[-1]
+
+    monkeypatch.setattr(pss, "open_transport", open_transport)
+    service = pss.PtpSlaveService(SlaveConfig(), "eth9", lambda host_ns: host_ns + 37 * S, lambda m: None,
+                                  timestamping=want)
+    return service, opened
+
+
+def test_the_upstream_port_takes_the_nics_timestamps_through_its_phc(monkeypatch: pytest.MonkeyPatch) -> None:
+    service, opened = _upstream(monkeypatch, offered=True, want="auto")
+
+    async def run() -> None:
+        service.start()
+        try:
+            assert opened and opened[0].hardware  # the sockets ask for the NIC's timestamps
+            assert service.status()["timestamping"] == "hardware (/dev/ptp3)"
+            assert service._local(10 * S) == 10 * S - 5_000 + 37 * S  # PHC -> host -> local
+            phc = service._phc
+            phc.sampled_mono_ns = 0  # a second has passed: the next timer reads the PHC again
+            service._on_timer()
+            assert phc.samples == 1
+        finally:
+            service.stop()
+        assert phc.closed and opened[0].hardware
+
+    asyncio.run(run())
+
+
+def test_the_upstream_port_stays_on_software_timestamps_unless_offered(monkeypatch: pytest.MonkeyPatch) -> None:
+    service, opened = _upstream(monkeypatch, offered=False, want="auto")
+
+    async def run() -> None:
+        service.start()
+        try:
+            assert not opened[0].hardware and service.status()["timestamping"] == "software"
+            assert service._local(10 * S) == 47 * S
+        finally:
+            service.stop()
+
+    asyncio.run(run())
+
+
+def test_the_upstream_port_asked_for_hardware_it_lacks_is_faulty_and_says_why(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    service, opened = _upstream(monkeypatch, offered=False, want="hardware")
+
+    async def run() -> None:
+        service.start()
+        try:
+            status = service.status()
+            assert not opened and status["state"] == "FAULTY"
+            assert status["error"] == "references.ptp_timestamping=hardware but eth9 offers no hardware timestamps"
+        finally:
+            service.stop()
+
+    asyncio.run(run())

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -19,9 +18,9 @@ from appliance.outputs.ntp.clockmap import ClockMap
 from appliance.outputs.ntp.limits import AccessRules
 from appliance.outputs.ptp import port as ptp_port
 from appliance.outputs.ptp.datasets import GrandmasterView
-from appliance.outputs.ptp.phcmap import PhcMap, tightest
+from appliance.outputs.ptp.phcmap import PhcMap
 from appliance.outputs.ptp.profiles import PortConfig
-from appliance.outputs.ptp.transport import (TransportError, clock_identity, enable_hw_timestamps, hardware_info,
+from appliance.outputs.ptp.transport import (PhcReader, TransportError, choose_timestamping, clock_identity,
                                              open_transport, send_batch)
 
 log = logging.getLogger("appliance.ptp")
@@ -44,8 +43,7 @@ class PtpService:
         self.want_timestamping = timestamping  # auto | hardware | software
         self.served_phc = served_phc  # the PHC device the clock steers (clock.backend=phc), if any
         self.hardware = False
-        self.phc_map: PhcMap | None = None  # NIC PHC -> host clock, unless the PHC is the served clock
-        self._phc_fd: int | None = None
+        self._phc: PhcReader | None = None  # the NIC's PHC against the host clock, unless it is the served clock
         self._loop: asyncio.AbstractEventLoop | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._retry: asyncio.TimerHandle | None = None
@@ -91,43 +89,25 @@ class PtpService:
 
     def _choose_hardware(self) -> bool:
         """Hardware timestamps when asked for or (auto) offered; the NIC is switched on and its PHC opened."""
-        info = hardware_info(self.iface)
-        if self.want_timestamping == "software" or (self.want_timestamping == "auto" and not info.hardware):
-            offered = f"; {info.describe()}" if info.hardware else ""
-            self.timestamping = f"software{offered}"
-            return False
-        if not info.hardware:
-            raise TransportError(95, f"ptp.timestamping=hardware but {self.iface} offers no hardware timestamps")
-        enable_hw_timestamps(self.iface)
-        device = f"/dev/ptp{info.phc_index}"
-        if self.served_phc and os.path.realpath(self.served_phc) == os.path.realpath(device):
-            self.phc_map = None  # the PHC is the served clock: its timestamps are served time already
-        else:
-            if self._phc_fd is None:
-                self._phc_fd = os.open(device, os.O_RDONLY)
-            self.phc_map = PhcMap()
-            self._sample_phc()
-        self.timestamping = f"hardware ({device}" + (", the served clock)" if self.phc_map is None else ")")
-        return True
+        if self._phc is not None:  # opened again after a fault: read the PHC afresh
+            self._phc.close()
+            self._phc = None
+        hardware, self.timestamping, self._phc = choose_timestamping(self.iface, self.want_timestamping,
+                                                                     "ptp.timestamping", self.served_phc)
+        return hardware
 
-    def _sample_phc(self) -> None:
-        if self.phc_map is None or self._phc_fd is None:
-            return
-        clock_id = ((~self._phc_fd) << 3) | 3  # FD_TO_CLOCKID: a dynamic POSIX clock on the PHC's descriptor
-        reads = []
-        for _ in range(5):
-            before = time.clock_gettime_ns(time.CLOCK_REALTIME)
-            phc = time.clock_gettime_ns(clock_id)
-            reads.append((before, phc, time.clock_gettime_ns(time.CLOCK_REALTIME)))
-        self.phc_map.update(*tightest(reads))
+    @property
+    def phc_map(self) -> PhcMap | None:
+        """NIC PHC -> host clock; None with software timestamps or when the PHC is the served clock."""
+        return None if self._phc is None else self._phc.map
 
     def _served(self, ts_ns: int) -> int:
         """A transport timestamp on the served clock: host (software) or PHC (hardware) time in."""
         if not self.hardware:
             return self.clock_map.served_tai_ns(ts_ns)
-        if self.phc_map is None:
+        if self._phc is None:
             return ts_ns
-        return self.clock_map.served_tai_ns(self.phc_map.host_of(ts_ns))
+        return self.clock_map.served_tai_ns(self._phc.host_of(ts_ns))
 
     def stop(self) -> None:
         if self._timer is not None:
@@ -140,15 +120,16 @@ class PtpService:
             self._watching = False
             self.transport.close()
             self.transport = None
-        if self._phc_fd is not None:
-            os.close(self._phc_fd)
-            self._phc_fd = None
+        if self._phc is not None:
+            self._phc.close()
+            self._phc = None
 
     # --- inputs -------------------------------------------------------------------------------------------------
     def publish(self, clock_map: ClockMap, view: GrandmasterView) -> None:
         """The clock's map and quality, every second and at every state change."""
         self.clock_map, self.view = clock_map, view
-        self._sample_phc()
+        if self._phc is not None:
+            self._phc.sample()
         if self.port is not None:
             self._apply(self.port.update_view(view, time.monotonic_ns()))
             self._rearm()

@@ -18,11 +18,14 @@ from __future__ import annotations
 import collections
 import ctypes
 import fcntl
+import os
 import socket
 import struct
+import time
 from dataclasses import dataclass
 from typing import Any
 
+from appliance.outputs.ptp.phcmap import PhcMap, tightest
 from appliance.outputs.ptp.profiles import L2_FORWARDABLE, L2_NON_FORWARDABLE
 
 SO_TIMESTAMPING = 37
@@ -126,6 +129,52 @@ def enable_hw_timestamps(iface: str, ioctl: Any = fcntl.ioctl) -> int:
         return struct.unpack_from("iii", config.raw)[2]
     raise TransportError(last.errno if last else 95, f"{iface} refuses hardware timestamping: "
                                                      f"{last.strerror if last else 'unknown'}")
+
+
+class PhcReader:
+    """A NIC's hardware clock (PHC) read against the host clock: ``sample()``, once a second, adds the tightest of
+    five (host, PHC, host) reads to ``map``, through which its hardware timestamps reach the host clock."""
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+        self.fd = os.open(device, os.O_RDONLY)
+        self.map = PhcMap()
+        self.sampled_mono_ns = 0
+        self.sample()
+
+    def sample(self) -> None:
+        clock_id = ((~self.fd) << 3) | 3  # FD_TO_CLOCKID: a dynamic POSIX clock on the PHC's descriptor
+        reads = []
+        for _ in range(5):
+            before = time.clock_gettime_ns(time.CLOCK_REALTIME)
+            phc = time.clock_gettime_ns(clock_id)
+            reads.append((before, phc, time.clock_gettime_ns(time.CLOCK_REALTIME)))
+        self.map.update(*tightest(reads))
+        self.sampled_mono_ns = time.monotonic_ns()
+
+    def host_of(self, phc_ns: int) -> int:
+        return self.map.host_of(phc_ns)
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def choose_timestamping(iface: str, want: str, setting: str, served_phc: str = "") -> tuple[bool, str,
+                                                                                          PhcReader | None]:
+    """Hardware timestamps when ``want`` is "hardware", or "auto" and the NIC offers them: the NIC is switched on
+    and its PHC opened for reading against the host clock, unless the PHC is ``served_phc`` (the served clock
+    itself: its timestamps are served time already).  Returns (hardware, what status shows, the PHC reader or
+    None).  Hardware asked for and not offered, or refused, is a TransportError naming ``setting``."""
+    info = hardware_info(iface)
+    if want == "software" or (want == "auto" and not info.hardware):
+        return False, "software" + (f"; {info.describe()}" if info.hardware else ""), None
+    if not info.hardware:
+        raise TransportError(95, f"{setting}=hardware but {iface} offers no hardware timestamps")
+    enable_hw_timestamps(iface)
+    device = f"/dev/ptp{info.phc_index}"
+    if served_phc and os.path.realpath(served_phc) == os.path.realpath(device):
+        return True, f"hardware ({device}, the served clock)", None
+    return True, f"hardware ({device})", PhcReader(device)
 
 
 def _flags(hardware: bool, tx: bool) -> int:
