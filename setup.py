@@ -2,7 +2,7 @@
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("appliance.outputs.ntp._fastpath", ["appliance/outputs/ntp/_fastpath.c"],
+setup(ext_modules=[Extension("appliance.edge.ntp._fastpath", ["appliance/edge/ntp/_fastpath.c"],
                              extra_compile_args=["-O2", "-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter",
                                                  "-Wno-missing-field-initializers"],
                              optional=True)])

@@ -27,22 +27,22 @@ from appliance.events import (Alarm, ClockStateChanged, DeviceEvent, GnssEpoch, 
 from appliance.gnss.guard import IntegrityChanged, ReferenceGuard, ReferenceUsable
 from appliance.gnss.pairing import PpsPairer
 from appliance.gnss.receiver import GnssReceiver
-from appliance.holdover.discipline import DisciplineParams
-from appliance.holdover.persist import LearnedState
-from appliance.holdover.service import USABLE_STATES, ClockBackend, ClockService
-from appliance.holdover.state import ClockState
-from appliance.holdover.softclock import SoftClock
+from appliance.clock.discipline import DisciplineParams
+from appliance.clock.learned import LearnedState
+from appliance.clock.service import USABLE_STATES, ClockBackend, ClockService
+from appliance.clock.state import ClockState
+from appliance.clock.softclock import SoftClock
 from appliance.refs.model import PairedTime, RefSample
 from appliance.refs.selector import (LoopSample, ReferenceSelector, RefSpec, RefStateChanged, RefSwitched,
                                      SelectorPolicy)
-from appliance.sched import AsyncioScheduler, Scheduler, every
+from appliance.edge.loop import AsyncioScheduler
+from appliance.sched import Scheduler, every
 from appliance.status import ClockStatus, PpsStatus, TimeStatus, summarize, to_dict
+from appliance.units import NS_PER_MS, NS_PER_S
 from appliance.utcoffset import UtcOffset
 
 log = logging.getLogger("appliance")
 BACKUP_REFERENCE = "reference-backup"  # the clock runs on a reference other than the highest-priority one
-NS_PER_S = 1_000_000_000
-NS_PER_MS = 1_000_000
 
 
 def load_leap_table(config: Config) -> leap.LeapTable:
@@ -67,7 +67,7 @@ def integrity_guard(config: Config) -> ReferenceGuard:
     from appliance.gnss.integrity import (Detectors, DriftDetector, IntegrityMonitor, NtpCrossCheck,
                                           PhaseJumpDetector, PositionDetector)
     from appliance.gnss.survey import SurveyIn
-    from appliance.holdover.oscillator import OSCILLATORS, power_law
+    from appliance.clock.oscillator import OSCILLATORS, power_law
 
     text = str(config["integrity.position"]).strip()
     survey = (SurveyIn.configured(Position(*parse_position(text))) if text else
@@ -836,8 +836,8 @@ def run(config: Config) -> int:
 
 
 async def _main(config: Config) -> int:
-    from appliance.control import ControlError, ControlServer
-    from appliance.holdover import persist
+    from appliance.edge.control import ControlError, ControlServer
+    from appliance.edge import persist
 
     loop = asyncio.get_running_loop()
     table = load_leap_table(config)
@@ -944,7 +944,7 @@ class _NtpCheckPart:
     """Polls the configured NTP servers from a thread; each answer reaches the integrity guard on the loop."""
 
     def __init__(self, config: Config, app: Appliance, loop: asyncio.AbstractEventLoop, table: leap.LeapTable):
-        from appliance.gnss.ntpcheck import NtpCrossCheckPoller
+        from appliance.edge.ntp_poller import NtpCrossCheckPoller
 
         def served_posix(host_ns: int) -> int:
             return leap.tai_to_posix_ns(app.served_at_host(host_ns)[0], app.utc.table)[0]
@@ -966,7 +966,7 @@ class _NtpUpstreamPart:
     """Polls the NTP upstream servers from a thread; each answer reaches the selection on the loop."""
 
     def __init__(self, config: Config, app: Appliance, loop: asyncio.AbstractEventLoop):
-        from appliance.gnss.ntpcheck import NtpCrossCheckPoller
+        from appliance.edge.ntp_poller import NtpCrossCheckPoller
 
         def served_posix(host_ns: int) -> int:
             return leap.tai_to_posix_ns(app.served_at_host(host_ns)[0], app.utc.table)[0]
@@ -1007,7 +1007,7 @@ class _PtpUpstreamPart:
 
 def _ptp_upstream(config: Config, app: Appliance) -> _PtpUpstreamPart:
     from appliance.refs.ptp_slave import SlaveConfig
-    from appliance.refs.ptp_slave_service import PtpSlaveService
+    from appliance.edge.ptp.slave_service import PtpSlaveService
 
     slave = SlaveConfig(domain=int(config["references.ptp_domain"]), transport=str(config["references.ptp_transport"]),
                         delay_mechanism=str(config["references.ptp_delay_mechanism"]),
@@ -1040,9 +1040,9 @@ class _RefInputPart:
 
 def _irig_input(config: Config, app: Appliance, loop: asyncio.AbstractEventLoop) -> _RefInputPart:
     """``references.irig_input``: "wav:PATH" (AM) or "gpio:CHIP:LINE" (DC level shift)."""
-    from appliance.outputs.irig.timecode import CodedExpression
+    from appliance.protocol.irig.timecode import CodedExpression
     from appliance.refs.irig_in import IrigDecoder
-    from appliance.refs.irig_in_edge import IrigGpioInput, IrigWavInput
+    from appliance.edge.irig.input import IrigGpioInput, IrigWavInput
 
     text, fmt = str(config["references.irig_input"]), str(config["references.irig_format"])
     kind, _, where = text.partition(":")
@@ -1069,7 +1069,7 @@ def _irig_input(config: Config, app: Appliance, loop: asyncio.AbstractEventLoop)
 
 
 def _pps_input(config: Config, app: Appliance, loop: asyncio.AbstractEventLoop) -> _RefInputPart:
-    from appliance.gnss.pps_linux import PpsReader
+    from appliance.edge.pps_linux import PpsReader
 
     path = str(config["references.pps_in_device"])
     reader = PpsReader(path, lambda edge: loop.call_soon_threadsafe(app.on_external_pps, edge),
@@ -1108,7 +1108,7 @@ class _NtpPart:
 
 def _ntp(config: Config, app: Appliance) -> _NtpPart:
     from appliance.outputs.ntp.server import ServerConfig
-    from appliance.outputs.ntp.service import NtpService, NtpSettings
+    from appliance.edge.ntp.service import NtpService, NtpSettings
 
     server = ServerConfig(allow=tuple(config["ntp.allow"]), deny=tuple(config["ntp.deny"]),
                           deny_action=str(config["ntp.deny_action"]),
@@ -1148,8 +1148,8 @@ def ptp_settings(config: Config) -> dict[str, Any]:
 def _ptp(config: Config, app: Appliance) -> _PtpPart:
     """The PTP port from the profile and the settings; a profile conflict is a start-up error."""
     from appliance.outputs.ptp.datasets import gm_view
-    from appliance.outputs.ptp.profiles import port_config_from
-    from appliance.outputs.ptp.service import PtpService
+    from appliance.protocol.ptp.profiles import port_config_from
+    from appliance.edge.ptp.gm_service import PtpService
 
     port_config, errors, warnings = port_config_from(ptp_settings(config))
     if errors:
@@ -1167,8 +1167,8 @@ def _ptp(config: Config, app: Appliance) -> _PtpPart:
 
 def pulse_outputs_from(config: Config) -> tuple[Any, Any, Any]:
     """The 1PPS and IRIG-B outputs the settings ask for (None if neither), and their recording sinks."""
-    from appliance.outputs.irig.cli import offset_function
-    from appliance.outputs.irig.timecode import CodedExpression
+    from appliance.edge.irig.cli import offset_function
+    from appliance.protocol.irig.timecode import CodedExpression
     from appliance.outputs.pulses import BlockRecording, IrigConfig, PpsConfig, RecordingSink, TimeOutputs
 
     pps = irig = pps_record = irig_record = None
@@ -1244,11 +1244,11 @@ def _pulse_sinks(config: Config, app: Appliance) -> _PulseSinksPart:
         if config["clock.backend"] != "phc" or not config["gnss.device"]:
             raise ValueError("pps_out.sink=phc needs the PHC to be the served clock (clock.backend=phc and a "
                              "receiver, gnss.device): its periodic output runs on the PHC's own seconds")
-        from appliance.outputs.perout import PeroutSink
+        from appliance.edge.perout import PeroutSink
 
         sinks["pps"] = PeroutSink(str(config["clock.phc_device"]), int(config["pps_out.phc_channel"]),
                                   int(config["pps_out.phc_pin"]), int(config["pps_out.cable_delay_ns"]))
-    from appliance.outputs.gpio import GpioSink
+    from appliance.edge.gpio import GpioSink
 
     if config["pps_out.sink"] == "gpio":
         sinks["pps"] = GpioSink(str(config["pps_out.gpio_chip"]), int(config["pps_out.gpio_line"]), to_host,
@@ -1257,7 +1257,7 @@ def _pulse_sinks(config: Config, app: Appliance) -> _PulseSinksPart:
         sinks["irig"] = GpioSink(str(config["irig_out.gpio_chip"]), int(config["irig_out.gpio_line"]), to_host,
                                  "appliance-irig")
     if config["irig_out.format"] != "none" and config["irig_out.sink"] == "wav":
-        from appliance.outputs.irig.wavout import WavSink
+        from appliance.edge.irig.wavout import WavSink
 
         path = str(config["irig_out.wav_path"]) or str(config.state_path() / "irig" / "irig-am.wav")
         sinks["irig"] = WavSink(path, int(config["irig_out.sample_rate"]), int(config["irig_out.wav_segment_s"]),
@@ -1357,7 +1357,7 @@ def _export_bundle(app: Appliance, state_dir: Path, since: int | None, until: in
 
 
 def _serial_out(config: Config, app: Appliance) -> _TimeOutputPart:
-    from appliance.outputs.serialout import SerialTimeOutput
+    from appliance.edge.serialout import SerialTimeOutput
 
     output = SerialTimeOutput(str(config["serial_out.device"]), int(config["serial_out.baud"]),
                               str(config["serial_out.format"]), int(config["serial_out.offset_ms"]),
@@ -1428,8 +1428,8 @@ def _hardware(config: Config, scheduler: Scheduler, table: leap.LeapTable,
         raw0 = time.time_ns()
         backend = SoftClock(raw0, leap.posix_to_tai_ns(raw0, table))
     else:
-        from appliance.holdover.kernel_backend import KernelBackend
-        from appliance.holdover.kernel_clock import KernelClock
+        from appliance.edge.kernel_backend import KernelBackend
+        from appliance.edge.kernel_clock import KernelClock
 
         if kind == "phc":
             kernel = KernelClock.phc(str(config["clock.phc_device"]))
@@ -1444,7 +1444,7 @@ def _hardware(config: Config, scheduler: Scheduler, table: leap.LeapTable,
 
 
 def _hardware_edges(config: Config, app: Appliance, loop: asyncio.AbstractEventLoop) -> list[Any]:
-    from appliance.gnss.serial_reader import SerialReader
+    from appliance.edge.serial_reader import SerialReader
 
     def post(fn: Callable[..., None]) -> Callable[..., None]:
         return lambda *args: loop.call_soon_threadsafe(fn, *args)
@@ -1453,7 +1453,7 @@ def _hardware_edges(config: Config, app: Appliance, loop: asyncio.AbstractEventL
                                      post(app.on_device), max_backoff_s=float(config["gnss.reconnect_max_s"]))]
     pps_path = str(config["gnss.pps_device"])
     if pps_path:
-        from appliance.gnss.pps_linux import PpsReader
+        from appliance.edge.pps_linux import PpsReader
 
         edges.append(PpsReader(pps_path, post(app.on_edge),
                                on_error=lambda msg: log.warning("PPS %s: %s", pps_path, msg)))
@@ -1463,7 +1463,7 @@ def _hardware_edges(config: Config, app: Appliance, loop: asyncio.AbstractEventL
                                   max_backoff_s=float(config["gnss.reconnect_max_s"])))
         pps2 = str(config["references.gnss2_pps_device"])
         if pps2:
-            from appliance.gnss.pps_linux import PpsReader
+            from appliance.edge.pps_linux import PpsReader
 
             edges.append(PpsReader(pps2, post(app.on_edge2),
                                    on_error=lambda msg: log.warning("PPS %s: %s", pps2, msg)))

@@ -178,7 +178,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from appliance import control, status
+    from appliance import status
+    from appliance.edge import control
 
     config = load_config(args)
     try:
@@ -198,7 +199,7 @@ def _control(args: argparse.Namespace, request: dict, what: str) -> dict | None:
     line on stderr) if it cannot be made or is refused."""
     import getpass
 
-    from appliance import control
+    from appliance.edge import control
 
     config = load_config(args)
     try:
@@ -302,7 +303,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     config = load_config(args)
     if config["ptp.interface"]:
         from appliance.app import ptp_settings
-        from appliance.outputs.ptp.profiles import port_config_from
+        from appliance.protocol.ptp.profiles import port_config_from
 
         _ptp, errors, warnings = port_config_from(ptp_settings(config))
         for warning in warnings:
@@ -360,7 +361,7 @@ def cmd_sim_receiver(args: argparse.Namespace) -> int:
 
 def cmd_irig(args: argparse.Namespace) -> int:
     from appliance.app import load_leap_table
-    from appliance.outputs.irig import cli as irig_cli
+    from appliance.edge.irig import cli as irig_cli
 
     config = load_config(args)
     table = load_leap_table(config)

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from os import PathLike
 
-from appliance.timebase import NS_PER_S, NTP_UNIX_OFFSET_S
+from appliance.timebase import NTP_UNIX_OFFSET_S
+from appliance.units import NS_PER_S
 
 _S_PER_DAY = 86_400
 _EFFECTIVE_S = operator.itemgetter(0)  # sort key of a table entry: its effective posix_s

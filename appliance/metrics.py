@@ -21,7 +21,7 @@ import allantools
 import numpy as np
 import numpy.typing as npt
 
-from appliance.timebase import NS_PER_S
+from appliance.units import NS_PER_S
 
 Segment = tuple[float, float, float, float]  # (tau_lo_s, tau_hi_s, limit at tau=0 in ns, slope in ns/s)
 _TAU_MATCH_REL = 1e-9  # how close tau must be to n·tau0 to count as that multiple (float noise only)

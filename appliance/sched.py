@@ -1,37 +1,51 @@
-"""Timers behind one interface: an asyncio-backed scheduler for real time and a simulated one where time jumps.
+"""Timers behind one interface, and the simulated scheduler where time jumps from timer to timer.
 
 Both count time on the scheduler's own axis in int nanoseconds.  In the simulation that axis is true time (TAI ns);
 in real time it is the host's CLOCK_REALTIME converted to TAI by the caller-supplied offset function, so that the
-simulated receiver running live stamps the same seconds a client on this host sees.  The asyncio scheduler is an I/O
-edge (it reads the host clock); the simulated scheduler is pure.
+simulated receiver running live stamps the same seconds a client on this host sees.  The simulated scheduler is pure; the
+asyncio one, an I/O edge (it reads the host clock), is ``appliance/edge/loop.py``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import heapq
 import itertools
-import time
 from collections.abc import Callable
 from typing import Protocol
 
 Callback = Callable[[], None]
 
 
+class Cancellable(Protocol):
+    def cancel(self) -> None: ...
+
+
 class TimerHandle:
-    """Returned by ``call_at``; ``cancel()`` makes the timer a no-op."""
+    """Returned by ``call_at``; ``cancel()`` makes the timer a no-op (and cancels the timer it is attached to)."""
 
     __slots__ = ("at_ns", "cancelled", "_native")
 
     def __init__(self, at_ns: int):
         self.at_ns = at_ns
         self.cancelled = False
-        self._native: asyncio.TimerHandle | None = None
+        self._native: Cancellable | None = None
+
+    def attach(self, native: Cancellable) -> None:
+        """The underlying timer (an event loop's, or the next timer of a series) that ``cancel`` must reach."""
+        self._native = native
 
     def cancel(self) -> None:
         self.cancelled = True
         if self._native is not None:
             self._native.cancel()
+
+
+def guarded(handle: TimerHandle, callback: Callback) -> Callback:
+    """``callback``, unless ``handle`` was cancelled before it ran."""
+    def run() -> None:
+        if not handle.cancelled:
+            callback()
+    return run
 
 
 class Scheduler(Protocol):
@@ -81,33 +95,6 @@ class SimScheduler:
         return self.run_until(self._now_ns + duration_ns)
 
 
-class AsyncioScheduler:
-    """Real-time scheduler on an asyncio loop.  ``clock_ns`` gives the axis (default: host CLOCK_REALTIME)."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, clock_ns: Callable[[], int] = time.time_ns):
-        self._loop = loop
-        self._clock_ns = clock_ns
-
-    def now_ns(self) -> int:
-        return self._clock_ns()
-
-    def call_at(self, at_ns: int, callback: Callback) -> TimerHandle:
-        handle = TimerHandle(at_ns)
-        delay_s = max(0, at_ns - self._clock_ns()) / 1e9
-        handle._native = self._loop.call_later(delay_s, _guarded(handle, callback))
-        return handle
-
-    def call_later(self, delay_ns: int, callback: Callback) -> TimerHandle:
-        return self.call_at(self._clock_ns() + delay_ns, callback)
-
-
-def _guarded(handle: TimerHandle, callback: Callback) -> Callback:
-    def run() -> None:
-        if not handle.cancelled:
-            callback()
-    return run
-
-
 def every(scheduler: Scheduler, period_ns: int, callback: Callback, first_at_ns: int | None = None,
           phase_ns: int = 0) -> TimerHandle:
     """Call ``callback`` every ``period_ns`` on the grid ``k*period + phase`` (no drift from callback latency).
@@ -130,7 +117,7 @@ def every(scheduler: Scheduler, period_ns: int, callback: Callback, first_at_ns:
     def arm(at_ns: int) -> None:
         if not series.cancelled:
             inner = scheduler.call_at(at_ns, fire)
-            series._native = inner  # type: ignore[assignment]  # so cancel() reaches the pending timer
+            series.attach(inner)  # so cancel() reaches the pending timer
             series.at_ns = at_ns
 
     arm(first_at_ns if first_at_ns is not None else next_slot(scheduler.now_ns()))

@@ -15,10 +15,9 @@ from typing import Any
 
 from appliance.events import Alarm, Constellation, SatInfo
 from appliance.gnss.receiver import ReceiverSnapshot
-from appliance.holdover.quality import Advertised
+from appliance.clock.quality import Advertised
+from appliance.units import NS_PER_S
 from appliance.utcoffset import LeapStatus
-
-NS_PER_S = 1_000_000_000
 
 
 @dataclass(frozen=True)

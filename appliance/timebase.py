@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 
-NS_PER_S = 1_000_000_000
+from appliance.units import NS_PER_S
+
 NTP_UNIX_OFFSET_S = 2_208_988_800  # 1900-01-01 (NTP era 0 start) to 1970-01-01, RFC 5905 §6
 NTP_ERA_S = 2**32  # one NTP era, RFC 5905 §6: the seconds field wraps every 2^32 s (~136 years)
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from appliance import leap
 from appliance.events import Alarm, LeapInfo, Severity
+from appliance.units import NS_PER_S
 
-NS_PER_S = 1_000_000_000
 EXPIRY_NOTICE_S = 30 * 86_400  # how long before the leap table expires a warning asks for a newer one
 
 

@@ -26,6 +26,8 @@ import sys
 import time
 from pathlib import Path
 
+from appliance.units import NS_PER_S
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from appliance.events import Alarm
@@ -33,7 +35,6 @@ from appliance.gnss.guard import IntegrityChanged
 from appliance.gnss.replay import capture_integrity, read_capture
 from appliance.sim import attacks
 
-NS_PER_S = 1_000_000_000
 CAPTURES = Path(__file__).resolve().parents[1] / "tests" / "data" / "gnss"
 
 

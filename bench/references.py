@@ -32,6 +32,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from appliance.units import NS_PER_S
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from appliance import config as cfg
@@ -40,7 +42,6 @@ from appliance.app import simulated
 from appliance.refs.selector import RefSwitched
 from appliance.sched import SimScheduler
 
-NS_PER_S = 1_000_000_000
 AFTER_S = 60  # the window after a switch
 NO_BUILDOUT = 1_000_000_000  # references.step_limit_ns for the reference run
 

@@ -79,7 +79,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from appliance import control
+from appliance.edge import control
 from bench.ptp_offset import slave_options
 from tests.interop.ptp_appliance import seed_learned_state
 from tests.interop.ptp_harness import ENV, SETPRIV, NetnsPair, Ptp4l, stop_process

@@ -19,7 +19,7 @@ from appliance.audit import bundle
 from appliance.audit.chain import AuditError, AuditRecord, VerifyResult
 from appliance.audit.store import STORE_FILE, AuditStore
 from appliance.leap import LeapTable
-from appliance.timebase import NS_PER_S
+from appliance.units import NS_PER_S
 
 EXIT_OK, EXIT_BROKEN, EXIT_FAILED = 0, 1, 2
 TIME_HELP = "ISO UTC like 2026-12-03T10:00:00Z, 'now', or relative like -1h, -30m, -7d"

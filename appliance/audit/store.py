@@ -23,6 +23,7 @@ from typing import Any
 
 from appliance.audit.chain import (CHECKPOINT, GENESIS, AuditError, AuditRecord, VerifyResult, build_record,
                                    checkpoint_detail, find_anchor, unanchored, verify_chain)
+from appliance.units import NS_PER_S
 
 __all__ = ["STORE_FILE", "AuditError", "AuditStore"]
 
@@ -39,7 +40,6 @@ _SCHEMA = (
 )
 _SELECT = f"SELECT {', '.join(COLUMNS)} FROM {TABLE}"
 _BUSY_TIMEOUT_S = 10.0  # another process (the CLI) may briefly hold the write lock
-_NS_PER_S = 1_000_000_000
 _INT64 = 2**63
 _FILE_MODE, _DIR_MODE = 0o600, 0o700
 
@@ -111,7 +111,7 @@ class AuditStore:
         if self.max_age_s is not None:
             # Only the oldest *prefix* goes (a chain can only lose its start); a record stamped in the future
             # keeps everything after it, rather than losing records younger than max_age_s.
-            cutoff = now_tai_ns - self.max_age_s * _NS_PER_S
+            cutoff = now_tai_ns - self.max_age_s * NS_PER_S
             young = self._conn.execute(f"SELECT MIN(seq) FROM {TABLE} WHERE at_tai_ns >= ?",
                                        (_clamp64(cutoff),)).fetchone()[0]
             through = max(through, last if young is None else young - 1)

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, NamedTuple, TextIO
 
 from appliance import leap
 from appliance.events import ReceiverState
-from appliance.timebase import NS_PER_S
+from appliance.units import NS_PER_S
 
 if TYPE_CHECKING:
     from appliance.status import TimeStatus

@@ -27,9 +27,9 @@ from typing import Any
 
 from appliance.events import Alarm, GnssEpoch, Position, Severity
 from appliance.gnss.integrity import IntegrityMonitor, IntegritySnapshot, Level, Verdict
-from appliance.holdover.oscillator import PowerLaw
+from appliance.clock.oscillator import PowerLaw
+from appliance.units import NS_PER_S
 
-NS_PER_S = 1_000_000_000
 OVERRIDES = ("auto", "trust", "reject")
 SPOOFING, JAMMING, SUSPECT, OVERRIDE = ("gnss-spoofing", "gnss-jamming", "gnss-integrity-suspect",
                                         "gnss-integrity-override")

@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 
 from appliance.events import Constellation, FixMode, GnssEpoch, Position, SatInfo
 from appliance.gnss.survey import SurveyIn, SurveySnapshot, distance_m
+from appliance.units import NS_PER_S
 
-NS_PER_S = 1_000_000_000
 SatKey = tuple[Constellation, int]
 
 

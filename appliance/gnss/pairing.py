@@ -21,8 +21,7 @@ from __future__ import annotations
 from collections import Counter
 
 from appliance.events import PairedSecond, PpsEdge, Rejected, TimeLabel, TimePulseInfo
-
-NS_PER_S = 1_000_000_000
+from appliance.units import NS_PER_S
 
 
 class PpsPairer:

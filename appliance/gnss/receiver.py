@@ -18,9 +18,8 @@ from appliance.events import (DeviceEvent, FixMode, GnssEpoch, LeapInfo, Receive
 from appliance.gnss import nmea, ubx
 from appliance.gnss.epoch import EpochAssembler
 from appliance.gnss.framer import Framer, NmeaFrame, UbxFrame
+from appliance.units import NS_PER_MS, NS_PER_S
 
-NS_PER_MS = 1_000_000
-NS_PER_S = 1_000_000_000
 DAY_S = 86_400
 GPS_TAI_OFFSET_S = 19  # TAI - GPS time, fixed since 1980 (IS-GPS-200)
 

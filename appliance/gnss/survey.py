@@ -23,8 +23,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from appliance.events import Position
+from appliance.units import NS_PER_S
 
-NS_PER_S = 1_000_000_000
 WGS84_A_M = 6_378_137.0  # semi-major axis
 WGS84_F = 1 / 298.257223563  # flattening
 WGS84_E2 = WGS84_F * (2 - WGS84_F)  # first eccentricity squared

@@ -13,10 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from appliance.events import Constellation, FixMode, Position, Rejected, SatInfo
+from appliance.units import NS_PER_MS, NS_PER_S
 
 C = Constellation
-NS_PER_S = 1_000_000_000
-NS_PER_MS = 1_000_000
 WEEK_S = 7 * 86_400
 GPS_EPOCH_TAI_S = 315_964_819  # 1980-01-06T00:00:00 UTC = 1980-01-06T00:00:19 TAI; GPS time = TAI - 19 s
 # Where each system's week 0 starts, in GPS weeks, and how far its time runs behind GPS time (s).  Galileo System

@@ -25,11 +25,11 @@ from typing import Any
 import numpy as np
 
 from appliance.leap import LeapTable
-from appliance.outputs.irig.timecode import (ELEMENT_NS, WIDTH_NS, CodedExpression, OffsetOf, encode,
+from appliance.protocol.irig.timecode import (ELEMENT_NS, WIDTH_NS, CodedExpression, OffsetOf, encode,
                                              fields_for_second, quality_from_bound, utc_offset)
-from appliance.outputs.irig.waveform import CARRIER_HZ, am_frame_values
+from appliance.protocol.irig.waveform import CARRIER_HZ, am_frame_values
+from appliance.units import NS_PER_S
 
-NS_PER_S = 1_000_000_000
 MAX_CATCH_UP_S = 2  # after a stall, plan at most this many past seconds; older ones are lost, and counted
 
 

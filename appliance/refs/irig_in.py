@@ -36,12 +36,12 @@ import numpy.typing as npt
 
 from appliance import leap
 from appliance.leap import LeapTable
-from appliance.outputs.irig.timecode import (ELEMENT_NS, ELEMENTS, MARK, MARKS, QUALITY_FAULT, WIDTH_NS,
+from appliance.protocol.irig.timecode import (ELEMENT_NS, ELEMENTS, MARK, MARKS, QUALITY_FAULT, WIDTH_NS,
                                              CodedExpression, IrigFields, decode, tai_of)
-from appliance.outputs.irig.waveform import CARRIER_HZ, elements_from_pulses
+from appliance.protocol.irig.waveform import CARRIER_HZ, elements_from_pulses
 from appliance.refs.model import PairedTime
+from appliance.units import NS_PER_S
 
-NS_PER_S = 1_000_000_000
 SLOT_TOLERANCE_NS = ELEMENT_NS // 10  # as waveform.frames_from_elements: an element more than 1 ms off is not on it
 MIN_RATE_HZ, MAX_RATE_HZ = 8 * CARRIER_HZ, 192_000
 REJECT_REASONS = ("noise", "bad_marker", "bad_bcd", "inconsistent", "quality_fault")

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from appliance.refs.model import RefSample
-from appliance.timebase import NS_PER_S
+from appliance.units import NS_PER_S
 
 PHI = 15e-6  # RFC 5905 7.2: frequency tolerance (15 ppm), the rate at which an old sample's error bound grows
 FILTER_STAGES = 8  # RFC 5905 10: the clock filter keeps the last eight samples

@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from appliance.refs.model import PairedTime
+from appliance.units import NS_PER_S
 
-NS_PER_S = 1_000_000_000
 DEFAULT_MAX_OFFSET_NS = 400_000_000
 DEFAULT_UNCERTAINTY_NS = 1_000.0  # a hardware-timestamped edge (PPS device, PHC extts); a GPIO edge is worse
 REJECT_REASONS = ("no_time", "time_unknown", "duplicate", "out_of_order")

@@ -34,12 +34,12 @@ import random
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from appliance.outputs.ptp import codec as c
-from appliance.outputs.ptp.bmca import Candidate, ForeignMasters, best
+from appliance.protocol.ptp import codec as c
+from appliance.protocol.ptp.bmca import Candidate, ForeignMasters, best
 from appliance.outputs.ptp.port import Send
-from appliance.outputs.ptp.profiles import L2_FORWARDABLE
+from appliance.protocol.ptp.profiles import L2_FORWARDABLE
+from appliance.units import NS_PER_S
 
-NS_PER_S = 1_000_000_000
 TX_TIMESTAMP_TIMEOUT_NS = NS_PER_S  # a transmit timestamp later than this is given up (and counted)
 DELAY_FILTER_LENGTH = 3  # median of the last three path delays
 OUTSTANDING_REQUESTS = 8  # Delay_Req / Pdelay_Req exchanges remembered at once

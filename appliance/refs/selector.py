@@ -44,8 +44,8 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from appliance.refs.model import RefSample
+from appliance.units import NS_PER_S
 
-NS_PER_S = 1_000_000_000
 KINDS = ("gnss", "ptp", "ntp", "irig", "pps")
 WINDOW_SAMPLES = 64  # recent samples kept per reference (free phase)
 COMPARE_WINDOW_NS = 16 * NS_PER_S  # recent samples: jitter and drift are judged over the last 16 s

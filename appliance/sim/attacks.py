@@ -18,8 +18,8 @@ from appliance import config as cfg, leap
 from appliance.events import Alarm
 from appliance.gnss.guard import JAMMING, SPOOFING
 from appliance.sim.leapsecond import first_after_expiry
+from appliance.units import NS_PER_S
 
-NS_PER_S = 1_000_000_000
 START_TAI_NS = 1_782_000_037 * NS_PER_S + 250_000_000  # 2026-06-21, a quarter second past a true second
 ALARMS = (SPOOFING, JAMMING)
 

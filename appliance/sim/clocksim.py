@@ -16,14 +16,15 @@ from dataclasses import dataclass, field
 
 from appliance import leap
 from appliance.events import ClockStateChanged, PairedSecond, StepClock
-from appliance.holdover.discipline import DisciplineParams
-from appliance.holdover.oscillator import OSCILLATORS, SimOscillator
-from appliance.holdover.persist import LearnedState
-from appliance.holdover.service import ClockService
-from appliance.holdover.softclock import SoftClock
+from appliance.clock.discipline import DisciplineParams
+from appliance.clock.oscillator import OSCILLATORS
+from appliance.sim.oscillator import SimOscillator
+from appliance.clock.learned import LearnedState
+from appliance.clock.service import ClockService
+from appliance.clock.softclock import SoftClock
 from appliance.sim.receiver import SimReceiver
+from appliance.units import NS_PER_S
 
-NS_PER_S = 1_000_000_000
 HALF_S = NS_PER_S // 2
 DEFAULT_START_TAI_NS = 1_782_000_037 * NS_PER_S  # 2026-06-21, a quiet day for leap seconds
 

@@ -12,8 +12,7 @@ import math
 from dataclasses import dataclass
 
 from appliance.sim.clocksim import ClockSim
-
-NS_PER_S = 1_000_000_000
+from appliance.units import NS_PER_S
 
 
 @dataclass(frozen=True)

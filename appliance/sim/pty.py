@@ -17,9 +17,9 @@ from pathlib import Path
 
 from appliance import leap
 from appliance.sim.receiver import SimReceiver
+from appliance.units import NS_PER_S
 
 log = logging.getLogger("appliance.sim.pty")
-NS_PER_S = 1_000_000_000
 
 
 class PtyReceiver:

@@ -26,9 +26,8 @@ from appliance.events import Constellation, SatInfo
 from appliance.gnss.framer import nmea_sentence_bytes, ubx_frame_bytes
 from appliance.gnss.ubx import GPS_EPOCH_TAI_S, WEEK_S, encode_payload, tai_ns_to_system_time
 from appliance.sim.sky import Sky
+from appliance.units import NS_PER_S, PS_PER_NS
 
-NS_PER_S = 1_000_000_000
-PS_PER_NS = 1000
 NOISE_CHUNK = 4096
 TICK_UNITS = 125_000  # one period of a 48 MHz receiver clock, in sixths of a picosecond
 SYSTEM_IDS = {Constellation.GPS: 1, Constellation.GLONASS: 2, Constellation.GALILEO: 3, Constellation.BEIDOU: 4}

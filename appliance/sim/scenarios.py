@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from random import Random
 from typing import Any
 
-from appliance import config as cfg, leap
-from appliance.holdover.oscillator import temperature_profile_sine
+from appliance import config as cfg
+from appliance.sim.oscillator import temperature_profile_sine
 from appliance.sim.clocksim import ClockSim, Record
 from appliance.sim.holdover_run import holdover_trial
 from appliance.sim.leapsecond import first_after_expiry
+from appliance.units import NS_PER_S
 
-NS_PER_S = 1_000_000_000
 DAY_S = 86_400
 
 

@@ -12,8 +12,8 @@ import random
 from dataclasses import dataclass
 
 from appliance.events import Constellation, SatInfo
+from appliance.units import NS_PER_S
 
-NS_PER_S = 1_000_000_000
 # (constellation, satellites simulated, usable PRNs)
 FLEETS = ((Constellation.GPS, 24, 32), (Constellation.GLONASS, 18, 24), (Constellation.GALILEO, 20, 36),
           (Constellation.BEIDOU, 24, 46))

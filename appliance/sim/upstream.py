@@ -14,8 +14,6 @@ from random import Random
 from appliance.refs.model import PairedTime
 from appliance.sched import Scheduler, TimerHandle, every
 
-NS_PER_S = 1_000_000_000
-
 
 class SimUpstream:
     def __init__(self, name: str, scheduler: Scheduler, raw_of_true: Callable[[int], int], seed: int,

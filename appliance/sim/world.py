@@ -14,12 +14,11 @@ from typing import Any
 
 from appliance import leap
 from appliance.events import PpsEdge
-from appliance.holdover.oscillator import OSCILLATORS, SimOscillator
+from appliance.clock.oscillator import OSCILLATORS
+from appliance.sim.oscillator import SimOscillator
 from appliance.sched import Scheduler, TimerHandle, every
 from appliance.sim.receiver import SimReceiver
-
-NS_PER_S = 1_000_000_000
-NS_PER_MS = 1_000_000
+from appliance.units import NS_PER_MS, NS_PER_S
 
 
 class SimWorld:

@@ -26,7 +26,7 @@ from pysnmp.proto import errind, rfc1902, rfc1905
 from pysnmp.smi import error as smi_error
 from pysnmp.smi.instrum import AbstractMibInstrumController
 
-from appliance.pacer import Pacer
+from appliance.edge.pacer import Pacer
 
 log = logging.getLogger("appliance.snmp")
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from appliance import leap
-from appliance.pacer import Pacer
+from appliance.edge.pacer import Pacer
 from appliance.snmp import notify
 from appliance.snmp.agent import AccessGate, Agent, SetRefused
 from appliance.snmp.mibgen import enterprise_oid, load_table

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-NS_PER_S = 1_000_000_000
+from appliance.units import NS_PER_S
+
 UNKNOWN_BOUND = 4_294_967_295
 NO_PHASE = -2_147_483_648
 OUTPUTS = ("ntp", "ptp", "irig", "pps", "serial", "web", "audit")  # applianceOutputIndex order

@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 from flask import Blueprint, Response, current_app, jsonify, request
 
+from appliance.units import NS_PER_S
 from appliance.web.app import audit, ctx_of, needs
 from appliance.web.openapi import document
 
 bp = Blueprint("api", __name__)
-NS_PER_S = 1_000_000_000
 MAX_RANGE_S = 400 * 86_400
 HOLDOVER_ACTIONS = ("start", "stop")
 INTEGRITY_ACTIONS = ("trust", "reject", "auto", "resurvey")  # the appliance's integrity command

@@ -27,7 +27,7 @@ from typing import Any
 from flask import Flask, Response, g, jsonify, redirect, render_template, request, session, url_for
 from flask_wtf.csrf import CSRFError, CSRFProtect
 
-from appliance.pacer import Pacer
+from appliance.edge.pacer import Pacer
 from appliance.web.users import ROLES, UserStore
 
 log = logging.getLogger("appliance.web")

@@ -16,14 +16,15 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from appliance.outputs.ntp import auth
-from appliance.outputs.ntp.auth import Key
-from appliance.outputs.ntp.clockmap import ClockMap
-from appliance.outputs.ntp.packet import HEADER_LEN, MODE_CLIENT, NtpHeader, decode, refid
+from appliance.protocol.ntp import auth
+from appliance.protocol.ntp.auth import Key
+from appliance.protocol.clockmap import ClockMap
+from appliance.protocol.ntp.packet import HEADER_LEN, MODE_CLIENT, NtpHeader, decode, refid
 from appliance.outputs.ntp.server import NtpServer, ServerConfig
-from appliance.outputs.ntp.shm import ClockReader, ClockSegment
-from appliance.outputs.ntp.worker import Worker, config_dict, open_socket, worker_main
-from appliance.timebase import NS_PER_S, ns_to_ntp_short, posix_ns_to_ntp64
+from appliance.edge.ntp.shm import ClockReader, ClockSegment
+from appliance.edge.ntp.worker import Worker, config_dict, open_socket, worker_main
+from appliance.timebase import ns_to_ntp_short, posix_ns_to_ntp64
+from appliance.units import NS_PER_S
 
 TAI_UTC_S = 37
 PROBE_SOURCE = "127.0.0.254"  # the readiness probe's address; tests use others
@@ -214,7 +215,7 @@ class InProcessWorker:
         self.worker = Worker(self.sock, NtpServer(config), self.reader)
         self.fast: Any = None
         if fast_path:
-            from appliance.outputs.ntp.fast import make_fast_path
+            from appliance.edge.ntp.fast import make_fast_path
 
             self.fast = make_fast_path(self.worker)
             self.worker.after_send = self.fast.note_sent
@@ -224,7 +225,7 @@ class InProcessWorker:
         if self.fast is None:
             self.worker.receive_batch()
             return
-        from appliance.outputs.ntp.fast import ADMISSION
+        from appliance.edge.ntp.fast import ADMISSION
 
         slow = self.fast.serve(0, 1)
         for rx_key, tx_ns in self.fast.take_kernel_tx():

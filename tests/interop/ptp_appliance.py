@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from appliance.holdover.persist import LearnedState, save_state
+from appliance.clock.learned import LearnedState
+from appliance.edge.persist import save_state
 from tests.interop.procs import ENV, status, stop, wait_for
 
 FAST = ["--set", "clock.warmup_s=0", "--set", "clock.qualify_s=3", "--set", "ntp.enabled=false",

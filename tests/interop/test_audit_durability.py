@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from appliance import control
+from appliance.edge import control
 from appliance.audit.store import TABLE, AuditStore
 from tests.interop.procs import ENV, appliance, wait_for
 from tests.interop.ptp_appliance import seed_learned_state

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from appliance.outputs.irig import files
+from appliance.edge.irig import files
 from tests.interop.procs import ENV, appliance, status, stop, wait_for
 
 pytestmark = pytest.mark.slow

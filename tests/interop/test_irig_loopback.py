@@ -24,12 +24,12 @@ import numpy as np
 import pytest
 
 from appliance import leap
-from appliance.outputs.irig import files
-from appliance.outputs.irig.timecode import CodedExpression, encode, fields_for_second
-from appliance.outputs.irig.wavout import WavSink
+from appliance.edge.irig import files
+from appliance.protocol.irig.timecode import CodedExpression, encode, fields_for_second
+from appliance.edge.irig.wavout import WavSink
 from appliance.outputs.pulses import AmPlanner
 from appliance.refs.irig_in import IrigDecoder
-from appliance.refs.irig_in_edge import EdgeEvents, IrigGpioInput, IrigWavInput, gpiod_edge_events
+from appliance.edge.irig.input import EdgeEvents, IrigGpioInput, IrigWavInput, gpiod_edge_events
 from appliance.refs.model import PairedTime
 from tests.interop.peers import require
 from tests.interop.procs import ENV, appliance
@@ -139,7 +139,7 @@ def test_a_writer_faster_than_real_time_moves_the_anchor_by_at_most_the_cap_and_
         tmp_path: Path) -> None:
     """A live stream written twice as fast as its sample rate: the anchor follows it back by 250 ms at most, and the
     status shows the chunks arriving ahead of their place (negative lag) instead of a lag of 0."""
-    from appliance.refs.irig_in_edge import MAX_CATCH_UP_NS
+    from appliance.edge.irig.input import MAX_CATCH_UP_NS
 
     render(tmp_path / "b124.wav", "B124", 3, "--rate", str(RATE))
     samples, rate = files.read_wav(tmp_path / "b124.wav")
@@ -239,9 +239,9 @@ def test_arecord_capture_into_the_input(tmp_path: Path) -> None:
 STDIN_READER = """
 import json, sys, time
 from appliance import leap
-from appliance.outputs.irig.timecode import CodedExpression
+from appliance.protocol.irig.timecode import CodedExpression
 from appliance.refs.irig_in import IrigDecoder
-from appliance.refs.irig_in_edge import IrigWavInput
+from appliance.edge.irig.input import IrigWavInput
 out = []
 source = IrigWavInput(IrigDecoder("irig-in", CodedExpression(4), leap._default_table(), 2016), "-", out.append)
 source.start()

@@ -13,10 +13,11 @@ from collections import Counter
 import ntplib
 import pytest
 
-from appliance.outputs.ntp import auth
-from appliance.outputs.ntp.auth import Outcome
+from appliance.protocol.ntp import auth
+from appliance.protocol.ntp.auth import Outcome
 from appliance.outputs.ntp.server import ServerConfig
-from appliance.timebase import NS_PER_S, ntp64_to_posix_ns, posix_ns_to_ntp64
+from appliance.timebase import ntp64_to_posix_ns, posix_ns_to_ntp64
+from appliance.units import NS_PER_S
 from tests.interop.ntp_harness import (Client, InProcessWorker, NtpWorker, extension, fields, host_map,
                                        mixed_traffic, request)
 
@@ -29,9 +30,9 @@ PATHS = [pytest.param(True, id="fast"), pytest.param(False, id="python")]
 def require_fast_path() -> None:
     """The native fast path is built by pip wherever a compiler exists; under CI its absence is a failure."""
     if os.environ.get("CI") == "true":
-        import appliance.outputs.ntp._fastpath  # noqa: F401  (CI: fail, never skip)
+        import appliance.edge.ntp._fastpath  # noqa: F401  (CI: fail, never skip)
     else:
-        pytest.importorskip("appliance.outputs.ntp._fastpath", reason="not built here (outside CI only)")
+        pytest.importorskip("appliance.edge.ntp._fastpath", reason="not built here (outside CI only)")
 TIMING = ("heartbeat_ns", "pid", "fast_path", "slow_path")  # the only counters allowed to differ between paths
 
 

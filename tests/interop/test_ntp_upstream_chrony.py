@@ -22,7 +22,7 @@ from typing import Self
 
 import pytest
 
-from appliance.gnss.ntpcheck import NtpCrossCheckPoller
+from appliance.edge.ntp_poller import NtpCrossCheckPoller
 from appliance.refs.ntp_select import FALSETICKER, SURVIVOR, NtpUpstream
 from appliance.timebase import ns_to_ntp_short, posix_ns_to_ntp64
 from tests.interop.peers import Chronyd, eventually

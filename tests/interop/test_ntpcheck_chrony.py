@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from appliance.gnss.integrity import Level, NtpCrossCheck
-from appliance.gnss.ntpcheck import NtpCrossCheckPoller, NtpSample
+from appliance.edge.ntp_poller import NtpCrossCheckPoller, NtpSample
 from tests.interop.peers import Chronyd, eventually
 from tests.interop.procs import free_udp_port
 

@@ -122,7 +122,7 @@ def test_each_transport_and_delay_mechanism_against_ptp4l(transport: str, delay:
 
 def test_an_interface_that_cannot_open_is_reported_and_retried() -> None:
     from appliance.refs.ptp_slave import SlaveConfig
-    from appliance.refs.ptp_slave_service import PtpSlaveService
+    from appliance.edge.ptp.slave_service import PtpSlaveService
 
     async def main() -> dict[str, Any]:
         service = PtpSlaveService(SlaveConfig(), "nosuch0", lambda host_ns: host_ns, lambda m: None)
@@ -144,7 +144,7 @@ def _slave_main(iface: str, transport: str, delay: str, timeout_s: float) -> Non
     import logging
 
     from appliance.refs.ptp_slave import SLAVE, PtpMeasurement, SlaveConfig
-    from appliance.refs.ptp_slave_service import PtpSlaveService
+    from appliance.edge.ptp.slave_service import PtpSlaveService
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     config = SlaveConfig(transport=transport, delay_mechanism=delay, log_min_delay_req_interval=-2,

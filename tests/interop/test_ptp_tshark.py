@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from appliance.outputs.ptp import codec as c
+from appliance.protocol.ptp import codec as c
 from tests.interop.peers import require, run
 
 pytestmark = pytest.mark.interop

@@ -38,7 +38,7 @@ from typing import Any, Self
 
 import pytest
 
-from appliance import control
+from appliance.edge import control
 from tests.interop import ptp_harness as h
 from tests.interop.peers import Chronyd, require
 from tests.interop.procs import ENV, free_udp_port

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from appliance import leap
 from appliance.leap import LeapTable
-from appliance.outputs.irig.timecode import (ELEMENTS, MARK, ONE, ZERO, CodedExpression, IrigDecodeError, decode,
+from appliance.protocol.irig.timecode import (ELEMENTS, MARK, ONE, ZERO, CodedExpression, IrigDecodeError, decode,
                                              encode, fields_for_second, tai_of)
-from appliance.outputs.irig.waveform import (am_samples, dcls_edges, elements_from_pulses, frames_from_elements,
+from appliance.protocol.irig.waveform import (am_samples, dcls_edges, elements_from_pulses, frames_from_elements,
                                              pulses_from_edges, pulses_from_samples)
 
 TABLE = LeapTable.load_default()

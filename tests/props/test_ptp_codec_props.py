@@ -1,4 +1,4 @@
-"""Property tests for appliance.outputs.ptp.codec: every message and TLV round-trips, and no input escapes decode.
+"""Property tests for appliance.protocol.ptp.codec: every message and TLV round-trips, and no input escapes decode.
 
 Properties: decode(encode(m)) == m for every message with every TLV; the bytes are stable (encode . decode is the
 identity on encoded messages); whatever decode accepts re-encodes to something it decodes the same (the fuzz
@@ -14,7 +14,7 @@ import dataclasses
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from appliance.outputs.ptp import codec as c
+from appliance.protocol.ptp import codec as c
 
 FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -10,8 +10,7 @@ import pytest
 from appliance import config as cfg, leap
 from appliance.app import Appliance, simulated
 from appliance.sched import SimScheduler
-
-NS_PER_S = 1_000_000_000
+from appliance.units import NS_PER_S
 
 
 @dataclass

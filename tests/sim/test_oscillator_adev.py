@@ -24,7 +24,8 @@ import allantools
 import numpy as np
 import pytest
 
-from appliance.holdover.oscillator import OSCILLATORS, SimOscillator
+from appliance.clock.oscillator import OSCILLATORS
+from appliance.sim.oscillator import SimOscillator
 
 S_NS = 1_000_000_000
 POINTS = 86_400

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from appliance.outputs.irig.timecode import CodedExpression, tai_of
-from appliance.outputs.irig.wavout import lead_in
-from appliance.outputs.irig.waveform import elements_from_pulses, frames_from_elements, pulses_from_samples
+from appliance.protocol.irig.timecode import CodedExpression, tai_of
+from appliance.edge.irig.wavout import lead_in
+from appliance.protocol.irig.waveform import elements_from_pulses, frames_from_elements, pulses_from_samples
 from tests.sim.conftest import NS_PER_S, Sim, build_sim
 
 SETTINGS = {"clock.warmup_s": 0, "clock.qualify_s": 3, "pps_out.sink": "record", "irig_out.format": "B000",

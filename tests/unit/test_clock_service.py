@@ -10,13 +10,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from appliance.events import ClockStateChanged, PairedSecond, StepClock
-from appliance.holdover import quality
-from appliance.holdover.discipline import DisciplineParams
-from appliance.holdover.persist import load_state, save_state
-from appliance.holdover.phase import phase_offset_ns
-from appliance.holdover.service import ClockService
-from appliance.holdover.softclock import SoftClock
-from appliance.sim.clocksim import NS_PER_S, ClockSim
+from appliance.clock import quality
+from appliance.clock.discipline import DisciplineParams
+from appliance.edge.persist import load_state, save_state
+from appliance.clock.phase import phase_offset_ns
+from appliance.clock.service import ClockService
+from appliance.clock.softclock import SoftClock
+from appliance.sim.clocksim import ClockSim
+from appliance.units import NS_PER_S
 
 HOUR = 3600
 STEP_NS = 3_000_000

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from appliance.holdover.state import TRANSITIONS, ClockEvent, ClockState, next_state
+from appliance.clock.state import TRANSITIONS, ClockEvent, ClockState, next_state
 
 S, E = ClockState, ClockEvent
 

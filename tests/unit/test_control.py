@@ -1,4 +1,4 @@
-"""Unit tests for appliance.control: the Unix control socket server and the blocking client `request()`."""
+"""Unit tests for appliance.edge.control: the Unix control socket server and the blocking client `request()`."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import stat
 
 import pytest
 
-from appliance import control
-from appliance.control import ControlError, ControlServer, request
+from appliance.edge import control
+from appliance.edge.control import ControlError, ControlServer, request
 
 
 def echo(req: dict) -> dict:

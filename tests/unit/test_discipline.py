@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from appliance.events import ReceiverState
-from appliance.holdover.discipline import DisciplineParams
-from appliance.sim.clocksim import DEFAULT_START_TAI_NS, NS_PER_S, ClockSim
+from appliance.clock.discipline import DisciplineParams
+from appliance.sim.clocksim import DEFAULT_START_TAI_NS, ClockSim
+from appliance.units import NS_PER_S
 
 T0 = DEFAULT_START_TAI_NS // NS_PER_S
 HOUR = 3600

@@ -3,7 +3,7 @@ acquisition rather than slewing a reboot's worth of error at the frequency clamp
 
 from __future__ import annotations
 
-from appliance.holdover.persist import LearnedState
+from appliance.clock.learned import LearnedState
 from appliance.sim.clocksim import ClockSim
 
 NS = 1_000_000_000

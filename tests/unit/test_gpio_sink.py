@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from appliance.outputs.gpio import GpioSink
+from appliance.edge.gpio import GpioSink
 from appliance.outputs.pulses import PlannedEdge
 
 

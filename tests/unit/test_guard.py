@@ -7,7 +7,7 @@ from appliance.gnss.guard import (JAMMING, OVERRIDE, SPOOFING, IntegrityChanged,
                                   ReferenceUsable)
 from appliance.gnss.integrity import IntegrityMonitor
 from appliance.gnss.survey import SurveyIn
-from appliance.holdover.oscillator import OSCILLATORS, power_law
+from appliance.clock.oscillator import OSCILLATORS, power_law
 
 NS = 1_000_000_000
 LAW = power_law(OSCILLATORS["ocxo"])

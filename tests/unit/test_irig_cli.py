@@ -140,9 +140,9 @@ def test_decode_reports_garbage_and_damaged_frames(tmp_path: Path, capsys: pytes
 @pytest.mark.parametrize("digit", range(8))
 def test_decode_without_a_format_finds_the_coded_expression(digit: int) -> None:
     from appliance import leap
-    from appliance.outputs.irig.render import decode_elements, frames_for
-    from appliance.outputs.irig.timecode import CodedExpression
-    from appliance.outputs.irig.waveform import dcls_edges, elements_from_pulses, pulses_from_edges
+    from appliance.protocol.irig.render import decode_elements, frames_for
+    from appliance.protocol.irig.timecode import CodedExpression
+    from appliance.protocol.irig.waveform import dcls_edges, elements_from_pulses, pulses_from_edges
 
     table = leap.LeapTable.load_default()
     start = leap.utc_fields_to_tai(2024, 7, 9, 13, 14, 15, 0, table)

@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from appliance import leap
-from appliance.outputs.irig.render import frames_for
-from appliance.outputs.irig.timecode import (ELEMENT_NS, LS, MARK, ONE, ZERO, CodedExpression, encode,
+from appliance.protocol.irig.render import frames_for
+from appliance.protocol.irig.timecode import (ELEMENT_NS, LS, MARK, ONE, ZERO, CodedExpression, encode,
                                              fields_for_second)
-from appliance.outputs.irig.waveform import am_frame_values, am_samples, dcls_edges
+from appliance.protocol.irig.waveform import am_frame_values, am_samples, dcls_edges
 from appliance.refs.irig_in import AM_UNCERTAINTY_NS, DCLS_UNCERTAINTY_NS, IrigDecoder, quality_bound_ns
 from appliance.refs.model import PairedTime
 
@@ -115,7 +115,7 @@ def test_the_century_of_a_two_digit_year_is_the_one_nearest_the_hint() -> None:
 
 
 def test_local_time_with_its_offset_in_the_control_functions_decodes_to_utc() -> None:
-    from appliance.outputs.irig.cli import offset_function
+    from appliance.edge.irig.cli import offset_function
 
     coded = frames_for(CodedExpression(4), NEW_YEAR, 6, TABLE, QUALITY, offset_function("Asia/Kolkata"))
     d = decoder(4, year=2027)

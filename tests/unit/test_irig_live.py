@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from appliance import leap
-from appliance.outputs.irig.timecode import CodedExpression, encode, fields_for_second, tai_of
-from appliance.outputs.irig.waveform import elements_from_pulses, frames_from_elements, pulses_from_samples
-from appliance.outputs.irig.wavout import WavSink, lead_in, stream_header
+from appliance.protocol.irig.timecode import CodedExpression, encode, fields_for_second, tai_of
+from appliance.protocol.irig.waveform import elements_from_pulses, frames_from_elements, pulses_from_samples
+from appliance.edge.irig.wavout import WavSink, lead_in, stream_header
 from appliance.outputs.pulses import AmBlock, AmPlanner, IrigConfig, TimeOutputs
 
 NS = 1_000_000_000
@@ -75,7 +75,7 @@ def test_a_gap_skips_the_grid_ahead_and_a_small_step_stays_on_it() -> None:
 
 
 def test_time_outputs_plan_am_blocks_with_the_local_time_and_say_so() -> None:
-    from appliance.outputs.irig.cli import offset_function
+    from appliance.edge.irig.cli import offset_function
 
     got: list[AmBlock] = []
     outputs = TimeOutputs(irig=IrigConfig(CodedExpression(4), 0, RATE, offset_function("Asia/Kolkata"),

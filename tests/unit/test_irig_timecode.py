@@ -6,7 +6,7 @@ import pytest
 
 from appliance import leap
 from appliance.leap import LeapTable
-from appliance.outputs.irig.timecode import (MARK, ONE, ZERO, CodedExpression, IrigDecodeError, IrigFields,
+from appliance.protocol.irig.timecode import (MARK, ONE, ZERO, CodedExpression, IrigDecodeError, IrigFields,
                                              IrigFormat, decode, encode, fields_for_second, frame_starts,
                                              quality_from_bound, tai_of)
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from appliance import config as cfg, leap
 from appliance.app import Appliance
 from appliance.events import PpsEdge
-from appliance.holdover import kernel_clock as kc
-from appliance.holdover.kernel_backend import KernelBackend
-from appliance.holdover.kernel_clock import KernelClock
+from appliance.edge import kernel_clock as kc
+from appliance.edge.kernel_backend import KernelBackend
+from appliance.edge.kernel_clock import KernelClock
 from appliance.sched import SimScheduler
 from appliance.sim.receiver import SimReceiver
 from tests.unit.test_kernel_clock import FakeKernel

@@ -1,4 +1,4 @@
-"""Tests for the kernel clock edge (appliance.holdover.kernel_clock).
+"""Tests for the kernel clock edge (appliance.edge.kernel_clock).
 
 Everything runs against a fake system-call layer, except one read-only query of CLOCK_REALTIME (modes = 0).
 This machine's clock must never be adjusted: an autouse fixture makes the real layer refuse any modifying mode,
@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from appliance.holdover import kernel_clock as kc
-from appliance.holdover.kernel_clock import (
+from appliance.edge import kernel_clock as kc
+from appliance.edge.kernel_clock import (
     ClockReading,
     KernelClock,
     KernelClockError,

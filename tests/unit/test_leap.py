@@ -18,7 +18,7 @@ from appliance.leap import (
     utc_fields_to_tai,
     utc_to_tai,
 )
-from appliance.timebase import NS_PER_S
+from appliance.units import NS_PER_S
 
 NTP_2017 = "3692217600"  # 2017-01-01 in the data lines of the IERS file
 # A fixed IERS file (expires 2026-12-28) for the tests of dates and hashes: the packaged file is replaced by each

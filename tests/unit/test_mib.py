@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from appliance.events import Constellation, ReceiverState, Severity
-from appliance.holdover.state import ClockState
+from appliance.clock.state import ClockState
 from appliance.outputs.ptp.port import STATE_CODES
 from appliance.snmp import mibgen
 

@@ -1,4 +1,4 @@
-"""Unit tests for appliance.outputs.ntp.auth: the keys file, MD5/SHA1/AES-CMAC MACs, trailers, verify and sign."""
+"""Unit tests for appliance.protocol.ntp.auth: the keys file, MD5/SHA1/AES-CMAC MACs, trailers, verify and sign."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from appliance.outputs.ntp import auth
-from appliance.outputs.ntp.auth import (Key, KeysFileError, KeyTable, KeyType, Outcome, crypto_nak, load_keys_file,
+from appliance.protocol.ntp import auth
+from appliance.protocol.ntp.auth import (Key, KeysFileError, KeyTable, KeyType, Outcome, crypto_nak, load_keys_file,
                                         mac, parse_keys, sign, split_mac, verify)
 
 HEADER = bytes(range(0x23, 0x23 + 48))  # any 48 bytes will do: the MAC does not look inside the header

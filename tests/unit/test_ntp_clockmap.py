@@ -1,4 +1,4 @@
-"""Unit tests of the NTP clock map (appliance.outputs.ntp.clockmap): arithmetic, leap seconds, era, packed layout."""
+"""Unit tests of the NTP clock map (appliance.protocol.clockmap): arithmetic, leap seconds, era, packed layout."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from appliance.outputs.ntp.clockmap import FORMAT, PACKED_SIZE, VERSION, ClockMap, not_ready
-from appliance.outputs.ntp.packet import refid
-from appliance.timebase import NS_PER_S, ntp64_to_posix_ns, ntp_era, posix_ns_to_ntp64
+from appliance.protocol.clockmap import FORMAT, PACKED_SIZE, VERSION, ClockMap, not_ready
+from appliance.protocol.ntp.packet import refid
+from appliance.timebase import ntp64_to_posix_ns, ntp_era, posix_ns_to_ntp64
+from appliance.units import NS_PER_S
 
 NYD_2017 = 1_483_228_800  # 2017-01-01T00:00:00Z: the leap second 2016-12-31T23:59:60Z came before it
 ERA1_POSIX_S = 2_085_978_496  # 2036-02-07T06:28:16Z, start of NTP era 1

@@ -1,4 +1,4 @@
-"""Unit tests for appliance.outputs.ntp.limits: NTP access rules and the per-client rate limiter."""
+"""Unit tests for appliance.protocol.limits: NTP access rules and the per-client rate limiter."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from appliance.outputs.ntp.limits import (
+from appliance.protocol.limits import (
     AccessRules,
     Limit,
     RateLimiter,

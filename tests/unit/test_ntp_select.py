@@ -11,11 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from appliance.gnss.ntpcheck import NtpSample
+from appliance.edge.ntp_poller import NtpSample
 from appliance.refs import ntp_select
 from appliance.refs.model import RefSample
 from appliance.refs.ntp_select import CANDIDATE, ERROR, FALSETICKER, SURVIVOR, UNREACHABLE, NtpUpstream, ServerStatus
-from appliance.timebase import NS_PER_S
+from appliance.units import NS_PER_S
 
 MS = 1_000_000
 T0 = 1_760_000_000 * NS_PER_S  # a host instant (POSIX ns)

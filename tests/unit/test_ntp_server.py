@@ -6,13 +6,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from appliance.outputs.ntp import auth
-from appliance.outputs.ntp.auth import Key, KeyTable, KeyType, Outcome
-from appliance.outputs.ntp.clockmap import ClockMap, not_ready
-from appliance.outputs.ntp.limits import Limit
-from appliance.outputs.ntp.packet import NtpHeader, decode, refid
+from appliance.protocol.ntp import auth
+from appliance.protocol.ntp.auth import Key, KeyTable, KeyType, Outcome
+from appliance.protocol.clockmap import ClockMap, not_ready
+from appliance.protocol.limits import Limit
+from appliance.protocol.ntp.packet import NtpHeader, decode, refid
 from appliance.outputs.ntp.server import Drop, NtpServer, Reply, ServerConfig
-from appliance.timebase import NS_PER_S, posix_ns_to_ntp64
+from appliance.timebase import posix_ns_to_ntp64
+from appliance.units import NS_PER_S
 
 H0 = 1_780_000_000 * NS_PER_S  # host clock at the anchor (2026)
 SYNC = ClockMap(True, 0, 1, -20, 0x0000_0010, 0x0000_0042, refid("GPS"), H0, H0 + 37 * NS_PER_S + 123_456, 250.0, 37,

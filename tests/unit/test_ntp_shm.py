@@ -1,4 +1,4 @@
-"""Unit tests of the NTP shared-memory segment (appliance.outputs.ntp.shm): sequence-counted map, counter rows."""
+"""Unit tests of the NTP shared-memory segment (appliance.edge.ntp.shm): sequence-counted map, counter rows."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from appliance.outputs.ntp import shm
-from appliance.outputs.ntp.clockmap import PACKED_SIZE, ClockMap
-from appliance.outputs.ntp.packet import refid
-from appliance.outputs.ntp.shm import (COUNTER_NAMES, MAP_OFFSET, ROW_SIZE, ROWS_OFFSET, SEQ_OFFSET, ClockReader,
+from appliance.edge.ntp import shm
+from appliance.protocol.clockmap import PACKED_SIZE, ClockMap
+from appliance.protocol.ntp.packet import refid
+from appliance.edge.ntp.shm import (COUNTER_NAMES, MAP_OFFSET, ROW_SIZE, ROWS_OFFSET, SEQ_OFFSET, ClockReader,
                                        ClockSegment, segment_size)
 
 MAP = ClockMap(True, 1, 1, -20, 5, 6, refid("GPS"), 10**18, 10**18 + 37 * 10**9, 12.5, 37, 1, 2 * 10**18,

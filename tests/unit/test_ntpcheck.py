@@ -17,7 +17,7 @@ from typing import Self
 
 import pytest
 
-from appliance.gnss.ntpcheck import NtpCrossCheckPoller, NtpSample, parse_server
+from appliance.edge.ntp_poller import NtpCrossCheckPoller, NtpSample, parse_server
 from appliance.timebase import ns_to_ntp_short, posix_ns_to_ntp64
 
 MS = 1_000_000

@@ -1,4 +1,4 @@
-"""Unit tests for the simulated local oscillators (appliance.holdover.oscillator)."""
+"""Unit tests for the simulated local oscillators (appliance.clock.oscillator)."""
 
 from __future__ import annotations
 
@@ -8,17 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from appliance.holdover.oscillator import (
-    CHUNK_STEPS,
-    OSCILLATORS,
-    REFERENCE_TEMP_C,
-    OscillatorSpec,
-    PowerLaw,
-    SimOscillator,
-    power_law,
-    temperature_profile_sine,
-    temperature_profile_steps,
-)
+from appliance.clock.oscillator import OSCILLATORS, REFERENCE_TEMP_C, OscillatorSpec, PowerLaw, power_law
+from appliance.sim.oscillator import CHUNK_STEPS, SimOscillator, temperature_profile_sine, temperature_profile_steps
 
 S_NS = 1_000_000_000
 DAY_S = 86_400

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from appliance.pacer import Pacer
+from appliance.edge.pacer import Pacer
 
 
 class FakeTime:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import struct
 
-from appliance.outputs.perout import (PEROUT_FORMAT, PIN_FORMAT, PTP_PEROUT_REQUEST, PTP_PEROUT_REQUEST2,
+from appliance.edge.perout import (PEROUT_FORMAT, PIN_FORMAT, PTP_PEROUT_REQUEST, PTP_PEROUT_REQUEST2,
                                       PTP_PIN_SETFUNC, PeroutSink)
 from appliance.outputs.pulses import PlannedEdge, PpsConfig, pps_edges
 

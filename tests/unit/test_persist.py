@@ -1,4 +1,4 @@
-"""Tests for the learned-state file (appliance.holdover.persist): round trip, atomic replacement, permissions and
+"""Tests for the learned-state file (appliance.edge.persist): round trip, atomic replacement, permissions and
 every way a file can be bad (each must give a cold start with a warning, never an exception)."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from appliance.holdover import persist
-from appliance.holdover.persist import STATE_FILE, LearnedState, load_state, save_state
+from appliance.edge import persist
+from appliance.edge.persist import STATE_FILE, LearnedState, load_state, save_state
 
 GOOD = LearnedState(saved_at_tai_ns=1_700_000_037_000_000_000, oscillator="ocxo", state="LOCKED",
                     frequency_ppb=-123.456789, frequency_sigma_ppb=0.02, aging_ppb_per_s=1.2e-6,

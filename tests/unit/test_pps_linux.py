@@ -11,8 +11,8 @@ from collections import deque
 import pytest
 
 from appliance.events import PpsEdge
-from appliance.gnss import pps_linux as pps
-from appliance.gnss.pps_linux import (
+from appliance.edge import pps_linux as pps
+from appliance.edge.pps_linux import (
     LinuxPpsSyscalls,
     PpsCapabilityError,
     PpsDevice,

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from appliance.holdover.oscillator import OSCILLATORS
-from appliance.holdover.predictor import MIN_LEARN_S, HoldoverPredictor, Prediction
+from appliance.clock.oscillator import OSCILLATORS
+from appliance.clock.predictor import MIN_LEARN_S, HoldoverPredictor, Prediction
 
 HOUR = 3600
 # A quiet oscillator whose datasheet allows for real aging, so an hour or two of data can resolve it.

@@ -7,8 +7,8 @@ import dataclasses
 from hypothesis import given
 from hypothesis import strategies as st
 
-from appliance.outputs.ptp import codec as c
-from appliance.outputs.ptp.bmca import (A_BETTER, B_BETTER, Candidate, ForeignMasters, best, compare, decide)
+from appliance.protocol.ptp import codec as c
+from appliance.protocol.ptp.bmca import (A_BETTER, B_BETTER, Candidate, ForeignMasters, best, compare, decide)
 
 S = 1_000_000_000
 ME = c.PortIdentity(bytes.fromhex("0000000000000001"), 1)

@@ -1,4 +1,4 @@
-"""Unit tests for appliance.outputs.ptp.codec: byte-exact vectors for every message and TLV, and every rejection.
+"""Unit tests for appliance.protocol.ptp.codec: byte-exact vectors for every message and TLV, and every rejection.
 
 Each vector is written out field by field from IEEE 1588-2019 (Table 35 header, §13 bodies, §14-16 TLVs, §15.5.3
 data sets), not produced by the codec.  The common header, octet by octet:
@@ -16,7 +16,7 @@ import dataclasses
 
 import pytest
 
-from appliance.outputs.ptp import codec as c
+from appliance.protocol.ptp import codec as c
 
 CID = bytes.fromhex("001b19fffe000001")  # our clockIdentity (EUI-64 from a MAC, as 1588-2019 §7.5.2.2.2 allows)
 ME = c.PortIdentity(CID, 1)

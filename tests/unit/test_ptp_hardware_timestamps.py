@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from appliance.outputs.ntp.clockmap import ClockMap
-from appliance.outputs.ptp import service as svc
-from appliance.outputs.ptp import transport as tr
+from appliance.protocol.clockmap import ClockMap
+from appliance.edge.ptp import gm_service as svc
+from appliance.edge.ptp import transport as tr
 from appliance.outputs.ptp.datasets import GrandmasterView
-from appliance.outputs.ptp.phcmap import PhcMap, tightest
-from appliance.outputs.ptp.profiles import load_profile, resolve
-from appliance.refs import ptp_slave_service as pss
+from appliance.protocol.phcmap import PhcMap, tightest
+from appliance.protocol.ptp.profiles import load_profile, resolve
+from appliance.edge.ptp import slave_service as pss
 from appliance.refs.ptp_slave import SlaveConfig
 
 S = 1_000_000_000

@@ -6,11 +6,11 @@ import dataclasses
 
 import pytest
 
-from appliance.outputs.ntp.limits import AccessRules
-from appliance.outputs.ptp import codec as c
+from appliance.protocol.limits import AccessRules
+from appliance.protocol.ptp import codec as c
 from appliance.outputs.ptp.datasets import AnnouncedQuality, GrandmasterView, leap_flags
 from appliance.outputs.ptp.port import (LISTENING, MASTER, PASSIVE, TRANSITIONS, PtpPort, Send)
-from appliance.outputs.ptp.profiles import load_profile, resolve
+from appliance.protocol.ptp.profiles import load_profile, resolve
 
 S = 1_000_000_000
 OWN = bytes.fromhex("0200aafffe000001")

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from appliance.outputs.ptp import codec as c
+from appliance.protocol.ptp import codec as c
 from appliance.outputs.ptp.port import Send
 from appliance.refs.ptp_slave import (FAULTY, LISTENING, SLAVE, TRANSITIONS, UNCALIBRATED, PtpMeasurement, PtpSlave,
                                       SlaveConfig, clock_identity_text)

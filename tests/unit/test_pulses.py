@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from appliance import leap
-from appliance.outputs.irig.timecode import CodedExpression, decode
+from appliance.protocol.irig.timecode import CodedExpression, decode
 from appliance.outputs.pulses import IrigConfig, PpsConfig, RecordingSink, TimeOutputs, pps_edges
 
 NS = 1_000_000_000

@@ -1,4 +1,4 @@
-"""Unit tests for appliance.holdover.quality: the one mapping from clock state to advertised quality."""
+"""Unit tests for appliance.clock.quality: the one mapping from clock state to advertised quality."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from appliance.holdover.quality import (
+from appliance.clock.quality import (
     PROFILES,
     STATES,
     Advertised,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from appliance import leap
-from appliance.holdover import quality
+from appliance.clock import quality
 from appliance.outputs.ntp.publish import reference_id_bytes
 from tests.sim.conftest import build_sim
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from appliance.sched import AsyncioScheduler, SimScheduler, every
+from appliance.edge.loop import AsyncioScheduler
+from appliance.sched import SimScheduler, every
 
 S = 1_000_000_000
 MS = 1_000_000

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from appliance.holdover.servo import NS_PER_S, PiServo, ServoParams, ServoState
+from appliance.clock.servo import PiServo, ServoParams, ServoState
+from appliance.units import NS_PER_S
 
 
 def record(servo: PiServo, seconds: int, error_ppb: float = 50.0, noise_ns: float = 2.0, seed: int = 1,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from appliance.holdover.softclock import NS_PER_S, SoftClock
+from appliance.clock.softclock import SoftClock
+from appliance.units import NS_PER_S
 
 RAW0 = 5_000_000_123  # the counter's reading when the clock starts
 SERVED0 = 1_782_000_037 * NS_PER_S  # the served time it starts from

@@ -26,7 +26,8 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-NS_PER_S = 1_000_000_000
+from appliance.units import NS_PER_S
+
 BASE = "https://localhost"
 PASSWORDS = {"viewer": "viewer-pass-0123", "operator": "operator-pass-4567", "admin": "admin-pass-89ab"}
 QUALITY_SECONDS = 300

@@ -8,10 +8,11 @@ is still within spec, and becomes "INIT" while the clock has never been synchron
 from __future__ import annotations
 
 from appliance.events import Constellation
-from appliance.outputs.ntp.clockmap import ClockMap
-from appliance.outputs.ntp.packet import refid
+from appliance.protocol.clockmap import ClockMap
+from appliance.protocol.ntp.packet import refid
 from appliance.status import TimeStatus
-from appliance.timebase import NS_PER_S, ns_to_ntp_short, posix_ns_to_ntp64
+from appliance.timebase import ns_to_ntp_short, posix_ns_to_ntp64
+from appliance.units import NS_PER_S
 
 PRECISION_KERNEL_SW = -20  # software kernel timestamps: about a microsecond
 REFIDS = {Constellation.GPS: "GPS", Constellation.GALILEO: "GAL", Constellation.BEIDOU: "BDS",

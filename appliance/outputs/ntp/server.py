@@ -24,9 +24,10 @@ from __future__ import annotations
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 
-from appliance.outputs.ntp import auth, limits
-from appliance.outputs.ntp.clockmap import ClockMap
-from appliance.outputs.ntp.packet import (HEADER_LEN, LI_ALARM, MODE_CLIENT, MODE_CONTROL, MODE_PRIVATE,
+from appliance.protocol.ntp import auth
+from appliance.protocol import limits
+from appliance.protocol.clockmap import ClockMap
+from appliance.protocol.ntp.packet import (HEADER_LEN, LI_ALARM, MODE_CLIENT, MODE_CONTROL, MODE_PRIVATE,
                                           MODE_RESERVED, MODE_SERVER, NtpHeader, decode, refid)
 
 MAX_REQUEST_LEN = 1024

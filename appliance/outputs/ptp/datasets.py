@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from appliance.holdover.quality import OSLV_UNKNOWN, TIME_SOURCE_INTERNAL_OSCILLATOR
+from appliance.clock.quality import OSLV_UNKNOWN, TIME_SOURCE_INTERNAL_OSCILLATOR
 from appliance.status import TimeStatus
+from appliance.units import NS_PER_S
 
-NS_PER_S = 1_000_000_000
 DAY_S = 86_400
 
 

@@ -22,13 +22,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from appliance.outputs.ntp.limits import AccessRules, Limit, RateLimiter
-from appliance.outputs.ptp import codec as c
-from appliance.outputs.ptp.bmca import Candidate, Decision, ForeignMasters, best, decide
+from appliance.protocol.limits import AccessRules, Limit, RateLimiter
+from appliance.protocol.ptp import codec as c
+from appliance.protocol.ptp.bmca import Candidate, Decision, ForeignMasters, best, decide
 from appliance.outputs.ptp.datasets import AnnouncedQuality, GrandmasterView
-from appliance.outputs.ptp.profiles import PortConfig
+from appliance.protocol.ptp.profiles import PortConfig
+from appliance.units import NS_PER_S
 
-NS_PER_S = 1_000_000_000
 TX_TIMESTAMP_TIMEOUT_NS = NS_PER_S  # a transmit timestamp later than this is given up (and counted)
 MAX_SLAVES_SEEN = 1024
 ALL_PORTS = c.PortIdentity(b"\xff" * 8, 0xFFFF)

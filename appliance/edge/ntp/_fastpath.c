@@ -1,0 +1,705 @@
+/*
+ * _fastpath: the NTP worker's hot loop in C.  recvmmsg / decide / sendmmsg, with kernel timestamps.
+ *
+ * It makes exactly the decisions of appliance/outputs/ntp/server.py and limits.py (whose docstrings specify the
+ * algorithms), for the common request: a bare 48-byte client request.  For every datagram it checks the shape (a
+ * MAC or extension-field trailer included), the access rules and the per-client rate; bare requests it then answers
+ * itself (basic or interleaved, KoDs included); anything longer (a MAC, extension fields) goes back to the Python
+ * server with the admission decision already taken, so each request meets the rate limiter exactly once.  The same
+ * tests run against both paths.
+ *
+ * Clock: the ClockMap published by the appliance in shared memory (appliance/edge/ntp/shm.py, clockmap.py),
+ * read under its sequence counter.  Counters: kept here, merged with the Python ones by fast.py.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fenv.h>
+#include <linux/errqueue.h>
+#include <linux/net_tstamp.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#define BATCH 64
+#define RECV_SIZE 1100
+#define HEADER_LEN 48
+#define MAX_REQUEST_LEN 1024
+#define SEQ_OFFSET 8
+#define MAP_OFFSET 16
+#define NS_PER_S 1000000000LL
+#define NTP_UNIX_OFFSET_NS (2208988800LL * NS_PER_S)
+#define KOD_INTERVAL_NS NS_PER_S
+#define TX_RING 4096
+
+/* Counter slots: the order of COUNTER_NAMES in shm.py. */
+enum { C_REQUESTS, C_REPLIES, C_INTERLEAVED, C_AUTHENTICATED, C_KOD_RATE, C_KOD_DENY, C_KOD_RSTR, C_CRYPTO_NAK,
+       C_DROP_SHORT, C_DROP_OVERSIZE, C_DROP_MALFORMED, C_DROP_BAD_VERSION, C_DROP_CONTROL, C_DROP_MODE,
+       C_DROP_DENIED, C_DROP_RATE_LIMITED, C_RX_NO_TS, C_TX_KERNEL_TS, C_COUNT };
+
+enum { ADMIT_PASS = 0, ADMIT_KOD = 1 };
+enum { DENY_DROP = 0, DENY_KOD_DENY = 1, DENY_KOD_RSTR = 2 };
+
+/* The packed ClockMap ("<BBBbbxxxII4sqqdiiqQQ" in clockmap.py). */
+typedef struct __attribute__((packed)) {
+    uint8_t valid, leap, stratum;
+    int8_t precision, poll_min;
+    uint8_t pad[3];
+    uint32_t root_delay, root_dispersion;
+    uint8_t refid[4];
+    int64_t host_anchor_ns, served_anchor_tai_ns;
+    double rate_ppb;
+    int32_t tai_utc_s, leap_delta_s;
+    int64_t leap_at_tai_ns;
+    uint64_t reference_ts, generation;
+} clock_map;
+
+typedef struct { int family; uint8_t net[16]; int prefix; int allow; } access_rule;
+
+typedef struct {
+    uint8_t key[8];
+    uint8_t keylen;
+    uint8_t has_kod;
+    double tokens;
+    int64_t last_ns, last_kod_ns;
+    int32_t prev, next, hnext;
+} rl_entry;
+
+typedef struct { uint64_t rx_key; int64_t tx_ns; } xl_entry;
+
+typedef struct {
+    PyObject_HEAD
+    int fd;
+    Py_buffer shm;
+    access_rule *rules;
+    int nrules, deny_action;
+    double rate_per_s;
+    int burst, max_clients;
+    rl_entry *rl;
+    int32_t *rl_buckets;
+    uint32_t rl_nbuckets;
+    int32_t rl_head, rl_tail, rl_size;
+    xl_entry *xl;
+    uint32_t xl_mask;
+    uint64_t tx_ring[TX_RING];  /* OPT_ID -> receive timestamp of the reply (0: no transmit time kept) */
+    uint8_t tx_slow[TX_RING];   /* OPT_ID -> 1 if that reply was sent by the Python server (its table, not ours) */
+    PyObject *slow_tx;          /* (receive timestamp, kernel transmit ns) of Python-sent replies, for take_kernel_tx */
+    uint32_t next_id;
+    uint32_t pending_tx;        /* datagrams sent asking for a transmit timestamp, not yet read back */
+    uint64_t counters[C_COUNT];
+    uint64_t rl_evictions;
+} FastPath;
+
+/* ----------------------------------------------------------------------------------------- time conversions */
+
+static int read_map(FastPath *self, clock_map *out) {
+    const uint8_t *base = (const uint8_t *)self->shm.buf;
+    const uint64_t *seq = (const uint64_t *)(base + SEQ_OFFSET);
+    for (int i = 0; i < 1000; i++) {
+        uint64_t s1 = __atomic_load_n(seq, __ATOMIC_ACQUIRE);
+        if (s1 & 1) continue;
+        memcpy(out, base + MAP_OFFSET, sizeof(*out));
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(seq, __ATOMIC_ACQUIRE) == s1) return s1 != 0 && out->valid;
+    }
+    return 0;
+}
+
+static int64_t host_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
+}
+
+/* ClockMap.served_posix_ns: Python's round() is round-half-even, as nearbyint() in the default FP mode. */
+static int64_t served_posix_ns(const clock_map *m, int64_t host_ns) {
+    int64_t elapsed = host_ns - m->host_anchor_ns;
+    int64_t tai = m->served_anchor_tai_ns + elapsed + (int64_t)nearbyint(((double)elapsed * m->rate_ppb) * 1e-9);
+    if (m->leap_at_tai_ns && tai >= m->leap_at_tai_ns)
+        return tai - (int64_t)(m->tai_utc_s + m->leap_delta_s) * NS_PER_S;
+    if (m->leap_at_tai_ns && m->leap_delta_s > 0 && tai >= m->leap_at_tai_ns - NS_PER_S)
+        return tai - (int64_t)(m->tai_utc_s + 1) * NS_PER_S;
+    return tai - (int64_t)m->tai_utc_s * NS_PER_S;
+}
+
+/* timebase.posix_ns_to_ntp64: round half up of (ns since 1900) * 2^32 / 1e9, modulo 2^64. */
+static uint64_t posix_to_ntp64(int64_t posix_ns) {
+    __int128 num = (__int128)(posix_ns + NTP_UNIX_OFFSET_NS) * ((__int128)1 << 32);
+    __int128 den = NS_PER_S;
+    __int128 q = (2 * num + den) / (2 * den);
+    if ((2 * num + den) % (2 * den) < 0) q -= 1;  /* floor division, as Python's // */
+    return (uint64_t)q;
+}
+
+static uint64_t ntp_ts(const clock_map *m, int64_t host_ns) { return posix_to_ntp64(served_posix_ns(m, host_ns)); }
+
+static uint64_t get64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v = v << 8 | p[i];
+    return v;
+}
+
+static void put64(uint8_t *p, uint64_t v) {
+    for (int i = 7; i >= 0; i--) { p[i] = (uint8_t)v; v >>= 8; }
+}
+
+static void put32(uint8_t *p, uint32_t v) {
+    for (int i = 3; i >= 0; i--) { p[i] = (uint8_t)v; v >>= 8; }
+}
+
+/* --------------------------------------------------------------------------------------------- addresses */
+
+/* limits.normalize_address: IPv4-mapped IPv6 becomes IPv4.  Returns the family (4 or 6), address in out. */
+static int client_address(const struct sockaddr_storage *sa, uint8_t out[16], int *port) {
+    if (sa->ss_family == AF_INET) {
+        const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
+        memcpy(out, &s4->sin_addr, 4);
+        *port = ntohs(s4->sin_port);
+        return 4;
+    }
+    const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+    const uint8_t *a = (const uint8_t *)&s6->sin6_addr;
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    *port = ntohs(s6->sin6_port);
+    if (memcmp(a, mapped, 12) == 0) { memcpy(out, a + 12, 4); return 4; }
+    memcpy(out, a, 16);
+    return 6;
+}
+
+static int prefix_match(const uint8_t *a, const uint8_t *net, int prefix) {
+    int full = prefix / 8, rest = prefix % 8;
+    if (memcmp(a, net, full) != 0) return 0;
+    if (!rest) return 1;
+    uint8_t mask = (uint8_t)(0xff << (8 - rest));
+    return (a[full] & mask) == (net[full] & mask);
+}
+
+/* AccessRules.is_allowed: the table is sorted so the first match is the most specific; no match is denied. */
+static int is_allowed(FastPath *self, int family, const uint8_t *addr) {
+    for (int i = 0; i < self->nrules; i++) {
+        access_rule *r = &self->rules[i];
+        if (r->family == family && prefix_match(addr, r->net, r->prefix)) return r->allow;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ rate limiter */
+
+static uint32_t hash_key(const uint8_t *key, int len) {
+    uint32_t h = 2166136261u;
+    for (int i = 0; i < len; i++) h = (h ^ key[i]) * 16777619u;
+    return h;
+}
+
+static void rl_unlink(FastPath *self, int32_t i) {
+    rl_entry *e = &self->rl[i];
+    if (e->prev >= 0) self->rl[e->prev].next = e->next; else self->rl_head = e->next;
+    if (e->next >= 0) self->rl[e->next].prev = e->prev; else self->rl_tail = e->prev;
+}
+
+static void rl_append(FastPath *self, int32_t i) {
+    rl_entry *e = &self->rl[i];
+    e->prev = self->rl_tail;
+    e->next = -1;
+    if (self->rl_tail >= 0) self->rl[self->rl_tail].next = i; else self->rl_head = i;
+    self->rl_tail = i;
+}
+
+static void rl_unchain(FastPath *self, int32_t i) {
+    rl_entry *e = &self->rl[i];
+    int32_t *link = &self->rl_buckets[hash_key(e->key, e->keylen) & (self->rl_nbuckets - 1)];
+    while (*link != i) link = &self->rl[*link].hnext;
+    *link = e->hnext;
+}
+
+/* RateLimiter.check: 0 PASS, 1 KOD, 2 DROP (limits.py docstring, line by line). */
+static int rl_check(FastPath *self, int family, const uint8_t *addr, int64_t now_ns) {
+    if (self->rate_per_s == 0.0) return 0;
+    int keylen = family == 4 ? 4 : 8;
+    uint32_t b = hash_key(addr, keylen) & (self->rl_nbuckets - 1);
+    int32_t i = self->rl_buckets[b];
+    while (i >= 0 && !(self->rl[i].keylen == keylen && memcmp(self->rl[i].key, addr, keylen) == 0))
+        i = self->rl[i].hnext;
+    if (i >= 0) {
+        rl_unlink(self, i);
+        rl_append(self, i);
+    } else {
+        if (self->rl_size == self->max_clients) {
+            i = self->rl_head;
+            rl_unlink(self, i);
+            rl_unchain(self, i);
+            self->rl_evictions++;
+        } else {
+            i = self->rl_size++;
+        }
+        rl_entry *e = &self->rl[i];
+        memcpy(e->key, addr, keylen);
+        e->keylen = (uint8_t)keylen;
+        e->tokens = (double)self->burst;
+        e->last_ns = now_ns;
+        e->has_kod = 0;
+        e->hnext = self->rl_buckets[b];
+        self->rl_buckets[b] = i;
+        rl_append(self, i);
+    }
+    rl_entry *e = &self->rl[i];
+    int64_t elapsed = now_ns - e->last_ns;
+    if (elapsed < 0) elapsed = 0;
+    double refilled = e->tokens + (double)elapsed * self->rate_per_s / 1e9;
+    e->tokens = refilled < (double)self->burst ? refilled : (double)self->burst;
+    e->last_ns = now_ns;
+    if (e->tokens >= 1.0) { e->tokens -= 1.0; return 0; }
+    if (!e->has_kod || now_ns - e->last_kod_ns >= KOD_INTERVAL_NS) { e->has_kod = 1; e->last_kod_ns = now_ns; return 1; }
+    return 2;
+}
+
+/* ------------------------------------------------------------------------------- interleaved timestamps */
+
+static xl_entry *xl_slot(FastPath *self, uint64_t rx_key) {
+    return &self->xl[(rx_key ^ (rx_key >> 29)) * 0x9E3779B97F4A7C15ull >> 32 & self->xl_mask];
+}
+
+static int64_t xl_take(FastPath *self, uint64_t rx_key) {
+    xl_entry *e = xl_slot(self, rx_key);
+    if (e->rx_key != rx_key) return 0;
+    int64_t tx = e->tx_ns;
+    e->rx_key = 0;
+    return tx;
+}
+
+static void xl_put(FastPath *self, uint64_t rx_key, int64_t tx_ns) {
+    xl_entry *e = xl_slot(self, rx_key);
+    e->rx_key = rx_key;
+    e->tx_ns = tx_ns;
+}
+
+static void xl_update(FastPath *self, uint64_t rx_key, int64_t tx_ns) {
+    xl_entry *e = xl_slot(self, rx_key);
+    if (e->rx_key == rx_key) e->tx_ns = tx_ns;
+}
+
+/* --------------------------------------------------------------------------------------------- replies */
+
+typedef struct {
+    uint8_t data[HEADER_LEN];
+    int kod, interleaved, want_tx_ts;
+    uint64_t rx_key;
+} reply;
+
+static void build_header(uint8_t *out, const uint8_t *req, const clock_map *m, int stratum, int leap, const uint8_t *refid,
+                         int poll, uint32_t root_delay, uint32_t root_disp, uint64_t ref_ts, uint64_t origin,
+                         uint64_t receive) {
+    int version = (req[0] >> 3) & 7;
+    out[0] = (uint8_t)((leap & 3) << 6 | version << 3 | 4);
+    out[1] = (uint8_t)stratum;
+    out[2] = (uint8_t)poll;
+    out[3] = (uint8_t)m->precision;
+    put32(out + 4, root_delay);
+    put32(out + 8, root_disp);
+    memcpy(out + 12, refid, 4);
+    put64(out + 16, ref_ts);
+    put64(out + 24, origin);
+    put64(out + 32, receive);
+    put64(out + 40, 0);
+}
+
+/* NtpServer._kod */
+static void make_kod(FastPath *self, reply *r, const uint8_t *req, const clock_map *m, int64_t rx_ns, const char *code, int slot) {
+    uint64_t receive = ntp_ts(m, rx_ns) | 1;
+    build_header(r->data, req, m, 0, 3, (const uint8_t *)code, (int8_t)req[2], 0, 0, 0, get64(req + 40), receive);
+    r->kod = 1;
+    r->interleaved = 0;
+    r->want_tx_ts = 0;
+    r->rx_key = receive;
+    self->counters[slot]++;
+    self->counters[C_REPLIES]++;
+}
+
+/* NtpServer._reply for a bare request (no MAC). */
+static void make_reply(FastPath *self, reply *r, const uint8_t *req, const clock_map *m, int64_t rx_ns) {
+    uint64_t receive = ntp_ts(m, rx_ns) | 1;
+    int req_poll = (int8_t)req[2];
+    int poll = req_poll > m->poll_min ? req_poll : m->poll_min;
+    uint64_t origin = get64(req + 24), req_receive = get64(req + 32), req_transmit = get64(req + 40);
+    build_header(r->data, req, m, m->stratum, m->leap, m->refid, poll, m->root_delay, m->root_dispersion,
+                 m->reference_ts, req_transmit, receive);
+    r->kod = 0;
+    r->interleaved = 0;
+    r->rx_key = receive;
+    int version = (req[0] >> 3) & 7;
+    /* Reply.wants_tx_timestamp: a client whose origin is one of our receive timestamps is in the interleaved mode
+       and will want this reply's kernel transmit timestamp next time; nobody else does, and asking the kernel for
+       every reply's timestamp would cost an error-queue message per packet. */
+    r->want_tx_ts = version == 4 && (origin & 1);
+    if (version == 4 && (origin & 1) && req_receive != req_transmit) {
+        int64_t tx_ns = xl_take(self, origin);
+        if (tx_ns) {
+            r->interleaved = 1;
+            put64(r->data + 24, req_receive);  /* the client recognises interleaved replies by this echo */
+            put64(r->data + 40, ntp_ts(m, tx_ns) & ~(uint64_t)1);
+            self->counters[C_INTERLEAVED]++;
+        }
+    }
+    self->counters[C_REPLIES]++;
+}
+
+/* NtpServer._trailer_ok: a MAC in a layout auth.split_mac recognises, or NTPv4 extension fields tiling the rest
+ * (RFC 7822 §7.5: each at least 16 bytes and a multiple of 4). */
+static int trailer_ok(const uint8_t *d, ssize_t len, int version) {
+    ssize_t trailer = len - HEADER_LEN;
+    if (trailer == 20 || trailer == 24) return 1;
+    static const uint8_t zero_key_id[4] = {0, 0, 0, 0};  /* a crypto-NAK */
+    if (trailer == 4 && memcmp(d + HEADER_LEN, zero_key_id, 4) == 0) return 1;
+    if (version != 4) return 0;
+    for (ssize_t pos = HEADER_LEN; pos < len;) {
+        if (len - pos < 16) return 0;
+        ssize_t field = (ssize_t)d[pos + 2] << 8 | d[pos + 3];
+        if (field < 16 || field % 4 || pos + field > len) return 0;
+        pos += field;
+    }
+    return 1;
+}
+
+/* NtpServer._shape: 0 acceptable, else the counter slot of the drop. */
+static int shape(const uint8_t *d, ssize_t len, int port) {
+    if (len < HEADER_LEN) return C_DROP_SHORT;
+    if (len > MAX_REQUEST_LEN) return C_DROP_OVERSIZE;
+    if (len % 4) return C_DROP_MALFORMED;
+    int version = (d[0] >> 3) & 7, mode = d[0] & 7;
+    if (version < 1 || version > 4) return C_DROP_BAD_VERSION;
+    if (mode == 6 || mode == 7) return C_DROP_CONTROL;
+    int v1_client = version == 1 && mode == 0 && port != 123;
+    if (mode != 3 && !v1_client) return C_DROP_MODE;
+    if (len > HEADER_LEN && !trailer_ok(d, len, version)) return C_DROP_MALFORMED;
+    return 0;
+}
+
+static int64_t rx_timestamp(struct msghdr *mh) {
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_TIMESTAMPING) {
+            struct scm_timestamping ts;
+            memcpy(&ts, CMSG_DATA(c), sizeof(ts));
+            if (ts.ts[0].tv_sec || ts.ts[0].tv_nsec) return (int64_t)ts.ts[0].tv_sec * NS_PER_S + ts.ts[0].tv_nsec;
+        }
+    }
+    return 0;
+}
+
+static void drain_errqueue(FastPath *self, int force) {
+    /* More than a batch sends: a backlog on the error queue would take receive buffer space from requests.  Without
+       `force` (poll saw POLLERR) the queue is only read while timestamps are outstanding: a syscall saved per batch. */
+    if (self->pending_tx > TX_RING) self->pending_tx = 0;  /* lost in an overflowing queue: they will never come */
+    for (int round = 0; round < 2 * BATCH && (force || self->pending_tx); round++) {
+        char ctrl[512];
+        char data[64];
+        struct iovec iov = {data, sizeof(data)};
+        struct msghdr mh = {0};
+        mh.msg_iov = &iov;
+        mh.msg_iovlen = 1;
+        mh.msg_control = ctrl;
+        mh.msg_controllen = sizeof(ctrl);
+        if (recvmsg(self->fd, &mh, MSG_ERRQUEUE | MSG_DONTWAIT) < 0) return;
+        if (self->pending_tx) self->pending_tx--;
+        int64_t tx_ns = 0;
+        int has_id = 0;
+        uint32_t id = 0;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_TIMESTAMPING) {
+                struct scm_timestamping ts;
+                memcpy(&ts, CMSG_DATA(c), sizeof(ts));
+                tx_ns = (int64_t)ts.ts[0].tv_sec * NS_PER_S + ts.ts[0].tv_nsec;
+            } else if ((c->cmsg_level == SOL_IP && c->cmsg_type == IP_RECVERR) ||
+                       (c->cmsg_level == SOL_IPV6 && c->cmsg_type == IPV6_RECVERR)) {
+                struct sock_extended_err ee;
+                memcpy(&ee, CMSG_DATA(c), sizeof(ee));
+                if (ee.ee_origin == SO_EE_ORIGIN_TIMESTAMPING) { has_id = 1; id = ee.ee_data; }
+            }
+        }
+        if (!tx_ns || !has_id) continue;
+        uint64_t key = self->tx_ring[id % TX_RING];
+        if (!key) continue;
+        if (self->tx_slow[id % TX_RING]) {  /* the Python server keeps this one: hand it over */
+            PyObject *item = Py_BuildValue("(KL)", (unsigned long long)key, (long long)tx_ns);
+            if (!item) { PyErr_Clear(); continue; }
+            if (!self->slow_tx) self->slow_tx = PyList_New(0);
+            if (!self->slow_tx || PyList_Append(self->slow_tx, item) < 0) { PyErr_Clear(); Py_DECREF(item); continue; }
+            Py_DECREF(item);
+        } else {
+            xl_update(self, key, tx_ns);
+        }
+        self->tx_ring[id % TX_RING] = 0;
+        self->counters[C_TX_KERNEL_TS]++;
+    }
+}
+
+static PyObject *address_tuple(const struct sockaddr_storage *sa) {
+    char host[INET6_ADDRSTRLEN];
+    if (sa->ss_family == AF_INET) {
+        const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
+        inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
+        return Py_BuildValue("(si)", host, ntohs(s4->sin_port));
+    }
+    const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+    inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
+    return Py_BuildValue("(siII)", host, ntohs(s6->sin6_port), ntohl(s6->sin6_flowinfo), s6->sin6_scope_id);
+}
+
+/* One batch: receive up to BATCH, decide, answer; slow-path requests appended to `slow`.  Returns datagrams read. */
+static int serve_batch(FastPath *self, PyObject *slow) {
+    static uint8_t bufs[BATCH][RECV_SIZE];
+    static char ctrls[BATCH][256];
+    static struct sockaddr_storage addrs[BATCH];
+    struct mmsghdr msgs[BATCH];
+    struct iovec iovs[BATCH];
+    for (int i = 0; i < BATCH; i++) {
+        iovs[i].iov_base = bufs[i];
+        iovs[i].iov_len = RECV_SIZE;
+        memset(&msgs[i].msg_hdr, 0, sizeof(msgs[i].msg_hdr));
+        msgs[i].msg_hdr.msg_iov = &iovs[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+        msgs[i].msg_hdr.msg_name = &addrs[i];
+        msgs[i].msg_hdr.msg_namelen = sizeof(addrs[i]);
+        msgs[i].msg_hdr.msg_control = ctrls[i];
+        msgs[i].msg_hdr.msg_controllen = sizeof(ctrls[i]);
+    }
+    int n = recvmmsg(self->fd, msgs, BATCH, MSG_DONTWAIT, NULL);
+    if (n <= 0) return 0;
+    clock_map map;
+    int have_map = read_map(self, &map);
+    static reply replies[BATCH];
+    static char tx_ctrl[BATCH][CMSG_SPACE(sizeof(uint32_t))];
+    struct mmsghdr out[BATCH];
+    struct iovec out_iov[BATCH];
+    int nout = 0;
+    for (int i = 0; i < n; i++) {
+        const uint8_t *d = bufs[i];
+        ssize_t len = msgs[i].msg_len;
+        if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) len = RECV_SIZE + 1;
+        int64_t rx_ns = rx_timestamp(&msgs[i].msg_hdr);
+        if (!rx_ns) { self->counters[C_RX_NO_TS]++; rx_ns = host_now_ns(); }
+        uint8_t addr[16];
+        int port;
+        int family = client_address(&addrs[i], addr, &port);
+        int dropped = shape(d, len, port);
+        if (!dropped && !have_map) {  /* nothing published yet: Python counts, decides and answers (not-ready map) */
+            PyObject *item = Py_BuildValue("(y#NLi)", d, (Py_ssize_t)len, address_tuple(&addrs[i]), (long long)rx_ns, -1);
+            if (item) { PyList_Append(slow, item); Py_DECREF(item); }
+            continue;
+        }
+        self->counters[C_REQUESTS]++;
+        if (dropped) { self->counters[dropped]++; continue; }
+        reply *r = &replies[nout];
+        if (!is_allowed(self, family, addr)) {
+            if (self->deny_action == DENY_DROP) { self->counters[C_DROP_DENIED]++; continue; }
+            make_kod(self, r, d, &map, rx_ns, self->deny_action == DENY_KOD_DENY ? "DENY" : "RSTR",
+                     self->deny_action == DENY_KOD_DENY ? C_KOD_DENY : C_KOD_RSTR);
+        } else {
+            int limit = rl_check(self, family, addr, rx_ns);
+            if (limit == 2) { self->counters[C_DROP_RATE_LIMITED]++; continue; }
+            if (len != HEADER_LEN) {  /* a MAC or extension fields: the Python server, admission already decided */
+                PyObject *item = Py_BuildValue("(y#NLi)", d, (Py_ssize_t)len, address_tuple(&addrs[i]), (long long)rx_ns,
+                                               limit == 1 ? ADMIT_KOD : ADMIT_PASS);
+                if (item) { PyList_Append(slow, item); Py_DECREF(item); }
+                continue;
+            }
+            if (limit == 1) make_kod(self, r, d, &map, rx_ns, "RATE", C_KOD_RATE);
+            else make_reply(self, r, d, &map, rx_ns);
+        }
+        out_iov[nout].iov_base = r->data;
+        out_iov[nout].iov_len = HEADER_LEN;
+        memset(&out[nout].msg_hdr, 0, sizeof(out[nout].msg_hdr));
+        out[nout].msg_hdr.msg_iov = &out_iov[nout];
+        out[nout].msg_hdr.msg_iovlen = 1;
+        out[nout].msg_hdr.msg_name = &addrs[i];
+        out[nout].msg_hdr.msg_namelen = msgs[i].msg_hdr.msg_namelen;
+        if (r->want_tx_ts) {  /* ask for this datagram's transmit timestamp (and an OPT_ID) only */
+            out[nout].msg_hdr.msg_control = tx_ctrl[nout];
+            out[nout].msg_hdr.msg_controllen = sizeof(tx_ctrl[nout]);
+            struct cmsghdr *c = CMSG_FIRSTHDR(&out[nout].msg_hdr);
+            c->cmsg_level = SOL_SOCKET;
+            c->cmsg_type = SO_TIMESTAMPING;
+            c->cmsg_len = CMSG_LEN(sizeof(uint32_t));
+            uint32_t flags = SOF_TIMESTAMPING_TX_SOFTWARE;
+            memcpy(CMSG_DATA(c), &flags, sizeof(flags));
+        }
+        nout++;
+    }
+    if (nout) {
+        int64_t tx_ns = host_now_ns();  /* as late as possible: right before the batch leaves */
+        uint64_t tx_ts = ntp_ts(&map, tx_ns) & ~(uint64_t)1;
+        for (int i = 0; i < nout; i++)
+            if (!replies[i].interleaved) put64(replies[i].data + 40, tx_ts);
+        int sent = 0;
+        while (sent < nout) {
+            int k = sendmmsg(self->fd, out + sent, nout - sent, 0);
+            if (k <= 0) { if (errno == EINTR) continue; sent++; continue; }
+            sent += k;
+        }
+        for (int i = 0; i < nout; i++) {
+            reply *r = &replies[i];
+            if (!r->kod) xl_put(self, r->rx_key, tx_ns);
+            if (!r->want_tx_ts) continue;  /* the kernel numbers only the datagrams that asked for a timestamp */
+            self->tx_ring[self->next_id % TX_RING] = r->rx_key;
+            self->tx_slow[self->next_id % TX_RING] = 0;
+            self->next_id++;
+            self->pending_tx++;
+        }
+    }
+    return n;
+}
+
+/* ------------------------------------------------------------------------------------------ Python type */
+
+/* Serve until a request needs the Python server, or `budget_ms` has passed (so Python can publish counters and
+   notice a stop), or the socket stays quiet for `timeout_ms`: one poll per drained socket, and in between whole
+   batches of recvmmsg/sendmmsg without returning to Python. */
+static PyObject *fp_serve(FastPath *self, PyObject *args) {
+    int timeout_ms = 200, budget_ms = 200;
+    if (!PyArg_ParseTuple(args, "|ii", &timeout_ms, &budget_ms)) return NULL;
+    PyObject *slow = PyList_New(0);
+    if (!slow) return NULL;
+    int64_t deadline = host_now_ns() + (int64_t)budget_ms * 1000000;
+    for (;;) {
+        struct pollfd pfd = {self->fd, POLLIN, 0};
+        int ready;
+        Py_BEGIN_ALLOW_THREADS
+        ready = poll(&pfd, 1, timeout_ms);
+        Py_END_ALLOW_THREADS
+        if (ready < 0 && errno != EINTR) { Py_DECREF(slow); return PyErr_SetFromErrno(PyExc_OSError); }
+        if (ready <= 0) break;
+        if (pfd.revents & POLLERR) drain_errqueue(self, 1);
+        if (pfd.revents & POLLIN) {
+            int n;
+            do {
+                n = serve_batch(self, slow);
+                drain_errqueue(self, 0);
+            } while (n == BATCH && PyList_GET_SIZE(slow) == 0);
+        }
+        if (PyList_GET_SIZE(slow) > 0 || self->slow_tx || host_now_ns() >= deadline) break;
+    }
+    return slow;
+}
+
+/* A slow-path reply leaves through here, so the datagram IDs of SOF_TIMESTAMPING_OPT_ID stay in step.  rx_key: the
+ * receive timestamp under which the Python server keeps the reply's transmit time (0: none kept); its kernel
+ * transmit timestamp is then handed back by take_kernel_tx. */
+static PyObject *fp_note_sent(FastPath *self, PyObject *args) {
+    unsigned long long rx_key = 0;
+    if (!PyArg_ParseTuple(args, "|K", &rx_key)) return NULL;
+    self->tx_ring[self->next_id % TX_RING] = rx_key;
+    self->tx_slow[self->next_id % TX_RING] = 1;
+    self->next_id++;
+    self->pending_tx++;
+    Py_RETURN_NONE;
+}
+
+static PyObject *fp_take_kernel_tx(FastPath *self, PyObject *noargs) {
+    PyObject *out = self->slow_tx ? self->slow_tx : PyList_New(0);
+    self->slow_tx = NULL;
+    return out;
+}
+
+static PyObject *fp_counters(FastPath *self, PyObject *noargs) {
+    PyObject *t = PyTuple_New(C_COUNT);
+    for (int i = 0; i < C_COUNT; i++) PyTuple_SET_ITEM(t, i, PyLong_FromUnsignedLongLong(self->counters[i]));
+    return t;
+}
+
+static PyObject *fp_limiter(FastPath *self, PyObject *noargs) {
+    return Py_BuildValue("(KK)", (unsigned long long)self->rl_size, (unsigned long long)self->rl_evictions);
+}
+
+static int fp_init(FastPath *self, PyObject *args, PyObject *kwds) {
+    static char *kw[] = {"fd", "shm", "rules", "deny_action", "rate_per_s", "burst", "max_clients", "interleaved_table", NULL};
+    PyObject *shm_obj, *rules;
+    int interleaved = 65536;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "iOOidii|i", kw, &self->fd, &shm_obj, &rules, &self->deny_action,
+                                     &self->rate_per_s, &self->burst, &self->max_clients, &interleaved))
+        return -1;
+    if (PyObject_GetBuffer(shm_obj, &self->shm, PyBUF_SIMPLE) < 0) return -1;
+    if (self->shm.len < MAP_OFFSET + (Py_ssize_t)sizeof(clock_map)) {
+        PyErr_SetString(PyExc_ValueError, "shared memory too small for a clock map");
+        return -1;
+    }
+    Py_ssize_t nr = PySequence_Size(rules);
+    if (nr < 0) return -1;
+    self->rules = PyMem_Calloc(nr ? nr : 1, sizeof(access_rule));
+    self->nrules = (int)nr;
+    for (Py_ssize_t i = 0; i < nr; i++) {
+        PyObject *row = PySequence_GetItem(rules, i);
+        int family, prefix, allow;
+        const char *net;
+        Py_ssize_t netlen;
+        if (!row || !PyArg_ParseTuple(row, "iy#ip", &family, &net, &netlen, &prefix, &allow)) { Py_XDECREF(row); return -1; }
+        self->rules[i].family = family;
+        memcpy(self->rules[i].net, net, netlen > 16 ? 16 : netlen);
+        self->rules[i].prefix = prefix;
+        self->rules[i].allow = allow;
+        Py_DECREF(row);
+    }
+    if (self->max_clients < 1 || self->burst < 1) { PyErr_SetString(PyExc_ValueError, "bad rate limit"); return -1; }
+    self->rl = PyMem_Calloc(self->max_clients, sizeof(rl_entry));
+    self->rl_nbuckets = 1;
+    while (self->rl_nbuckets < (uint32_t)self->max_clients * 2) self->rl_nbuckets <<= 1;
+    self->rl_buckets = PyMem_Malloc(self->rl_nbuckets * sizeof(int32_t));
+    for (uint32_t i = 0; i < self->rl_nbuckets; i++) self->rl_buckets[i] = -1;
+    self->rl_head = self->rl_tail = -1;
+    uint32_t xl_size = 1;
+    while (xl_size < (uint32_t)interleaved) xl_size <<= 1;
+    self->xl = PyMem_Calloc(xl_size, sizeof(xl_entry));
+    self->xl_mask = xl_size - 1;
+    if (!self->rl || !self->rl_buckets || !self->xl || !self->rules) { PyErr_NoMemory(); return -1; }
+    fesetround(FE_TONEAREST);
+    return 0;
+}
+
+static void fp_dealloc(FastPath *self) {
+    if (self->shm.obj) PyBuffer_Release(&self->shm);
+    PyMem_Free(self->rules);
+    PyMem_Free(self->rl);
+    PyMem_Free(self->rl_buckets);
+    PyMem_Free(self->xl);
+    Py_XDECREF(self->slow_tx);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef fp_methods[] = {
+    {"serve", (PyCFunction)fp_serve, METH_VARARGS, "serve([timeout_ms, max_batches]) -> slow-path requests"},
+    {"note_sent", (PyCFunction)fp_note_sent, METH_VARARGS,
+     "note_sent([rx_key]): count a datagram the Python path sent on this socket (rx_key: its interleaved key)"},
+    {"take_kernel_tx", (PyCFunction)fp_take_kernel_tx, METH_NOARGS,
+     "[(rx_key, kernel tx ns)] of Python-sent replies since the last call"},
+    {"counters", (PyCFunction)fp_counters, METH_NOARGS, "the fast path's counters, in shm.COUNTER_NAMES order"},
+    {"limiter", (PyCFunction)fp_limiter, METH_NOARGS, "(clients tracked, evictions)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject FastPathType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "appliance.edge.ntp._fastpath.FastPath",
+    .tp_basicsize = sizeof(FastPath),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)fp_init,
+    .tp_dealloc = (destructor)fp_dealloc,
+    .tp_methods = fp_methods,
+    .tp_doc = "The NTP worker's native receive/answer loop.",
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastpath", "NTP fast path", -1, NULL};
+
+PyMODINIT_FUNC PyInit__fastpath(void) {
+    if (PyType_Ready(&FastPathType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    Py_INCREF(&FastPathType);
+    if (PyModule_AddObject(m, "FastPath", (PyObject *)&FastPathType) < 0) return NULL;
+    PyModule_AddIntConstant(m, "COUNTERS", C_COUNT);
+    return m;
+}

@@ -1,0 +1,57 @@
+"""Drive the native fast path from a worker: it answers bare requests, the Python server answers the rest.
+
+I/O edge.  ``_fastpath.FastPath.serve`` polls the socket, reads and answers whole batches of datagrams with
+recvmmsg/sendmmsg, and returns the requests it leaves to Python (those carrying a MAC or extension fields, with the
+access and rate decisions already taken, or everything while no clock map is published yet).  It also drains the
+socket's error queue, so the kernel transmit timestamps of replies the Python server sent come back through
+``take_kernel_tx`` for its interleaved table.  Counters of both paths are merged into the worker's shared-memory row.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from appliance.edge.ntp import _fastpath# type: ignore[attr-defined]
+from appliance.protocol.limits import Limit
+from appliance.edge.ntp.shm import COUNTER_NAMES
+
+DENY_ACTIONS = {"drop": 0, "deny": 1, "rstr": 2}
+ADMISSION = {0: Limit.PASS, 1: Limit.KOD, -1: None}
+
+
+def make_fast_path(worker: Any) -> Any:
+    server = worker.server
+    cfg = server.config
+    rules = [(r.family, r.network, r.prefix_len, r.allow) for r in server.access.table]
+    return _fastpath.FastPath(worker.sock.fileno(), worker.reader.shm.buf, rules, DENY_ACTIONS[cfg.deny_action],
+                              float(cfg.rate_per_s), int(cfg.burst), int(cfg.max_clients), int(cfg.interleaved_table))
+
+
+def merged_counters(worker: Any, fast: Any) -> dict[str, int]:
+    values = worker.counters()
+    for name, value in zip(COUNTER_NAMES, fast.counters()):
+        values[name] = values.get(name, 0) + value
+    values["fast_path"] = 1
+    return values
+
+
+def serve_fast(worker: Any, should_stop: Callable[[], bool], publish_every_s: float = 0.5) -> None:
+    fast = make_fast_path(worker)
+    worker.after_send = fast.note_sent
+    next_publish = 0.0
+    while not should_stop():
+        slow = fast.serve(200, 64)
+        for rx_key, tx_ns in fast.take_kernel_tx():  # before the requests that may ask for them (interleaved)
+            worker.server.kernel_tx(rx_key, tx_ns)
+        for data, addr, rx_ns, admission in slow:
+            worker.extra["slow_path"] += 1
+            worker.handle_datagram(data, addr, rx_ns, ADMISSION[admission])
+        now = time.monotonic()
+        if now >= next_publish:
+            worker.reader.write_counters(merged_counters(worker, fast))
+            next_publish = now + publish_every_s
+    worker.reader.write_counters(merged_counters(worker, fast))
+    worker.after_send = None
+    del fast  # releases its view of the shared memory, which must go before the segment is closed

@@ -1,0 +1,147 @@
+"""Keep what the clock discipline learned (frequency, aging, error bound) across restarts, in one JSON file.
+
+Single job: save a :class:`LearnedState` atomically and load it back, turning any bad file into a warning and a
+cold start.  This is an I/O edge (files, fsync, rename); it reads no clock - the caller stamps
+``saved_at_tai_ns`` and decides whether a loaded state is too old to trust.
+
+Format: ``<state_dir>/clock-state.json``, a JSON object holding the dataclass fields.  ``version`` changes only
+for an incompatible change.  Unknown extra fields are ignored *without* a warning, so a file written by a newer
+release that merely added fields still loads; a missing field, a wrong type, NaN/Infinity, or a version this
+release does not know is a cold start with a warning naming the file and the problem.
+
+Writes assume one writer per directory (the appliance process): a save removes temporary files that an earlier,
+killed save left behind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from appliance.clock.learned import FORMAT_VERSION, LearnedState
+
+STATE_FILE = "clock-state.json"
+_TEMP_PREFIX, _TEMP_SUFFIX = ".clock-state.", ".tmp"
+_MAX_FILE_BYTES = 1 << 20  # a real state file is well under 1 KiB; a huge one is not ours and is not parsed
+_FILE_MODE, _DIR_MODE = 0o600, 0o700
+def save_state(state_dir: Path, learned: LearnedState) -> Path:
+    """Write ``clock-state.json`` atomically (temp file, fsync, rename, fsync the directory) and return its path.
+
+    Raises OSError with a message naming the path when the directory cannot be created or the file written.
+    """
+    state_dir = Path(state_dir)
+    _ensure_directory(state_dir)
+    final = state_dir / STATE_FILE
+    payload = (json.dumps(dataclasses.asdict(learned), allow_nan=False, indent=2) + "\n").encode()
+    _remove_stale_temps(state_dir)
+    try:
+        _write_and_rename(state_dir, final, payload)
+        _fsync_directory(state_dir)  # the rename itself is durable only once the directory entry is on disk
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot save learned clock state to {final}: {exc.strerror or exc}") from exc
+    return final
+
+
+def _ensure_directory(state_dir: Path) -> None:
+    try:
+        state_dir.mkdir(mode=_DIR_MODE, parents=True)
+    except FileExistsError:
+        if not state_dir.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, f"clock state directory {state_dir} exists "
+                                                    "but is not a directory") from None
+        return  # an existing directory keeps whatever mode its administrator chose
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot create clock state directory {state_dir}: {exc.strerror or exc}") from exc
+    os.chmod(state_dir, _DIR_MODE)  # mkdir's mode passes through the umask; the state is nobody else's business
+
+
+def _write_and_rename(state_dir: Path, final: Path, payload: bytes) -> None:
+    # mkstemp: unique name, O_EXCL, mode 0600 - in the same directory, because rename is atomic only there.
+    fd, temp_name = tempfile.mkstemp(prefix=_TEMP_PREFIX, suffix=_TEMP_SUFFIX, dir=state_dir)
+    temp = Path(temp_name)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            os.fchmod(handle.fileno(), _FILE_MODE)  # mkstemp's 0600 is also filtered by the umask
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())  # the data must be on disk before the rename can expose it
+        os.replace(temp, final)
+    except BaseException:
+        _discard(temp)  # the old file is untouched; only our temp needs to go
+        raise
+
+
+def _fsync_directory(state_dir: Path) -> None:
+    fd = os.open(state_dir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:  # some filesystems cannot fsync a directory; the rename still happened
+            raise
+    finally:
+        os.close(fd)
+
+
+def _remove_stale_temps(state_dir: Path) -> None:
+    for leftover in state_dir.glob(f"{_TEMP_PREFIX}*{_TEMP_SUFFIX}"):
+        _discard(leftover)  # left by a save that was killed between mkstemp and rename
+
+
+def _discard(path: Path) -> None:
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass  # best effort: the next save tries again
+
+
+def load_state(state_dir: Path, expected_oscillator: str) -> tuple[LearnedState | None, str | None]:
+    """(state, None) when the file is good; (None, warning ending "cold start") otherwise.  Never raises for a
+    bad or unreadable file."""
+    path = Path(state_dir) / STATE_FILE
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(_MAX_FILE_BYTES + 1)
+    except FileNotFoundError:
+        return None, f"no learned clock state in {state_dir}: cold start"
+    except OSError as exc:
+        return None, f"{path}: cannot read it ({exc.strerror or exc}): cold start"
+    learned, problem = _parse(raw, expected_oscillator)
+    return (learned, None) if problem is None else (None, f"{path}: {problem}: cold start")
+
+
+def _parse(raw: bytes, expected_oscillator: str) -> tuple[LearnedState | None, str | None]:
+    if len(raw) > _MAX_FILE_BYTES:
+        return None, f"larger than {_MAX_FILE_BYTES} bytes, not a clock state file"
+    try:
+        document = json.loads(raw.decode("utf-8"), parse_constant=_refuse_non_finite)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        return None, f"not valid JSON ({_shorten(str(exc))})"
+    if not isinstance(document, dict):
+        return None, f"expected a JSON object, found {type(document).__name__}"
+    version = document.get("version")
+    if isinstance(version, bool) or version != FORMAT_VERSION:  # bool first: True == 1 in Python
+        return None, f"unknown format version {_shorten(repr(version))} (this release reads {FORMAT_VERSION})"
+    names = [field.name for field in dataclasses.fields(LearnedState)]
+    missing = [name for name in names if name not in document]
+    if missing:
+        return None, f"missing field(s) {', '.join(missing)}"
+    try:
+        learned = LearnedState(**{name: document[name] for name in names})  # extra keys: ignored on purpose
+    except ValueError as exc:
+        return None, f"invalid contents: {_shorten(str(exc))}"
+    if learned.oscillator != expected_oscillator:
+        return None, (f"learned on oscillator {learned.oscillator!r} but the configured oscillator is "
+                      f"{expected_oscillator!r}")
+    return learned, None
+
+
+def _refuse_non_finite(constant: str) -> float:
+    raise ValueError(f"{constant} is not allowed")  # Python's json would otherwise accept NaN and Infinity
+
+
+def _shorten(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."  # a hostile file must not flood the log
