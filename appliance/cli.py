@@ -173,7 +173,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from appliance.app import run
 
     config = load_config(args)
-    _setup_logging(str(config["log.level"]))
+    _setup_logging(config.log.level)
     return run(config)
 
 
@@ -301,7 +301,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     args.config = args.file
     config = load_config(args)
-    if config["ptp.interface"]:
+    if config.ptp.interface:
         from appliance.app import ptp_settings
         from appliance.protocol.ptp.profiles import port_config_from
 
@@ -345,9 +345,9 @@ def cmd_sim_receiver(args: argparse.Namespace) -> int:
     from appliance.sim.pty import PtyReceiver
 
     config = load_config(args)
-    _setup_logging(str(config["log.level"]))
+    _setup_logging(config.log.level)
     try:
-        pty = PtyReceiver(args.link, int(config["sim.seed"]), load_leap_table(config))
+        pty = PtyReceiver(args.link, config.sim.seed, load_leap_table(config))
     except OSError as exc:
         print(f"appliance: cannot create the pseudo-terminal link {args.link}: {exc}", file=sys.stderr)
         return 1

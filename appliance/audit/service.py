@@ -151,22 +151,22 @@ class AuditPart:
 
 def open_stores(state_dir: Path, config: Any, table: leap.LeapTable) -> tuple[AuditStore, Any, Any]:
     """The audit store, the time-quality log (or None) and the syslog forwarder (or None) the settings ask for."""
-    store = AuditStore(state_dir / "audit.sqlite", int(config["audit.max_age_days"]) * 86_400,
-                       int(config["audit.max_records"]))
+    store = AuditStore(state_dir / "audit.sqlite", config.audit.max_age_days * 86_400,
+                       config.audit.max_records)
     quality = None
-    if config["quality.enabled"]:
+    if config.quality.enabled:
         from appliance.audit.tqlog import TimeQualityLog
 
-        keep_s = int(config["quality.keep_days"]) * 86_400
+        keep_s = config.quality.keep_days * 86_400
         quality = TimeQualityLog(state_dir / "quality.sqlite", min(86_400, keep_s), min(30 * 86_400, keep_s),
                                  keep_s, leap_table=table)
     forwarder = None
-    target = str(config["audit.syslog"])
+    target = config.audit.syslog
     if target:
         from appliance.audit.syslog import SyslogForwarder
 
         host, _, port = target.rpartition(":")
         if not host or not port.isdigit():
             raise ValueError(f"audit.syslog {target!r}: expected HOST:PORT")
-        forwarder = SyslogForwarder(host.strip("[]"), int(port), int(config["audit.syslog_facility"]))
+        forwarder = SyslogForwarder(host.strip("[]"), int(port), config.audit.syslog_facility)
     return store, quality, forwarder

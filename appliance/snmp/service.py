@@ -37,7 +37,7 @@ STANDARD = {"coldStart": notify.COLD_START, "warmStart": notify.WARM_START,
 def engine_id(config: Any, pen: int) -> bytes:
     """The configured SNMPv3 engine ID, or the one made on first start (RFC 3411 format 5: 0x80 | enterprise, then
     octets) and kept in state_dir, so v3 trap receivers need to be told it once."""
-    text = str(config["snmp.engine_id"]).strip().removeprefix("0x")
+    text = config.snmp.engine_id.strip().removeprefix("0x")
     if text:
         try:
             value = bytes.fromhex(text)
@@ -61,29 +61,29 @@ def engine_id(config: Any, pen: int) -> bytes:
 class SnmpPart:
     def __init__(self, app: Any, loop: asyncio.AbstractEventLoop, config: Any, warm: bool):
         self.app, self.loop, self.warm = app, loop, warm
-        pen = int(config["snmp.enterprise"])
+        pen = config.snmp.enterprise
         self.table = load_table(pen)
         self.by_name = {o.name: o for o in self.table}
-        users_path = Path(str(config["snmp.users_file"])).expanduser() if config["snmp.users_file"] else \
+        users_path = Path(config.snmp.users_file).expanduser() if config.snmp.users_file else \
             config.state_path() / "snmp-users.toml"
         users = load_users(users_path)
-        receivers = parse_receivers(str(config["snmp.trap_receivers"]))
+        receivers = parse_receivers(config.snmp.trap_receivers)
         known = {u.name for u in users}
         for r in receivers:
             if r.version == "v3" and r.community_or_user not in known:
                 raise ValueError(f"snmp.trap_receivers: v3 user {r.community_or_user!r} is not in {users_path}")
-        if config["snmp.informs"]:
+        if config.snmp.informs:
             receivers = [type(r)(r.host, r.port, r.version, r.community_or_user, True) for r in receivers]
-        budget = float(config["snmp.max_requests_per_s"])
-        self.gate = AccessGate(tuple(config["snmp.allow"]), float(config["snmp.rate_per_s"]),
-                               2 * int(config["snmp.rate_per_s"]),
+        budget = config.snmp.max_requests_per_s
+        self.gate = AccessGate(config.snmp.allow, config.snmp.rate_per_s,
+                               2 * config.snmp.rate_per_s,
                                pacer=Pacer(budget, max(1, int(budget))) if budget > 0 else None)
         self.system = dict(descr=f"GNSS grandmaster time server appliance {app.status().version} ({app.mode})",
-                           object_id=enterprise_oid(pen), contact=str(config["snmp.sys_contact"]),
-                           name=str(config["snmp.sys_name"]) or socket.gethostname(),
-                           location=str(config["snmp.sys_location"]))
-        self._agent_args = (str(config["snmp.listen"]), int(config["snmp.port"]), self.view, self._set, self.gate,
-                            str(config["snmp.community"]), users, bool(config["snmp.v3_allow_without_privacy"]),
+                           object_id=enterprise_oid(pen), contact=config.snmp.sys_contact,
+                           name=config.snmp.sys_name or socket.gethostname(),
+                           location=config.snmp.sys_location)
+        self._agent_args = (config.snmp.listen, config.snmp.port, self.view, self._set, self.gate,
+                            config.snmp.community, users, config.snmp.v3_allow_without_privacy,
                             [(1, 3, 6, 1)], receivers, self._auth_failure, engine_id(config, pen))
         self.agent: Agent | None = None  # made in the agent's own thread, on its own event loop
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -91,7 +91,7 @@ class SnmpPart:
         self._ready = threading.Event()
         self._published: dict[str, Any] = {}
         self._publish_timer: asyncio.TimerHandle | None = None
-        self.listen, self.port = str(config["snmp.listen"]), int(config["snmp.port"])
+        self.listen, self.port = config.snmp.listen, config.snmp.port
         self.error = ""
         self._view: MibView | None = None
         self._view_at = 0.0

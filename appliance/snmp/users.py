@@ -119,13 +119,13 @@ def add_parser(sub: argparse._SubParsersAction,
 
 
 def run(args: argparse.Namespace, config: Any) -> int:
-    path = Path(str(config["snmp.users_file"])).expanduser() if config["snmp.users_file"] else \
+    path = Path(config.snmp.users_file).expanduser() if config.snmp.users_file else \
         config.state_path() / "snmp-users.toml"
     try:
         if args.snmp_command == "mib":
             from appliance.snmp.mibgen import render_mib
 
-            text = render_mib(args.enterprise or int(config["snmp.enterprise"]))
+            text = render_mib(args.enterprise or config.snmp.enterprise)
             if args.file == "-":
                 sys.stdout.write(text)
             else:
