@@ -46,12 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("holdover", help="force the clock into holdover (maintenance, tests) or let it return")
     _settings_args(p)
     p.add_argument("action", choices=("start", "stop"))
-    from appliance.app import Appliance
+    from appliance.sim.drills import WORLD_ACTIONS
 
     p = sub.add_parser("world", help="drills on the running appliance's simulated world: the sky, the receiver, "
                        "spoofing and jamming", formatter_class=argparse.RawDescriptionHelpFormatter,
-                       epilog="actions:\n" + "\n".join(f"  {k:<15} {v}" for k, v in Appliance.WORLD_ACTIONS.items()))
-    p.add_argument("action", choices=tuple(Appliance.WORLD_ACTIONS), metavar="ACTION")
+                       epilog="actions:\n" + "\n".join(f"  {k:<15} {v}" for k, v in WORLD_ACTIONS.items()))
+    p.add_argument("action", choices=tuple(WORLD_ACTIONS), metavar="ACTION")
     p.add_argument("value", nargs="?", default="", help="the attack's size, where it takes one")
     _settings_args(p)
     p = sub.add_parser("integrity", help="override the GNSS integrity verdict (trust, reject, auto) or survey the "
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from appliance.app import load_leap_table
+    from appliance.runtime.build import load_leap_table
     from appliance.audit import cli as audit_cli
 
     config = load_config(args)
@@ -145,7 +145,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_quality(args: argparse.Namespace) -> int:
-    from appliance.app import load_leap_table
+    from appliance.runtime.build import load_leap_table
     from appliance.audit import tqcli
 
     config = load_config(args)
@@ -170,7 +170,7 @@ def _setup_logging(level: str) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from appliance.app import run
+    from appliance.runtime.main import run
 
     config = load_config(args)
     _setup_logging(config.log.level)
@@ -302,10 +302,9 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     args.config = args.file
     config = load_config(args)
     if config.ptp.interface:
-        from appliance.app import ptp_settings
         from appliance.protocol.ptp.profiles import port_config_from
 
-        _ptp, errors, warnings = port_config_from(ptp_settings(config))
+        _ptp, errors, warnings = port_config_from(config.section("ptp"))
         for warning in warnings:
             print(f"{args.file}: warning: {warning}", file=sys.stderr)
         if errors:
@@ -341,7 +340,7 @@ def _show(value: object) -> str:
 
 
 def cmd_sim_receiver(args: argparse.Namespace) -> int:
-    from appliance.app import load_leap_table
+    from appliance.runtime.build import load_leap_table
     from appliance.sim.pty import PtyReceiver
 
     config = load_config(args)
@@ -360,7 +359,7 @@ def cmd_sim_receiver(args: argparse.Namespace) -> int:
 
 
 def cmd_irig(args: argparse.Namespace) -> int:
-    from appliance.app import load_leap_table
+    from appliance.runtime.build import load_leap_table
     from appliance.edge.irig import cli as irig_cli
 
     config = load_config(args)

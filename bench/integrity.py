@@ -67,16 +67,16 @@ def benign_sky(seed: int, hours: float) -> dict:
             alarms.append(f"{e.code}: {e.text}")
         elif isinstance(e, IntegrityChanged):
             changes.append(f"{e.old}->{e.new}: {e.reason}")
-    app.listeners.append(listen)
+    app.subscribe(listen)
     scheduler.run_for(600 * NS_PER_S)  # lock and survey, as in the attack trials
     seconds = int(hours * 3600)
     max_te = 0
     for _ in range(seconds):
         scheduler.run_for(NS_PER_S)
-        max_te = max(max_te, abs(app._sim_time_error()))
-    g = app.guard
+        max_te = max(max_te, abs(app.sim_time_error_ns() or 0))
+    g = app.router.gnss.guard
     return {"hours": hours, "alarms": alarms, "rejections": g.rejections, "level_changes": changes,
-            "detector_counts": dict(g.monitor.alarms), "max_te_ns": max_te, "state_end": app.clock.engine.state.value,
+            "detector_counts": dict(g.monitor.alarms), "max_te_ns": max_te, "state_end": app.router.clock.engine.state.value,
             "survey": g.monitor.survey.snapshot().reason}
 
 

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from appliance import config as cfg
 from appliance import leap
-from appliance.app import simulated
+from appliance.runtime.platforms import simulated
 from appliance.refs.selector import RefSwitched
 from appliance.sched import SimScheduler
 
@@ -65,17 +65,17 @@ def drill(seed: int, settings: dict[str, object], steady_s: int, settle_s: int) 
     scheduler = SimScheduler(start)
     app, world = simulated(cfg.load(None, pairs), scheduler, table)
     rec = Record(settings=dict(settings))
-    app.listeners.append(lambda e: rec.switches.append((len(rec.te), e)) if isinstance(e, RefSwitched) else None)
+    app.subscribe(lambda e: rec.switches.append((len(rec.te), e)) if isinstance(e, RefSwitched) else None)
     world.start()
 
     def run(seconds: int) -> None:
         for _ in range(seconds):
             scheduler.run_for(NS_PER_S)
             clock = app.status().clock
-            rec.te.append(app._sim_time_error())
+            rec.te.append(app.sim_time_error_ns())
             rec.bound.append(clock.error_bound_ns)
             rec.state.append(clock.state)
-            rec.active.append(app.refs.active)
+            rec.active.append(app.router.selector.active)
 
     def world_cmd(action: str) -> None:
         reply = app.handle_command({"cmd": "world", "action": action, "user": "bench"})

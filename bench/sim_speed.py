@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from appliance import config as cfg, leap  # noqa: E402
-from appliance.app import simulated  # noqa: E402
+from appliance.runtime.platforms import simulated  # noqa: E402
 from appliance.sched import SimScheduler  # noqa: E402
 from appliance.sim.clocksim import ClockSim  # noqa: E402
 

@@ -1,7 +1,7 @@
 """The audit trail and the time-quality record of a running appliance: what is written, and when.
 
 Edge module (SQLite files, UDP syslog, timers on the event loop).  ``AuditPart`` listens to the appliance's routed
-events and its operator commands, appends what ``recorder.entry_for`` keeps, forwards each record to syslog when
+events (through ``subscribe``) and its operator commands (``on_command``), appends what ``recorder.entry_for`` keeps, forwards each record to syslog when
 configured, and once a second adds a time-quality sample (flushed every ``FLUSH_S``; pruned and compacted hourly).
 A record that cannot be written (a full disk) is logged and counted, never raised into the engines.
 """
@@ -12,6 +12,7 @@ import asyncio
 import logging
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from appliance import leap
 from appliance.audit.chain import AuditError, AuditRecord
 from appliance.audit.recorder import entry_for
 from appliance.audit.store import AuditStore
+from appliance.status import TimeStatus
 
 log = logging.getLogger("appliance.audit")
 FLUSH_S = 10
@@ -26,9 +28,17 @@ HOUSEKEEPING_S = 3600
 
 
 class AuditPart:
-    def __init__(self, app: Any, loop: asyncio.AbstractEventLoop, store: AuditStore, quality: Any = None,
+    """``status``, ``now_tai_ns`` and ``utc_table`` read the running appliance; ``subscribe(listener)`` hands the
+    listener every routed event and returns the function that stops it."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, store: AuditStore, status: Callable[[], TimeStatus],
+                 now_tai_ns: Callable[[], int], utc_table: Callable[[], leap.LeapTable],
+                 subscribe: Callable[[Callable[[object], None]], Callable[[], None]], quality: Any = None,
                  forwarder: Any = None):
-        self.app, self.loop, self.store, self.quality, self.forwarder = app, loop, store, quality, forwarder
+        self.loop, self.store, self.quality, self.forwarder = loop, store, quality, forwarder
+        self.status_of, self.now_tai_ns, self.utc_table, self.subscribe = status, now_tai_ns, utc_table, subscribe
+        self._unsubscribe: Callable[[], None] | None = None
+        self.closed = False
         self.failures = 0
         self._last_error = ""
         self._handles: list[asyncio.TimerHandle] = []
@@ -39,7 +49,9 @@ class AuditPart:
     # --- writing records ----------------------------------------------------------------------------------
     def append(self, at_tai_ns: int, kind: str, actor: str, text: str, detail: dict[str, Any] | None = None
                ) -> AuditRecord | None:
-        """Append from any thread; None if the store refused (logged, counted)."""
+        """Append from any thread; None if the store refused (logged, counted) or the trail is closed."""
+        if self.closed:
+            return None
         try:
             record = self.store.append(at_tai_ns, kind, actor, text, detail or {})
         except (AuditError, ValueError, sqlite3.Error) as exc:
@@ -59,29 +71,27 @@ class AuditPart:
         return record
 
     def label(self, tai_ns: int) -> str:
-        u = leap.tai_to_utc(tai_ns, self.app.utc.table)
+        u = leap.tai_to_utc(tai_ns, self.utc_table())
         return f"{u.year:04d}-{u.month:02d}-{u.day:02d}T{u.hour:02d}:{u.minute:02d}:{u.second:02d}." \
                f"{u.nanosecond // 1_000_000:03d}Z"
 
     def on_event(self, event: object) -> None:
         entry = entry_for(event)
         if entry is not None:
-            self.append(self.app.now_tai_ns(), entry.kind, entry.actor, entry.text, entry.detail)
+            self.append(self.now_tai_ns(), entry.kind, entry.actor, entry.text, entry.detail)
 
     def on_command(self, kind: str, actor: str, text: str, detail: dict[str, Any]) -> None:
-        self.append(self.app.now_tai_ns(), kind, actor, text, detail)
+        self.append(self.now_tai_ns(), kind, actor, text, detail)
 
     # --- lifecycle ----------------------------------------------------------------------------------------
     def start(self) -> None:
-        self.app.listeners.append(self.on_event)
-        self.app.audit_hook = self.on_command
-        self.app.time_outputs["audit"] = self
-        self.append(self.app.now_tai_ns(), "start", "system", f"appliance {self.app.status().version} started "
-                    f"({self.app.mode})", {"version": self.app.status().version, "mode": self.app.mode})
-        outputs = self.app.status().outputs
-        for name, output in sorted(outputs.items()):
+        self._unsubscribe = self.subscribe(self.on_event)
+        status = self.status_of()
+        self.append(self.now_tai_ns(), "start", "system", f"appliance {status.version} started ({status.mode})",
+                    {"version": status.version, "mode": status.mode})
+        for name, output in sorted(status.outputs.items()):
             if isinstance(output, dict) and output.get("enabled") and name != "audit":
-                self.append(self.app.now_tai_ns(), "output", "system", f"output {name} enabled",
+                self.append(self.now_tai_ns(), "output", "system", f"output {name} enabled",
                             {"output": name, "enabled": True})
         self._housekeeping()
         self._second()
@@ -92,7 +102,7 @@ class AuditPart:
             from appliance.audit.tqlog import sample_from_status
 
             try:
-                self.quality.add(sample_from_status(self.app.status()))
+                self.quality.add(sample_from_status(self.status_of()))
                 if self._ticks % FLUSH_S == 0:
                     self.quality.flush()
             except (sqlite3.Error, ValueError, OSError) as exc:
@@ -101,7 +111,7 @@ class AuditPart:
         self._handles.append(self.loop.call_later(1.0, self._second))
 
     def _housekeeping(self) -> None:
-        now = self.app.now_tai_ns()
+        now = self.now_tai_ns()
         try:
             pruned = self.store.prune(now)
             if pruned:
@@ -122,12 +132,10 @@ class AuditPart:
     def stop(self) -> None:
         for handle in self._handles:
             handle.cancel()
-        self.app.time_outputs.pop("audit", None)
-        self.append(self.app.now_tai_ns(), "stop", "system", "appliance stopping", {})
-        if self.app.audit_hook == self.on_command:
-            self.app.audit_hook = None
-        if self.on_event in self.app.listeners:
-            self.app.listeners.remove(self.on_event)
+        self.append(self.now_tai_ns(), "stop", "system", "appliance stopping", {})
+        self.closed = True
+        if self._unsubscribe is not None:
+            self._unsubscribe()
         if self.quality is not None:
             try:
                 self.quality.flush()

@@ -36,8 +36,18 @@ import numpy.typing as npt
 
 from appliance import leap
 from appliance.leap import LeapTable
-from appliance.protocol.irig.timecode import (ELEMENT_NS, ELEMENTS, MARK, MARKS, QUALITY_FAULT, WIDTH_NS,
-                                             CodedExpression, IrigFields, decode, tai_of)
+from appliance.protocol.irig.timecode import (
+    ELEMENT_NS,
+    ELEMENTS,
+    MARK,
+    MARKS,
+    QUALITY_FAULT,
+    WIDTH_NS,
+    CodedExpression,
+    IrigFields,
+    decode,
+    tai_of,
+)
 from appliance.protocol.irig.waveform import CARRIER_HZ, elements_from_pulses
 from appliance.refs.model import PairedTime
 from appliance.units import NS_PER_S

@@ -1,7 +1,7 @@
 """The appliance as a PTP slave of an upstream grandmaster, sans-IO: a time reference, not an output.
 
 Pure core.  ``on_message(data, rx_ts_ns, source, now_ns)``, ``on_timer(now_ns)`` and ``on_tx_timestamp(token,
-ts_ns)`` return lists of actions: ``Send`` (port.py's, performed by the edge; a ``token`` asks for the transmit
+ts_ns)`` return lists of actions: ``Send`` (port_common.py's, performed by the edge; a ``token`` asks for the transmit
 timestamp) and ``PtpMeasurement`` (one per Sync of the selected master once a path delay is known, handed to the
 selector by the edge; already in UNCALIBRATED, SLAVE says the delay filter is full).  ``now_ns`` is a monotonic
 clock for timers; ``rx_ts_ns`` and ``ts_ns`` are already on the appliance's local time axis (TAI ns), so a
@@ -29,23 +29,35 @@ counted by reason, never raised.
 
 from __future__ import annotations
 
-import itertools
 import random
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from appliance.protocol.ptp import codec as c
 from appliance.protocol.ptp.bmca import Candidate, ForeignMasters, best
-from appliance.outputs.ptp.port import Send
+from appliance.protocol.ptp.port_common import (
+    FAULTY,
+    LISTENING,
+    SLAVE,
+    UNCALIBRATED,
+    PortStateMachine,
+    Send,
+    TxTimestamps,
+    admit,
+    answer_pdelay_req,
+    clock_identity_text,
+    from_each,
+    interval_ns,
+    keep_recent,
+    pdelay_resp_follow_up,
+    port_identity_text,
+)
 from appliance.protocol.ptp.profiles import L2_FORWARDABLE
 from appliance.units import NS_PER_S
 
-TX_TIMESTAMP_TIMEOUT_NS = NS_PER_S  # a transmit timestamp later than this is given up (and counted)
 DELAY_FILTER_LENGTH = 3  # median of the last three path delays
-OUTSTANDING_REQUESTS = 8  # Delay_Req / Pdelay_Req exchanges remembered at once
 UNSPECIFIED_LOG = 0x7F
 
-LISTENING, UNCALIBRATED, SLAVE, FAULTY = "LISTENING", "UNCALIBRATED", "SLAVE", "FAULTY"
 # IEEE 1588-2019 9.2.5 Figure 30, the slave side of a slaveOnly port (RS_SLAVE: the BMCA chose a new parent).
 TRANSITIONS: dict[tuple[str, str], str] = {
     (LISTENING, "RS_SLAVE"): UNCALIBRATED,
@@ -55,9 +67,8 @@ TRANSITIONS: dict[tuple[str, str], str] = {
     (UNCALIBRATED, "ANNOUNCE_RECEIPT_TIMEOUT"): LISTENING,
     (SLAVE, "ANNOUNCE_RECEIPT_TIMEOUT"): LISTENING,
     (FAULTY, "FAULT_CLEARED"): LISTENING,
+    **from_each((LISTENING, UNCALIBRATED, SLAVE), "FAULT_DETECTED", FAULTY),
 }
-for _s in (LISTENING, UNCALIBRATED, SLAVE):
-    TRANSITIONS[(_s, "FAULT_DETECTED")] = FAULTY
 
 
 @dataclass(frozen=True)
@@ -111,27 +122,15 @@ class PtpMeasurement:
 SlaveAction: TypeAlias = Send | PtpMeasurement
 
 
-def clock_identity_text(identity: bytes) -> str:
-    """A clockIdentity as linuxptp prints it: aabbcc.fffe.ddeeff."""
-    h = identity.hex()
-    return f"{h[:6]}.{h[6:10]}.{h[10:]}"
-
-
-def port_identity_text(port: c.PortIdentity) -> str:
-    return f"{clock_identity_text(port.clock_identity)}-{port.port_number}"
-
-
-def _interval_ns(log: int) -> int:
-    return int(NS_PER_S * 2.0 ** log)
-
-
 def _ns(scaled: int) -> int:
     """A TimeInterval (ns * 2**16) to int ns, rounded half up."""
     return (scaled + 0x8000) >> 16
 
 
-class PtpSlave:
+class PtpSlave(PortStateMachine):
     """One slave-only PTP port.  ``rng`` spreads the Delay_Req times (seeded from the clock identity if omitted)."""
+
+    TABLE = TRANSITIONS
 
     def __init__(self, config: SlaveConfig, clock_identity: bytes, now_ns: int, rng: random.Random | None = None,
                  port_number: int = 1):
@@ -139,8 +138,7 @@ class PtpSlave:
         self.identity = c.PortIdentity(clock_identity, port_number)
         self.rng = rng if rng is not None else random.Random(int.from_bytes(clock_identity, "big"))
         self.tai_utc_s = config.tai_utc_s
-        self.state, self.state_since_ns, self.reason = LISTENING, now_ns, "waiting for a qualified master"
-        self.transitions: list[tuple[int, str, str, str]] = []  # (now, old, new, reason), the latest 32
+        self._init_state(LISTENING, now_ns, "waiting for a qualified master")
         self.foreign = ForeignMasters(clock_identity, config.announce_receipt_timeout)
         self.parent: c.PortIdentity | None = None
         self.parent_announce: c.Announce | None = None
@@ -156,26 +154,18 @@ class PtpSlave:
         self._delay_out: dict[int, dict[str, int]] = {}  # our Delay_Req sequenceId -> t3, t4, corr
         self._pdelay_out: dict[int, dict[str, Any]] = {}  # our Pdelay_Req sequenceId -> t1..t4, corr, responder
         self._seq = {c.MsgType.DELAY_REQ: 0, c.MsgType.PDELAY_REQ: 0}
-        self._tokens = itertools.count(1)
-        self._pending: dict[int, tuple[str, Any, int]] = {}  # token -> (kind, context, deadline)
+        self._pending = TxTimestamps(self._count)  # kind: the MsgType sent
         self._due: dict[str, int] = {}
         if config.delay_mechanism == "p2p":
             self._due["pdelay_req"] = now_ns
 
     # --- state ------------------------------------------------------------------------------------------------
-    def _event(self, event: str, now_ns: int, reason: str) -> None:
-        new = TRANSITIONS.get((self.state, event))
-        if new is None:
-            return
-        old, self.state, self.state_since_ns, self.reason = self.state, new, now_ns, reason
-        self.transitions = (self.transitions + [(now_ns, old, new, reason)])[-32:]
-
     def _count(self, name: str, n: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + n
 
     def fault(self, now_ns: int, reason: str) -> None:
         """The edge lost its transport: FAULTY, the master forgotten."""
-        self._event("FAULT_DETECTED", now_ns, reason)
+        self._transition("FAULT_DETECTED", now_ns, reason)
         self._forget_parent()
         self.foreign.masters.clear()
         self._due.clear()
@@ -185,7 +175,7 @@ class PtpSlave:
         self._delays.clear()
 
     def fault_cleared(self, now_ns: int) -> None:
-        self._event("FAULT_CLEARED", now_ns, "transport usable again")
+        self._transition("FAULT_CLEARED", now_ns, "transport usable again")
         if self.config.delay_mechanism == "p2p":
             self._due["pdelay_req"] = now_ns
 
@@ -211,7 +201,7 @@ class PtpSlave:
             if self.parent is not None or self.state != LISTENING:
                 gone = port_identity_text(self.parent) if self.parent else "master"
                 self._forget_parent()
-                self._event("ANNOUNCE_RECEIPT_TIMEOUT", now_ns, f"{gone} silent: announce receipt timeout")
+                self._transition("ANNOUNCE_RECEIPT_TIMEOUT", now_ns, f"{gone} silent: announce receipt timeout")
             return
         announce = next(a for a in qualified if a.header.source_port == erbest.sender)
         if erbest.sender == self.parent:
@@ -221,7 +211,7 @@ class PtpSlave:
         self._forget_parent()
         self.parent, self.parent_announce = erbest.sender, announce
         text = port_identity_text(erbest.sender)
-        self._event("RS_SLAVE", now_ns, f"best master {text} (grandmaster "
+        self._transition("RS_SLAVE", now_ns, f"best master {text} (grandmaster "
                                         f"{clock_identity_text(erbest.gm_identity)}, class {erbest.gm_class})"
                     + (f", was {port_identity_text(old)}" if old else ""))
         self._count("master_changes")
@@ -234,8 +224,9 @@ class PtpSlave:
         expiry = self.foreign.next_expiry_ns()
         if expiry is not None:
             times.append(expiry)
-        if self._pending:
-            times.append(min(deadline for _, _, deadline in self._pending.values()))
+        deadline = self._pending.deadline_ns()
+        if deadline is not None:
+            times.append(deadline)
         return min(times) if times else None
 
     def pending_tx(self) -> bool:
@@ -252,93 +243,60 @@ class PtpSlave:
                 self._due[kind] = now_ns + self._delay_req_spread_ns()
                 out.append(self._delay_req(now_ns))
             elif kind == "pdelay_req" and self.state != FAULTY and self.config.delay_mechanism == "p2p":
-                self._due[kind] = now_ns + _interval_ns(self.config.log_min_pdelay_req_interval)
+                self._due[kind] = now_ns + interval_ns(self.config.log_min_pdelay_req_interval)
                 out.append(self._pdelay_req(now_ns))
-        late = [t for t, (_, _, deadline) in self._pending.items() if deadline <= now_ns]
-        for token in late:
-            del self._pending[token]
-        if late:
-            self._count("tx_timestamp_missing", len(late))
+        self._pending.expire(now_ns)
         return out
 
     def _delay_req_spread_ns(self) -> int:
         """A mean interval of 2**logMinDelayReqInterval (9.5.11.2), spread uniformly over +-50 % so that slaves
         started together do not stay in step (ptp4l spreads over 0..2x)."""
-        return int(_interval_ns(self.log_delay_req) * self.rng.uniform(0.5, 1.5))
+        return int(interval_ns(self.log_delay_req) * self.rng.uniform(0.5, 1.5))
 
     # --- sending ----------------------------------------------------------------------------------------------
-    def _header(self, msg_type: c.MsgType, seq: int, domain: int | None = None, flags: int = 0,
-                correction: int = 0) -> c.Header:
-        return c.Header(msg_type, self.config.domain if domain is None else domain, self.identity, seq, flags=flags,
-                        correction=correction, log_interval=UNSPECIFIED_LOG)
+    def _header(self, msg_type: c.MsgType, seq: int) -> c.Header:
+        return c.Header(msg_type, self.config.domain, self.identity, seq, log_interval=UNSPECIFIED_LOG)
 
     def _next_seq(self, msg_type: c.MsgType) -> int:
         seq = self._seq[msg_type]
         self._seq[msg_type] = (seq + 1) & 0xFFFF
         return seq
 
-    def _expect_tx(self, kind: str, context: Any, now_ns: int) -> int:
-        token = next(self._tokens)
-        self._pending[token] = (kind, context, now_ns + TX_TIMESTAMP_TIMEOUT_NS)
-        return token
-
     def _delay_req(self, now_ns: int) -> Send:
         seq = self._next_seq(c.MsgType.DELAY_REQ)
-        self._delay_out = {k: v for k, v in self._delay_out.items() if (seq - k) & 0xFFFF < OUTSTANDING_REQUESTS}
+        self._delay_out = keep_recent(self._delay_out, seq)
         self._delay_out[seq] = {}
         self._count("tx_delay_req")
         # originTimestamp 0, as ptp4l sends it: the master answers with its receive time and our correctionField
         return Send(c.encode(c.DelayReq(self._header(c.MsgType.DELAY_REQ, seq), 0)), True,
-                    token=self._expect_tx("delay_req", seq, now_ns))
+                    token=self._pending.expect(c.MsgType.DELAY_REQ, seq, now_ns))
 
     def _pdelay_req(self, now_ns: int) -> Send:
         seq = self._next_seq(c.MsgType.PDELAY_REQ)
-        self._pdelay_out = {k: v for k, v in self._pdelay_out.items()
-                            if (seq - k) & 0xFFFF < OUTSTANDING_REQUESTS}
+        self._pdelay_out = keep_recent(self._pdelay_out, seq)
         self._pdelay_out[seq] = {}
         self._count("tx_pdelay_req")
         return Send(c.encode(c.PdelayReq(self._header(c.MsgType.PDELAY_REQ, seq), 0)), True, peer=True,
-                    token=self._expect_tx("pdelay_req", seq, now_ns))
+                    token=self._pending.expect(c.MsgType.PDELAY_REQ, seq, now_ns))
 
     def on_tx_timestamp(self, token: int, ts_ns: int) -> list[SlaveAction]:
-        pending = self._pending.pop(token, None)
-        if pending is None:
-            self._count("tx_timestamp_late")
-            return []
-        kind, ctx, _deadline = pending
-        if kind == "delay_req" and ctx in self._delay_out:
+        kind, ctx = self._pending.take(token) or (None, None)
+        if kind == c.MsgType.DELAY_REQ and ctx in self._delay_out:
             self._delay_out[ctx]["t3"] = ts_ns
             self._e2e_delay(ctx)
-        elif kind == "pdelay_req" and ctx in self._pdelay_out:
+        elif kind == c.MsgType.PDELAY_REQ and ctx in self._pdelay_out:
             self._pdelay_out[ctx]["t1"] = ts_ns
             self._link_delay(ctx)
-        elif kind == "pdelay_resp":
-            seq, to, requester, correction, domain = ctx
-            self._count("tx_pdelay_resp_follow_up")
-            header = self._header(c.MsgType.PDELAY_RESP_FOLLOW_UP, seq, domain, correction=correction)
-            return [Send(c.encode(c.PdelayRespFollowUp(header, ts_ns, requester)), False, to, peer=True)]
+        elif kind == c.MsgType.PDELAY_RESP:
+            return pdelay_resp_follow_up(self.identity, ctx, ts_ns, self._count)
         return []
 
     # --- receiving --------------------------------------------------------------------------------------------
     def on_message(self, data: bytes, rx_ts_ns: int | None, source: Any, now_ns: int) -> list[SlaveAction]:
-        if not isinstance(data, bytes | bytearray | memoryview):
-            self._count("drop_not_bytes")
-            return []
-        try:
-            msg = c.decode(bytes(data))
-        except c.PtpDecodeError as exc:
-            self._count("drop_" + exc.reason)
+        msg = admit(data, self.identity, self.config.domain, self._count)
+        if msg is None:
             return []
         h = msg.header
-        if h.source_port.clock_identity == self.identity.clock_identity:
-            self._count("drop_own")
-            return []
-        if h.domain != self.config.domain:
-            self._count("drop_other_domain")
-            return []
-        if h.major_sdo_id != 0:
-            self._count("drop_other_sdo")
-            return []
         if self.state == FAULTY:
             self._count("drop_port_faulty")
             return []
@@ -407,7 +365,7 @@ class PtpSlave:
         self.last = m
         self.measurements += 1
         if len(self._delays) >= DELAY_FILTER_LENGTH:
-            self._event("MASTER_CLOCK_SELECTED", now_ns, "path delay known and filtered")
+            self._transition("MASTER_CLOCK_SELECTED", now_ns, "path delay known and filtered")
         return [m]
 
     def timescale(self, announce: c.Announce) -> tuple[bool, int, str]:
@@ -453,15 +411,7 @@ class PtpSlave:
         if self.config.delay_mechanism != "p2p":
             self._count("ignored_pdelay_req")
             return []
-        if rx_ts_ns is None:
-            self._count("drop_no_rx_timestamp")
-            return []
-        h = msg.header
-        to = source if h.flags & c.FLAG_UNICAST else None
-        token = self._expect_tx("pdelay_resp", (h.sequence_id, to, h.source_port, h.correction, h.domain), now_ns)
-        header = self._header(c.MsgType.PDELAY_RESP, h.sequence_id, h.domain, flags=c.FLAG_TWO_STEP)
-        self._count("tx_pdelay_resp")
-        return [Send(c.encode(c.PdelayResp(header, rx_ts_ns, h.source_port)), True, to, peer=True, token=token)]
+        return answer_pdelay_req(self.identity, msg, source, rx_ts_ns, self._pending, now_ns, self._count)
 
     def _on_pdelay_resp(self, msg: c.PdelayResp, rx_ts_ns: int | None) -> None:
         h = msg.header
@@ -554,7 +504,6 @@ class PtpSlave:
             "counters": dict(sorted(self.counters.items())),
         }
         if now_ns is not None:
-            snap["state_for_s"] = round((now_ns - self.state_since_ns) / 1e9, 1)
-            snap["transitions"] = [{"s_ago": round((now_ns - t) / 1e9, 1), "from": o, "to": n, "reason": r}
-                                   for t, o, n, r in self.transitions[-8:]]
+            snap["state_for_s"] = self.state_for_s(now_ns)
+            snap["transitions"] = self.transition_rows(now_ns)
         return snap

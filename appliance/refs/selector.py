@@ -43,10 +43,9 @@ import statistics
 from collections import deque
 from dataclasses import dataclass, field
 
-from appliance.refs.model import RefSample
+from appliance.refs.model import RefSample, RefSpec
 from appliance.units import NS_PER_S
 
-KINDS = ("gnss", "ptp", "ntp", "irig", "pps")
 WINDOW_SAMPLES = 64  # recent samples kept per reference (free phase)
 COMPARE_WINDOW_NS = 16 * NS_PER_S  # recent samples: jitter and drift are judged over the last 16 s
 # The active reference's noise, which tunes the loop, over a longer window: from 16 samples of a 1 Hz reference the
@@ -64,27 +63,6 @@ class RefState(str, enum.Enum):
     QUALIFYING = "qualifying"
     QUALIFIED = "qualified"
     DISQUALIFIED = "disqualified"
-
-
-@dataclass(frozen=True)
-class RefSpec:
-    """A configured reference.  ``accuracy_ns`` is what its time is good to when all is well (it is the clock's
-    reference accuracy while it is active); samples that say they are worse count as worse."""
-
-    name: str
-    kind: str
-    priority: int
-    accuracy_ns: float
-    timeout_s: float = 3.0
-    qualify_s: float = 10.0
-    enabled: bool = True
-    noise_ns: float = 0.0  # the scatter its samples are expected to have at least (tunes the loop before it is measured)
-
-    def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"reference {self.name}: kind {self.kind!r} is not one of {', '.join(KINDS)}")
-        if self.priority < 1:
-            raise ValueError(f"reference {self.name}: priority must be 1 or more (1 is the highest)")
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import Any
 from appliance import config as cfg, leap
 from appliance.events import Alarm
 from appliance.gnss.guard import JAMMING, SPOOFING
+from appliance.sim import drills
 from appliance.sim.leapsecond import first_after_expiry
 from appliance.units import NS_PER_S
 
@@ -46,8 +47,8 @@ class Trial:
 
 def appliance(seed: int = 1, settings: tuple[str, ...] = (), start_tai_ns: int = START_TAI_NS,
               world_table: leap.LeapTable | None = None) -> tuple[Any, Any, Any]:
-    """The appliance on its simulated world under a simulated scheduler: (app, world, scheduler)."""
-    from appliance.app import simulated
+    """The appliance on its simulated world under a simulated scheduler: (runtime, world, scheduler)."""
+    from appliance.runtime.platforms import simulated
     from appliance.sched import SimScheduler
 
     table = leap.LeapTable.load_default()
@@ -61,52 +62,65 @@ def appliance(seed: int = 1, settings: tuple[str, ...] = (), start_tai_ns: int =
 def run_trial(name: str, attack: Callable[[Any], Any], *, seed: int = 1, warm_s: int = 600, attack_s: int = 120,
               recover_s: int = 240, settings: tuple[str, ...] = (),
               end: Callable[[Any], Any] | None = None) -> Trial:
-    """Warm up, attack for ``attack_s``, end it (``stop-attacks`` unless ``end`` is given), watch ``recover_s``."""
+    """Warm up, attack for ``attack_s``, end it (``stop-attacks`` unless ``end`` is given), watch ``recover_s``.
+    ``attack`` and ``end`` act on the simulated world."""
     app, world, scheduler = appliance(seed, settings)
+    clock, guard = app.router.clock.engine, _guard(app)
     raised: list[tuple[int, Alarm]] = []
-    app.listeners.append(lambda e: raised.append((world.true_ns(), e)) if isinstance(e, Alarm) and e.raised
-                         and e.code in ALARMS else None)
+    app.subscribe(lambda e: raised.append((world.true_ns(), e)) if isinstance(e, Alarm) and e.raised
+                  and e.code in ALARMS else None)
     scheduler.run_for(warm_s * NS_PER_S)
     t = Trial(name, seed)
-    t.figures["state_before"] = app.clock.engine.state.value
+    t.figures["state_before"] = clock.state.value
     t.figures["alarms_before"] = [a.code for _, a in raised]
     raised.clear()
     start = world.true_ns()
-    attack(app)
-    monitor_only = app.guard.action == "monitor"
+    attack(world)
+    monitor_only = guard.action == "monitor"
     worst_before = 0
     for second in range(attack_s + recover_s):
         if second == attack_s:
-            (end or (lambda a: a._apply_world(a.world, "stop-attacks", "")))(app)
+            (end or _drill("stop-attacks"))(world)
             stopped = world.true_ns()
         scheduler.run_for(NS_PER_S)
-        te = abs(app._sim_time_error())
+        te = abs(_time_error(app))
         t.max_te_ns = max(t.max_te_ns, te)
         if second < attack_s:
             t.max_te_attack_ns = max(t.max_te_attack_ns, te)
-        caught = (raised if monitor_only else []) or not app.guard.usable
+        caught = (raised if monitor_only else []) or not guard.usable
         if not t.detected:
             worst_before = max(worst_before, te)
             if caught:
                 t.detected = True
                 t.detect_s = round((world.true_ns() - start) / NS_PER_S, 1)
                 t.max_te_before_ns = worst_before
-                t.reasons = app.guard.monitor.verdict().reasons
+                t.reasons = guard.monitor.verdict().reasons
         elif t.state_after_detect is None and second >= (t.detect_s or 0) + 1:
-            t.state_after_detect = app.clock.engine.state.value
-        if second >= attack_s and t.detected and t.requalified_s is None and app.guard.usable and \
-                app.guard.monitor.verdict().level.value == "ok":
+            t.state_after_detect = clock.state.value
+        if second >= attack_s and t.detected and t.requalified_s is None and guard.usable and \
+                guard.monitor.verdict().level.value == "ok":
             t.requalified_s = round((world.true_ns() - stopped) / NS_PER_S, 1)
     if not t.detected:
         t.max_te_before_ns = worst_before
     t.alarms = sorted({a.code for _, a in raised})
-    t.state_end = app.clock.engine.state.value
-    t.level_end = app.guard.monitor.verdict().level.value
+    t.state_end = clock.state.value
+    t.level_end = guard.monitor.verdict().level.value
     return t
 
 
+def _guard(runtime: Any) -> Any:
+    """The integrity guard of the appliance's own receiver."""
+    return runtime.router.gnss.guard
+
+
+def _time_error(runtime: Any) -> int:
+    error = runtime.sim_time_error_ns()
+    assert error is not None
+    return int(error)
+
+
 def _drill(action: str, value: str = "") -> Callable[[Any], Any]:
-    return lambda app: app._apply_world(app.world, action, value)
+    return lambda world: drills.apply(world, action, value)
 
 
 # name -> (drill, trial keyword arguments, what the user expects)
@@ -123,8 +137,7 @@ ATTACKS: dict[str, tuple[Callable[[Any], Any], dict[str, Any]]] = {
 
 
 def _blocked_for(seconds: int) -> Callable[[Any], Any]:
-    def stage(app: Any) -> None:
-        world = app.world
+    def stage(world: Any) -> None:
         world.receiver.conditions.blocked = True
         world.scheduler.call_at(world.true_ns() + seconds * NS_PER_S,
                                 lambda: setattr(world.receiver.conditions, "blocked", False))
@@ -135,7 +148,7 @@ BENIGN: dict[str, tuple[Callable[[Any], Any], dict[str, Any]]] = {
     "fix-loss-and-recovery": (_blocked_for(120), {"attack_s": 300, "recover_s": 60}),
     "antenna-briefly-blocked": (_blocked_for(5), {"attack_s": 120, "recover_s": 60}),
     "receiver-reset": (_drill("receiver-reset"), {"attack_s": 240, "recover_s": 60}),
-    "rising-and-setting-1h": (lambda app: None, {"attack_s": 3600, "recover_s": 0}),
+    "rising-and-setting-1h": (lambda world: None, {"attack_s": 3600, "recover_s": 0}),
 }
 
 
@@ -152,7 +165,7 @@ def benign_trial(name: str, seed: int = 1) -> Trial:
 def leap_second_trial(seed: int = 1) -> Trial:
     """A leap second inserted while the appliance watches: labels go 23:59:59, 23:59:60, 00:00:00 and nothing is
     alarmed (the label detector works in TAI, where nothing jumps)."""
-    from appliance.app import simulated
+    from appliance.runtime.platforms import simulated
     from appliance.sched import SimScheduler
 
     future = first_after_expiry()
@@ -161,18 +174,19 @@ def leap_second_trial(seed: int = 1) -> Trial:
     scheduler = SimScheduler(start)
     app, world = simulated(cfg.load(None, [f"sim.seed={seed}", "integrity.survey_s=300"]), scheduler, shipped, truth)
     raised: list[str] = []
-    app.listeners.append(lambda e: raised.append(e.code) if isinstance(e, Alarm) and e.raised and e.code in ALARMS
-                         else None)
+    app.subscribe(lambda e: raised.append(e.code) if isinstance(e, Alarm) and e.raised and e.code in ALARMS
+                  else None)
     world.start()
+    clock, guard = app.router.clock.engine, _guard(app)
     t = Trial("leap-second", seed)
     usable = True
     for _ in range(30 * 60):
         scheduler.run_for(NS_PER_S)
-        usable = usable and app.guard.usable
-        t.max_te_ns = max(t.max_te_ns, abs(app._sim_time_error()) if app.clock.engine.state.value == "LOCKED" else 0)
+        usable = usable and guard.usable
+        t.max_te_ns = max(t.max_te_ns, abs(_time_error(app)) if clock.state.value == "LOCKED" else 0)
     t.alarms = sorted(set(raised))
     t.detected = not usable
-    t.state_end = app.clock.engine.state.value
-    t.level_end = app.guard.monitor.verdict().level.value
-    t.figures["tai_utc_end"] = app.utc.snapshot(app.now_tai_ns()).tai_utc_s
+    t.state_end = clock.state.value
+    t.level_end = guard.monitor.verdict().level.value
+    t.figures["tai_utc_end"] = app.router.utc.snapshot(app.now_tai_ns()).tai_utc_s
     return t

@@ -146,7 +146,7 @@ def s05_temperature_swing(seed: int) -> ScenarioResult:
 
 
 def s06_leap_second(seed: int) -> ScenarioResult:
-    from appliance.app import simulated
+    from appliance.runtime.platforms import simulated
     from appliance.events import GnssEpoch, StepClock
     from appliance.sched import SimScheduler
 
@@ -157,7 +157,7 @@ def s06_leap_second(seed: int) -> ScenarioResult:
     scheduler = SimScheduler(start)
     app, world = simulated(cfg.load(None, [f"sim.seed={seed}"]), scheduler, shipped, truth)
     events: list[object] = []
-    app.listeners.append(events.append)
+    app.subscribe(events.append)
     world.start()
     samples: list[tuple[int, Any]] = []
     for _ in range(20 * 60):

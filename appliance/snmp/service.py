@@ -15,6 +15,7 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from appliance.snmp.mibgen import enterprise_oid, load_table
 from appliance.snmp.users import load_users, parse_receivers
 from appliance.snmp.values import OUTPUTS, Stamp
 from appliance.snmp.view import MibView, System, build, encode
+from appliance.status import TimeStatus
 
 log = logging.getLogger("appliance.snmp")
 VIEW_MAX_AGE_S = 0.5
@@ -58,9 +60,23 @@ def engine_id(config: Any, pen: int) -> bytes:
         return value
 
 
+Listener = Callable[[object], None]
+
+
 class SnmpPart:
-    def __init__(self, app: Any, loop: asyncio.AbstractEventLoop, config: Any, warm: bool):
-        self.app, self.loop, self.warm = app, loop, warm
+    """``status``, ``command``, ``now_tai_ns`` and ``utc_table`` read and command the running appliance;
+    ``subscribe(listener)`` hands the listener every routed event (returning the function that stops it);
+    ``audit_records(listener)``, when there is an audit trail, every record it writes."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, config: Any, warm: bool, status: Callable[[], TimeStatus],
+                 command: Callable[[dict[str, Any]], dict[str, Any]], now_tai_ns: Callable[[], int],
+                 utc_table: Callable[[], leap.LeapTable], subscribe: Callable[[Listener], Callable[[], None]],
+                 audit_records: Callable[[Callable[[Any], None]], None] | None = None):
+        self.loop, self.warm = loop, warm
+        self.status_of, self.command, self.now_tai_ns, self.utc_table = status, command, now_tai_ns, utc_table
+        self.subscribe, self.audit_records = subscribe, audit_records
+        self._unsubscribe: Callable[[], None] | None = None
+        first = status()
         pen = config.snmp.enterprise
         self.table = load_table(pen)
         self.by_name = {o.name: o for o in self.table}
@@ -78,7 +94,7 @@ class SnmpPart:
         self.gate = AccessGate(config.snmp.allow, config.snmp.rate_per_s,
                                2 * config.snmp.rate_per_s,
                                pacer=Pacer(budget, max(1, int(budget))) if budget > 0 else None)
-        self.system = dict(descr=f"GNSS grandmaster time server appliance {app.status().version} ({app.mode})",
+        self.system = dict(descr=f"GNSS grandmaster time server appliance {first.version} ({first.mode})",
                            object_id=enterprise_oid(pen), contact=config.snmp.sys_contact,
                            name=config.snmp.sys_name or socket.gethostname(),
                            location=config.snmp.sys_location)
@@ -104,7 +120,7 @@ class SnmpPart:
 
     # --- the view -----------------------------------------------------------------------------------------------
     def _utc(self, tai_ns: int) -> leap.UtcTime:
-        return leap.tai_to_utc(tai_ns, self.app.utc.table)
+        return leap.tai_to_utc(tai_ns, self.utc_table())
 
     def alarm_index(self, code: str) -> int:
         if code not in self._alarm_index:
@@ -123,12 +139,12 @@ class SnmpPart:
     def _build(self, status: dict[str, Any]) -> MibView:
         system = System(uptime_ticks=int((time.monotonic() - self._started) * 100), **self.system)
         return build(self.table, status, system, self._utc, self.alarm_index,
-                     lambda tai_ns: leap.tai_to_posix_ns(tai_ns, self.app.utc.table)[0])
+                     lambda tai_ns: leap.tai_to_posix_ns(tai_ns, self.utc_table())[0])
 
     def _publish(self) -> None:
         from appliance.status import to_dict
 
-        self._published = to_dict(self.app.status())
+        self._published = to_dict(self.status_of())
         self._publish_timer = self.loop.call_later(VIEW_MAX_AGE_S, self._publish)
 
     # --- SET ------------------------------------------------------------------------------------------------------
@@ -141,7 +157,7 @@ class SnmpPart:
         request = {"cmd": "holdover", "action": "start" if number == 1 else "stop", "user": f"snmp:{user}"}
 
         async def command() -> dict[str, Any]:
-            reply = self.app.handle_command(request)
+            reply = self.command(request)
             self._publish_now()
             return reply
         reply = asyncio.run_coroutine_threadsafe(command(), self.loop).result(5)
@@ -151,7 +167,7 @@ class SnmpPart:
 
     # --- notifications --------------------------------------------------------------------------------------------
     def on_event(self, event: object) -> None:
-        for notice in notify.for_event(event, self.app.now_tai_ns()):
+        for notice in notify.for_event(event, self.now_tai_ns()):
             if notice.alarm_code is not None and hasattr(event, "code"):
                 a = event
                 self.alarm_index(a.code)  # type: ignore[attr-defined]
@@ -173,12 +189,12 @@ class SnmpPart:
         log.warning("SNMP request from %s failed authentication", source)
         self.loop.call_soon_threadsafe(self.send, notify.Notice("authenticationFailure", {"applianceNotifyText": f"SNMP authentication failure "
                                                                                  f"from {source}",
-                                                          "applianceNotifyTime": self.app.now_tai_ns()}))
+                                                          "applianceNotifyTime": self.now_tai_ns()}))
 
     def _publish_now(self) -> None:
         from appliance.status import to_dict
 
-        self._published = to_dict(self.app.status())
+        self._published = to_dict(self.status_of())
         self._view = None
 
     def send(self, notice: notify.Notice) -> None:
@@ -220,7 +236,7 @@ class SnmpPart:
                                             int((time.monotonic() - self._started) * 100))
 
     def _watch_outputs(self) -> None:
-        outputs = self.app.status().outputs
+        outputs = self.status_of().outputs
         for notice in notify.output_faults(self._last_outputs, outputs):
             self.send(notice)
         self._last_outputs = {k: dict(v) if isinstance(v, dict) else v for k, v in outputs.items()}
@@ -232,15 +248,13 @@ class SnmpPart:
         self._thread = threading.Thread(target=self._run, name="snmp", daemon=True)
         self._thread.start()
         self._ready.wait(10)
-        self.app.time_outputs["snmp"] = self
         if self.error:
             log.error("SNMP agent: %s", self.error)
             return
         log.info("SNMP agent on %s port %d", self.listen, self.port)
-        self.app.listeners.append(self.on_event)
-        audit = getattr(self.app, "audit_part", None)
-        if audit is not None:
-            audit.record_listeners.append(self.on_audit)
+        self._unsubscribe = self.subscribe(self.on_event)
+        if self.audit_records is not None:
+            self.audit_records(self.on_audit)
         self._last_outputs = {}  # an output already faulty at start is notified at the first check
         self._timer = self.loop.call_later(1.0, self._watch_outputs)
         self.send(notify.Notice("warmStart" if self.warm else "coldStart"))
@@ -280,9 +294,8 @@ class SnmpPart:
         for timer in (self._timer, self._publish_timer):
             if timer is not None:
                 timer.cancel()
-        if self.on_event in self.app.listeners:
-            self.app.listeners.remove(self.on_event)
-        self.app.time_outputs.pop("snmp", None)
+        if self._unsubscribe is not None:
+            self._unsubscribe()
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
         if self._thread is not None:

@@ -128,7 +128,7 @@ def test_an_interface_that_cannot_open_is_reported_and_retried() -> None:
         service = PtpSlaveService(SlaveConfig(), "nosuch0", lambda host_ns: host_ns, lambda m: None)
         service.start()
         try:
-            assert service._retry is not None  # tried again in FAULT_RETRY_S
+            assert service.runner.retrying  # tried again in FAULT_RETRY_S
             return service.status()
         finally:
             service.stop()

@@ -58,7 +58,7 @@ CABLE_NS = 1500  # GNSS cable delay mis-set: the GNSS-locked clock runs this far
 PTP_ACCURACY_NS = 2000  # what the PTP reference is declared good to (default 1000): room for CABLE_NS
 HOLDOVER_STATES = ("HOLDOVER", "HOLDOVER_EXPIRED")
 NTP_INTERVAL_S = 2
-NTP_TIMEOUT_S = 4 * NTP_INTERVAL_S + 2  # the ntp reference's silence timeout (appliance/app.py reference_specs)
+NTP_TIMEOUT_S = 4 * NTP_INTERVAL_S + 2  # the ntp reference's silence timeout (appliance/runtime/build.py reference_specs)
 NTP_HOLD_S = 12  # on ntp with chronyd answering: longer than its silence timeout (4 polls + 2 s)
 # While on NTP the switch holds the GNSS phase (build-out) and the loop, tuned for a reference with microseconds of
 # noise (time constant >= NOISY_LOOP_TAU_S: best_time_constant_s gives 4000 s for any noise above ~140 ns), moves the

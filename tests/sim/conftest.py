@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from appliance import config as cfg, leap
-from appliance.app import Appliance, simulated
+from appliance.runtime.platforms import simulated
+from appliance.runtime.runtime import Runtime
 from appliance.sched import SimScheduler
 from appliance.units import NS_PER_S
 
@@ -16,7 +17,7 @@ from appliance.units import NS_PER_S
 @dataclass
 class Sim:
     scheduler: SimScheduler
-    app: Appliance
+    app: Runtime
     world: Any
     events: list[object]
 
@@ -36,7 +37,7 @@ def build_sim(start_utc: tuple[int, ...] = (2026, 6, 1, 12, 0, 0), seed: int = 1
     scheduler = SimScheduler(start)
     app, world = simulated(config, scheduler, table, world_table)
     events: list[object] = []
-    app.listeners.append(events.append)
+    app.subscribe(events.append)
     world.start()
     return Sim(scheduler, app, world, events)
 

@@ -20,14 +20,14 @@ pytestmark = pytest.mark.slow
 
 def pulses(sim: Sim, late_ns: list[int]) -> None:
     """A 1PPS on every true second, ``late_ns[0]`` after it (a list, so a test can move it)."""
-    table = sim.app.utc.table
+    table = sim.app.router.utc.table
     count = [0]
 
     def edge() -> None:
         true_second = sim.scheduler.now_ns() // NS_PER_S * NS_PER_S
         count[0] += 1
         host_ns = leap.tai_to_posix_ns(true_second, table)[0] + late_ns[0]
-        sim.app.on_external_pps(PpsEdge(host_ns, count[0], "ext-pps"))
+        sim.app.deliver("pps", PpsEdge(host_ns, count[0], "ext-pps"))
     every(sim.scheduler, NS_PER_S, edge)
 
 
@@ -35,15 +35,15 @@ def test_the_external_pps_takes_over_from_gnss_without_a_step() -> None:
     sim = build_sim(**{"references.pps_in_device": "/dev/pps-ext", "references.qualify_s": "5"})
     pulses(sim, [0])
     sim.run_s(300)
-    rows = {v.name: v for v in sim.app.refs.views(sim.app.raw_now())}
-    assert sim.app.refs.active == "gnss" and rows["pps"].state == "qualified"
-    assert abs(rows["pps"].offset_ns) < 100 and sim.app.pps_in.paired > 250
-    before = sim.app._sim_time_error()
+    rows = {v.name: v for v in sim.app.router.selector.views(sim.app.raw_now())}
+    assert sim.app.router.selector.active == "gnss" and rows["pps"].state == "qualified"
+    assert abs(rows["pps"].offset_ns) < 100 and sim.app.router.references["pps"].pps.paired > 250
+    before = sim.app.sim_time_error_ns()
     assert sim.app.handle_command({"cmd": "world", "action": "receiver-off"})["ok"]
     worst = 0
     for _ in range(60):
         sim.run_s(1)
-        worst = max(worst, abs(sim.app._sim_time_error() - before))
+        worst = max(worst, abs(sim.app.sim_time_error_ns() - before))
     status = sim.app.status()
     assert status.references["active"] == "pps" and status.clock.state == "LOCKED"
     assert status.clock.advertised.time_source == 0x90  # OTHER: an external pulse
@@ -56,6 +56,6 @@ def test_an_external_pps_off_the_second_is_disqualified_against_gnss() -> None:
     sim = build_sim(**{"references.pps_in_device": "/dev/pps-ext", "references.qualify_s": "5"})
     pulses(sim, [2_000])
     sim.run_s(120)
-    rows = {v.name: v for v in sim.app.refs.views(sim.app.raw_now())}
+    rows = {v.name: v for v in sim.app.router.selector.views(sim.app.raw_now())}
     assert rows["pps"].state == "disqualified" and "disagrees with gnss" in rows["pps"].reason
     assert not any(isinstance(e, RefSwitched) and e.new == "pps" for e in sim.events)

@@ -73,16 +73,16 @@ class Run:
     replies: dict[str, dict[str, Any]] = field(default_factory=dict)  # operator command -> the appliance's answer
 
     def __post_init__(self) -> None:
-        self.sim.app.listeners.append(lambda e: self.events.append((len(self.seconds), e)))
-        self.sim.app.audit_hook = lambda kind, actor, text, detail: self.audit.append((kind, actor, text, detail))
+        self.sim.app.subscribe(lambda e: self.events.append((len(self.seconds), e)))
+        self.sim.app.audit_to(lambda kind, actor, text, detail: self.audit.append((kind, actor, text, detail)))
 
     def run(self, seconds: int) -> None:
         app = self.sim.app
         for _ in range(seconds):
             self.sim.run_s(1)
             clock = app.status().clock
-            self.seconds.append(Second(len(self.seconds), app._sim_time_error(), clock.error_bound_ns, clock.state,
-                                       app.refs.active, "reference-backup" in app.alarms.active))
+            self.seconds.append(Second(len(self.seconds), app.sim_time_error_ns(), clock.error_bound_ns, clock.state,
+                                       app.router.selector.active, "reference-backup" in app.router.alarms.active))
 
     def world(self, action: str, value: str = "") -> None:
         reply = self.sim.app.handle_command({"cmd": "world", "action": action, "value": value, "user": "test"})
@@ -110,8 +110,8 @@ def start(warm_s: int = WARM_S, **settings: Any) -> Run:
     sim = build_sim(seed=SEED, **settings)
     sim.run_s(warm_s)
     clock = sim.app.status().clock
-    assert clock.state == "LOCKED" and sim.app.refs.active == "gnss", (clock.state, sim.app.refs.active)
-    views = {v.name: v.state for v in sim.app.refs.views(sim.app.raw_now())}
+    assert clock.state == "LOCKED" and sim.app.router.selector.active == "gnss", (clock.state, sim.app.router.selector.active)
+    views = {v.name: v.state for v in sim.app.router.selector.views(sim.app.raw_now())}
     assert all(state == "qualified" for state in views.values()), views
     return Run(sim)
 

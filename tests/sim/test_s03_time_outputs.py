@@ -42,7 +42,7 @@ class Checker:
             self.sim.run_s(1)
             s = self.sim.app.status()
             self.bounds[s.at_tai_ns // NS_PER_S] = (s.clock.error_bound_ns, s.clock.advertised.ntp_stratum == 1)
-            for name, record in (("pps", self.sim.app.pps_record), ("irig", self.sim.app.irig_record)):
+            for name, record in (("pps", self.sim.app.pulses.pps_record), ("irig", self.sim.app.pulses.irig_record)):
                 edges = list(record.edges)
                 for edge in edges[self._seen[name]:]:
                     if edge.level == 1:
@@ -53,7 +53,7 @@ class Checker:
 
 def irig_qualities(sim: Sim) -> list[tuple[int, int]]:
     """(second, time quality) of every recorded IRIG-B frame, decoded from the planned edges."""
-    edges = list(sim.app.irig_record.edges)
+    edges = list(sim.app.pulses.irig_record.edges)
     pulses = [(rise.served_ns, fall.served_ns - rise.served_ns) for rise, fall in zip(edges[::2], edges[1::2])]
     elements = [(t, {2: 0, 5: 1, 8: 2}[w // 1_000_000]) for t, w in pulses]
     frames, problems = frames_from_elements(elements, CodedExpression(0), 2026)
@@ -100,7 +100,7 @@ def test_edges_on_the_second_within_the_bound_and_quality_follows_holdover() -> 
             assert quality >= 1 and bound <= 10 ** (quality - 1), (second, quality, bound)
     unsynced = [s for s, (_, synced) in bounds.items() if s > held_from and not synced]
     assert unsynced, "holdover left its 50 ns spec"
-    late = [e for e in sim.app.pps_record.edges if e.served_ns // NS_PER_S > unsynced[0] + 2]
+    late = [e for e in sim.app.pulses.pps_record.edges if e.served_ns // NS_PER_S > unsynced[0] + 2]
     assert late == [], "1PPS squelched while not synchronized"
     status = sim.app.status().outputs
     assert status["pps"]["squelched"] > 0 and status["irig"]["time_quality"] == qualities[-1]
@@ -123,7 +123,7 @@ def test_am_zero_crossings_on_the_second_within_the_bound() -> None:
             break
     assert sim.app.status().clock.state == "LOCKED"
     sim.run_s(3)
-    record = sim.app.irig_record
+    record = sim.app.pulses.irig_record
     last = record.blocks[-1].first_index
     now = sim.app.status()
     bounds: dict[int, int | None] = {now.at_tai_ns // NS_PER_S: now.clock.error_bound_ns}
@@ -149,7 +149,7 @@ def test_am_zero_crossings_on_the_second_within_the_bound() -> None:
     errors = []
     for frame, block, block_ns in zip(frames, blocks, offset_ns):
         second = block.served_ns
-        assert tai_of(frame.fields, sim.app.utc.table) == second, "the frame names the second it starts"
+        assert tai_of(frame.fields, sim.app.router.utc.table) == second, "the frame names the second it starts"
         # the crossing falls where the planner put it: the block's first sample is first_tau after it
         assert abs(frame.on_time_ns - block_ns + block.first_tau_ns) <= AM_DECODE_NS
         error = (truth[block.first_index] - second) + (frame.on_time_ns - block_ns)  # ints first: a float of

@@ -220,10 +220,11 @@ def _read_all(fd: int, into: bytearray) -> None:
 ])
 def test_settings_that_cannot_work_are_refused_at_start(pairs: dict[str, str], message: str) -> None:
     from appliance import config as cfg
-    from appliance.app import pulse_outputs_from
+    from appliance.runtime.outputs import PulseOutputs
 
     config = cfg.merge(cfg.defaults(), pairs, "test")
     with pytest.raises(ValueError, match=message):
-        pulse_outputs_from(config)
-    outputs, _, record = pulse_outputs_from(cfg.merge(cfg.defaults(), {"irig_out.format": "B127"}, "test"))
-    assert outputs.status()["irig"]["format"] == "B127" and record.blocks is not None
+        PulseOutputs.from_config(config)
+    outputs = PulseOutputs.from_config(cfg.merge(cfg.defaults(), {"irig_out.format": "B127"}, "test"))
+    assert outputs is not None
+    assert outputs.status()["irig"]["format"] == "B127" and outputs.irig_record.blocks is not None

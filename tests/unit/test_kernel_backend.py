@@ -5,8 +5,9 @@ Nothing here can touch this machine's clock: every adjtimex call lands in the fa
 from __future__ import annotations
 
 from appliance import config as cfg, leap
-from appliance.app import Appliance
 from appliance.events import PpsEdge
+from appliance.refs.gnss import ReceiverBytes
+from appliance.runtime.build import Platform, assemble
 from appliance.edge import kernel_clock as kc
 from appliance.edge.kernel_backend import KernelBackend
 from appliance.edge.kernel_clock import KernelClock
@@ -30,14 +31,15 @@ def test_the_appliance_steers_and_publishes_to_the_kernel_clock() -> None:
 
     backend = KernelBackend(KernelClock.realtime(syscalls=kernel), lambda raw: leap.posix_to_tai_ns(raw, TABLE))
     config = cfg.load(None, ["clock.warmup_s=0", "clock.qualify_s=3"])
-    app = Appliance(config, sched, raw_now, "hardware", backend, TABLE, device="/dev/fake", backend_name="system")
+    platform = Platform("hardware", raw_now, backend, "system", device="/dev/fake")
+    app = assemble(config, sched, platform, TABLE)
     rx = SimReceiver(1, TABLE)
     for second in range(60):
         s_ns = start_tai - start_tai % NS + (second + 1) * NS
         sched.run_until(s_ns)
-        app.on_edge(PpsEdge(s_ns - posix_offset + clock_error_ns + sum(kernel.steps_ns), second + 1, "pps0"))
+        app.deliver("gnss", PpsEdge(s_ns - posix_offset + clock_error_ns + sum(kernel.steps_ns), second + 1, "pps0"))
         sched.run_until(s_ns + 100_000_000)
-        app.on_bytes(rx.burst(s_ns), raw_now())
+        app.deliver("gnss", ReceiverBytes(rx.burst(s_ns), raw_now()))
     status = app.status()
     assert status.clock.state == "LOCKED" and status.clock.backend == "system"
     assert kernel.steps_ns and abs(sum(kernel.steps_ns) + clock_error_ns) < 1000  # one step undid the error

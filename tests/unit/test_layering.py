@@ -1,7 +1,14 @@
-"""The layering rule of the architecture: core modules do no I/O, start no threads and never read a clock.
+"""The layering rule of the architecture: core modules do no I/O, start no threads and never read a clock; and imports
+point inwards only.
 
 Core modules take every instant as an argument, which is what lets a simulated day run in seconds.  The modules that
 may touch the outside world are listed here, each with the reason; adding one is a design decision, made in this file.
+
+Layers, inside out: the core (everything not named below: engines, protocols, the router, the read model); the
+simulated world (``sim``, pure, the hardware's stand-in); the edges (``EDGES``: I/O adapters); the runtime
+(``runtime``, the composition root); the top (``TOP``: the command line and the harnesses that build the whole
+appliance).  A module imports its own layer or one further in: the core never imports an edge, the simulated world
+or the runtime; an edge never imports the runtime.
 """
 
 from __future__ import annotations
@@ -13,9 +20,11 @@ import appliance
 
 PACKAGE = Path(appliance.__file__).parent
 EDGES = {
-    "app": "composition root: builds the loop, the hardware edges and the control socket",
     "cli": "command line",
     "__main__": "python -m appliance",
+    "runtime.main": "appliance run: the event loop, signals, the control socket, the host clock",
+    "runtime.platforms": "the hardware platform reads the host clock (a software clock over CLOCK_REALTIME)",
+    "runtime.surfaces": "the console's and SNMP agent's event loop hand-over (asyncio)",
     "edge.control": "the Unix control socket",
     "edge.ntp_poller": "polls NTP servers with ntplib (UDP) from a thread; host clock reads",
     "edge.pacer": "the console's and SNMP agent's global request budget: monotonic clock, sleeps its caller",
@@ -31,6 +40,7 @@ EDGES = {
     "edge.ntp.shm": "the shared memory between the appliance and its NTP workers",
     "edge.ntp.fast": "drives the native fast path from a worker",
     "edge.ptp.transport": "PTP sockets (UDP and raw Ethernet), kernel timestamps, error queue, ethtool ioctl",
+    "edge.ptp.runner": "runs a PTP port engine on the event loop: transport, readers, timers, host clock reads",
     "edge.ptp.gm_service": "runs the PTP port on the event loop: readers, timers, host clock reads",
     "edge.ptp.slave_service": "runs the PTP slave port (an upstream grandmaster) on the event loop: sockets, timers",
     "edge.serialout": "writes the serial time string with pyserial on event-loop timers (host clock reads)",
@@ -104,6 +114,75 @@ def test_core_modules_do_no_io_and_read_no_clock() -> None:
 def test_every_listed_edge_exists() -> None:
     names = {name for name, _ in _modules()}
     assert set(EDGES) <= names, f"stale entries: {set(EDGES) - names}"
+
+
+TOP = {"cli", "__main__", "sim.attacks", "sim.scenarios"}  # may import anything: they build the whole appliance
+ORDER = {"core": 0, "sim": 1, "edge": 2, "runtime": 3, "top": 4}
+SIM_EDGES = {"sim.pty"}  # in the simulated world's package, but an edge (it writes a pseudo-terminal)
+
+
+def layer(name: str) -> str:
+    if name in TOP:
+        return "top"
+    if name == "runtime" or name.startswith("runtime."):
+        return "runtime"
+    if name in EDGES or name in SIM_EDGES:
+        return "edge"
+    if name == "sim" or name.startswith("sim."):
+        return "sim"
+    return "core"
+
+
+def _imported(path: Path, modules: set[str]) -> set[str]:
+    """The package's modules a file imports (anywhere in it, deferred imports too), by their dotted names."""
+    tree = ast.parse(path.read_text(), str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [f"{node.module}.{a.name}" for a in node.names] + [node.module]
+        else:
+            continue
+        for full in names:
+            if full == "appliance" or not full.startswith("appliance."):
+                continue
+            name = full.removeprefix("appliance.")
+            while name and name not in modules:
+                name = name.rpartition(".")[0]
+            if name:
+                found.add(name)
+    return found
+
+
+def _backwards(name: str, path: Path, modules: set[str]) -> list[str]:
+    mine = ORDER[layer(name)]
+    allowed_sim = layer(name) != "edge" or name in SIM_EDGES  # an edge may not reach into the simulated world
+    return sorted(f"{layer(name)} imports {layer(o)} {o}" for o in _imported(path, modules)
+                  if ORDER[layer(o)] > mine or (layer(o) == "sim" and not allowed_sim and layer(name) == "edge"))
+
+
+def test_imports_point_inwards() -> None:
+    mods = _modules()
+    names = {name for name, _ in mods}
+    problems = {name: v for name, path in mods if (v := _backwards(name, path, names))}
+    assert not problems, f"imports against the layering (core <- sim <- edge <- runtime <- top): {problems}"
+
+
+def test_the_router_and_the_read_model_are_core() -> None:
+    assert layer("router") == layer("readmodel") == layer("refs.model") == "core"
+    assert "router" not in EDGES and "readmodel" not in EDGES
+
+
+def test_the_direction_checker_catches_a_backwards_import(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("from appliance.runtime.runtime import Runtime\nfrom appliance.edge import persist\n"
+                   "def f():\n    from appliance.sim.world import SimWorld\n")
+    names = {"runtime.runtime", "edge.persist", "sim.world", "router"}
+    assert _backwards("router", bad, names) == ["core imports edge edge.persist", "core imports runtime runtime.runtime",
+                                                "core imports sim sim.world"]
+    assert _backwards("edge.persist", bad, names) == ["edge imports runtime runtime.runtime",
+                                                      "edge imports sim sim.world"]
 
 
 def test_the_checker_catches_a_clock_read(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """Hardware timestamping, through an injected ioctl layer and a stand-in NIC (this machine has none that offers it):
 the NIC is switched on with the right request, the raw hardware timestamp is read from its slot, and PHC time is
-mapped onto the host clock with the PHC's rate; for the grandmaster port and for the upstream (slave) port alike."""
+mapped onto the host clock with the PHC's rate; for the grandmaster port and for the upstream (slave) port alike, and
+the runner both ports share, on a stand-in transport."""
 
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ import pytest
 
 from appliance.protocol.clockmap import ClockMap
 from appliance.edge.ptp import gm_service as svc
+from appliance.edge.ptp import runner as run
 from appliance.edge.ptp import transport as tr
 from appliance.outputs.ptp.datasets import GrandmasterView
 from appliance.protocol.phcmap import PhcMap, tightest
+from appliance.protocol.ptp import codec as c
 from appliance.protocol.ptp.profiles import load_profile, resolve
 from appliance.edge.ptp import slave_service as pss
 from appliance.refs.ptp_slave import SlaveConfig
@@ -81,13 +84,12 @@ def test_service_uses_hardware_when_offered_and_knows_a_served_phc(monkeypatch: 
     config, _, _ = resolve(load_profile("default-e2e"), {})
     cmap = ClockMap(True, 0, 1, -20, 0, 0, b"GPS\0", 0, 37 * S, 0.0, 37)
     service = svc.PtpService(config, "eth1", cmap, GrandmasterView(), served_phc="/dev/ptp0")
-    assert service._choose_hardware()
-    assert service.timestamping == "hardware (/dev/ptp0, the served clock)" and service.phc_map is None
-    service.hardware = True
-    assert service._served(123 * S) == 123 * S  # PHC time is served time
+    assert service.runner.choose_timestamping()
+    assert service.status()["timestamping"] == "hardware (/dev/ptp0, the served clock)" and service.phc_map is None
+    assert service.served_ns(123 * S) == 123 * S  # PHC time is served time
     software = svc.PtpService(config, "eth1", cmap, GrandmasterView(), timestamping="software")
-    assert not software._choose_hardware() and software.timestamping.startswith("software")
-    assert software._served(5 * S) == 42 * S  # host (POSIX) time through the clock map
+    assert not software.runner.choose_timestamping() and software.status()["timestamping"].startswith("software")
+    assert software.served_ns(5 * S) == 42 * S  # host (POSIX) time through the clock map
 
 
 def test_hardware_asked_for_but_not_offered_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -96,7 +98,7 @@ def test_hardware_asked_for_but_not_offered_is_refused(monkeypatch: pytest.Monke
     service = svc.PtpService(config, "veth0", ClockMap(True, 0, 1, -20, 0, 0, b"GPS\0", 0, 0, 0.0, 37),
                              GrandmasterView(), timestamping="hardware")
     with pytest.raises(tr.TransportError, match="offers no hardware timestamps"):
-        service._choose_hardware()
+        service.runner.choose_timestamping()
 
 
 class _FakePhc:
@@ -117,15 +119,30 @@ class _FakePhc:
 
 
 class _FakeTransport:
+    """Sockets that are never readable; what is sent is kept, and a timestamped send's report waits on the error
+    queue (``tx_timestamps``) until polled."""
+
     def __init__(self, hardware: bool) -> None:
-        self.hardware, self.mac, self.send_errors = hardware, bytes(6), 0
+        self.hardware, self.mac, self.send_errors = hardware, bytes.fromhex("0200aa000001"), 0
         self._r, self._w = os.pipe()
+        self.timestamped_fd = self._r
+        self.sent: list[bytes] = []
+        self._reports: list[tuple[int, int]] = []
 
     def fds(self) -> list[int]:
         return [self._r]
 
+    def send(self, data: bytes, event: bool, to: object, peer: bool, token: int | None) -> None:
+        self.sent.append(data)
+        if token is not None:
+            self._reports.append((token, 1_000 * len(self.sent)))
+
     def tx_timestamps(self) -> list[tuple[int, int]]:
-        return []
+        reports, self._reports = self._reports, []
+        return reports
+
+    def address_key(self, source: object) -> object:
+        return source
 
     def receive(self, fd: int) -> list[tuple[bytes, object, int | None]]:
         return []
@@ -146,7 +163,7 @@ def _upstream(monkeypatch: pytest.MonkeyPatch, offered: bool, want: str) -> tupl
         opened.append(_FakeTransport(hardware))
         return opened[-1]
 
-    monkeypatch.setattr(pss, "open_transport", open_transport)
+    monkeypatch.setattr(run, "open_transport", open_transport)
     service = pss.PtpSlaveService(SlaveConfig(), "eth9", lambda host_ns: host_ns + 37 * S, lambda m: None,
                                   timestamping=want)
     return service, opened
@@ -160,10 +177,10 @@ def test_the_upstream_port_takes_the_nics_timestamps_through_its_phc(monkeypatch
         try:
             assert opened and opened[0].hardware  # the sockets ask for the NIC's timestamps
             assert service.status()["timestamping"] == "hardware (/dev/ptp3)"
-            assert service._local(10 * S) == 10 * S - 5_000 + 37 * S  # PHC -> host -> local
-            phc = service._phc
+            assert service.local_ns(10 * S) == 10 * S - 5_000 + 37 * S  # PHC -> host -> local
+            phc = service.runner.phc
             phc.sampled_mono_ns = 0  # a second has passed: the next timer reads the PHC again
-            service._on_timer()
+            service.runner.on_timer()
             assert phc.samples == 1
         finally:
             service.stop()
@@ -179,7 +196,7 @@ def test_the_upstream_port_stays_on_software_timestamps_unless_offered(monkeypat
         service.start()
         try:
             assert not opened[0].hardware and service.status()["timestamping"] == "software"
-            assert service._local(10 * S) == 47 * S
+            assert service.local_ns(10 * S) == 47 * S
         finally:
             service.stop()
 
@@ -200,3 +217,44 @@ def test_the_upstream_port_asked_for_hardware_it_lacks_is_faulty_and_says_why(
             service.stop()
 
     asyncio.run(run())
+
+
+def test_the_grandmaster_through_its_runner_is_retried_then_masters_and_follows_up_each_sync(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The transport first fails (FAULTY, retried), then opens; the port masters, and every Sync's Follow_Up goes
+    out though the sockets never wake the loop: the runner polls for transmit timestamps within TX_POLL_S."""
+    monkeypatch.setattr(tr, "hardware_info", lambda iface: tr.HardwareInfo(tr.SOF_RX_SOFTWARE, -1))
+    monkeypatch.setattr(run, "FAULT_RETRY_S", 0.01)
+    attempts: list[str] = []
+    opened: list[_FakeTransport] = []
+
+    def open_transport(kind: str, iface: str, l2: str, peer: bool, hardware: bool = False) -> _FakeTransport:
+        attempts.append(iface)
+        if len(attempts) == 1:
+            raise tr.TransportError(19, "interface eth1 does not exist")
+        opened.append(_FakeTransport(hardware))
+        return opened[-1]
+
+    monkeypatch.setattr(run, "open_transport", open_transport)
+    config, _, _ = resolve(load_profile("default-e2e"), {"log_announce_interval": -3, "log_sync_interval": -3})
+    events: list[tuple[str, str]] = []
+    service = svc.PtpService(config, "eth1", ClockMap(True, 0, 1, -20, 0, 0, b"GPS\0", 0, 0, 0.0, 37),
+                             GrandmasterView(), on_event=lambda kind, text: events.append((kind, text)))
+
+    async def serve() -> dict[str, Any]:
+        service.start()
+        try:
+            assert service.status()["state"] == "FAULTY" and service.runner.retrying
+            await asyncio.sleep(0.8)
+            return service.status()
+        finally:
+            service.stop()
+
+    status = asyncio.run(serve())
+    assert status["state"] == "MASTER" and status["error"] == "" and status["port_identity"] == "0200aa.fffe.000001-1"
+    assert events == [("ptp-fault", "interface eth1 does not exist"),
+                      ("ptp-state", "LISTENING -> MASTER (no better master heard)")]
+    sent = [c.decode(data) for data in opened[0].sent]
+    syncs = [m.header.sequence_id for m in sent if isinstance(m, c.Sync)]
+    follow_ups = [m.header.sequence_id for m in sent if isinstance(m, c.FollowUp)]
+    assert len(syncs) >= 2 and follow_ups == syncs[:len(follow_ups)] and len(follow_ups) >= len(syncs) - 1

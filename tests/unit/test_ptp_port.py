@@ -9,7 +9,8 @@ import pytest
 from appliance.protocol.limits import AccessRules
 from appliance.protocol.ptp import codec as c
 from appliance.outputs.ptp.datasets import AnnouncedQuality, GrandmasterView, leap_flags
-from appliance.outputs.ptp.port import (LISTENING, MASTER, PASSIVE, TRANSITIONS, PtpPort, Send)
+from appliance.outputs.ptp.port import LISTENING, MASTER, PASSIVE, TRANSITIONS, PtpPort
+from appliance.protocol.ptp.port_common import Send
 from appliance.protocol.ptp.profiles import load_profile, resolve
 
 S = 1_000_000_000

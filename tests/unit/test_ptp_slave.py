@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from appliance.protocol.ptp import codec as c
-from appliance.outputs.ptp.port import Send
+from appliance.protocol.ptp.port_common import Send
 from appliance.refs.ptp_slave import (FAULTY, LISTENING, SLAVE, TRANSITIONS, UNCALIBRATED, PtpMeasurement, PtpSlave,
                                       SlaveConfig, clock_identity_text)
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from appliance import config, leap
-from appliance.app import simulated as simulated_appliance
+from appliance.runtime.platforms import simulated as simulated_appliance
 from appliance.events import Alarm, Constellation, FixMode, GnssEpoch, Position, ReceiverState, SatInfo, Severity
 from appliance.gnss.receiver import ReceiverSnapshot
 from appliance.sched import SimScheduler

@@ -263,7 +263,7 @@ class UdpTransport:
 
     @property
     def timestamped_fd(self) -> int:
-        """The socket whose sends are timestamped (see PtpService._apply)."""
+        """The socket whose sends are timestamped (see send_batch)."""
         return self.event.fileno()
 
     def send(self, data: bytes, event: bool, to: Any, peer: bool, token: int | None) -> None:

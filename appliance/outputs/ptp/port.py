@@ -26,17 +26,19 @@ from appliance.protocol.limits import AccessRules, Limit, RateLimiter
 from appliance.protocol.ptp import codec as c
 from appliance.protocol.ptp.bmca import Candidate, Decision, ForeignMasters, best, decide
 from appliance.outputs.ptp.datasets import AnnouncedQuality, GrandmasterView
+from appliance.protocol.ptp.port_common import (DISABLED, FAULTY, INITIALIZING, LISTENING, MASTER, PASSIVE,
+                                                PORT_STATE_CODES, PRE_MASTER, PortStateMachine, Send, TxTimestamps,
+                                                admit, answer_pdelay_req, from_each, interval_ns, keep_recent,
+                                                pdelay_resp_follow_up, port_identity_text)
 from appliance.protocol.ptp.profiles import PortConfig
 from appliance.units import NS_PER_S
 
-TX_TIMESTAMP_TIMEOUT_NS = NS_PER_S  # a transmit timestamp later than this is given up (and counted)
 MAX_SLAVES_SEEN = 1024
 ALL_PORTS = c.PortIdentity(b"\xff" * 8, 0xFFFF)
 
-# Port states (Table 20) and the transitions a grandmaster port takes (Figure 30, without the slave side).
-INITIALIZING, FAULTY, DISABLED, LISTENING, PRE_MASTER, MASTER, PASSIVE = (
-    "INITIALIZING", "FAULTY", "DISABLED", "LISTENING", "PRE_MASTER", "MASTER", "PASSIVE")
-STATE_CODES = {INITIALIZING: 1, FAULTY: 2, DISABLED: 3, LISTENING: 4, PRE_MASTER: 5, MASTER: 6, PASSIVE: 7}
+# The port states a grandmaster port takes (Table 20) and its transitions (Figure 30, without the slave side).
+STATE_CODES = {state: PORT_STATE_CODES[state] for state in (INITIALIZING, FAULTY, DISABLED, LISTENING, PRE_MASTER,
+                                                            MASTER, PASSIVE)}
 TRANSITIONS: dict[tuple[str, str], str] = {
     (INITIALIZING, "INIT_COMPLETE"): LISTENING,
     (LISTENING, "ANNOUNCE_RECEIPT_TIMEOUT"): MASTER,
@@ -47,22 +49,11 @@ TRANSITIONS: dict[tuple[str, str], str] = {
     (MASTER, "RS_PASSIVE"): PASSIVE,
     (PASSIVE, "RS_MASTER"): MASTER,
     (PASSIVE, "ANNOUNCE_RECEIPT_TIMEOUT"): MASTER,
+    (FAULTY, "FAULT_CLEARED"): INITIALIZING,
+    (DISABLED, "DESIGNATED_ENABLED"): INITIALIZING,
+    **from_each((INITIALIZING, LISTENING, PRE_MASTER, MASTER, PASSIVE), "FAULT_DETECTED", FAULTY),
+    **from_each((INITIALIZING, LISTENING, PRE_MASTER, MASTER, PASSIVE, FAULTY), "DESIGNATED_DISABLED", DISABLED),
 }
-for _s in (INITIALIZING, LISTENING, PRE_MASTER, MASTER, PASSIVE):
-    TRANSITIONS[(_s, "FAULT_DETECTED")] = FAULTY
-    TRANSITIONS[(_s, "DESIGNATED_DISABLED")] = DISABLED
-TRANSITIONS[(FAULTY, "FAULT_CLEARED")] = INITIALIZING
-TRANSITIONS[(FAULTY, "DESIGNATED_DISABLED")] = DISABLED
-TRANSITIONS[(DISABLED, "DESIGNATED_ENABLED")] = INITIALIZING
-
-
-@dataclass(frozen=True, slots=True)
-class Send:
-    data: bytes
-    event: bool  # event message (port 319, timestamped) or general (320)
-    to: Any = None  # None: the port's multicast destination; else a transport address (unicast)
-    peer: bool = False  # a peer delay message (Ethernet: 01:80:C2:00:00:0E)
-    token: int | None = None  # the transport reports this message's transmit timestamp under this token
 
 
 @dataclass
@@ -91,10 +82,6 @@ class SlaveSeen:
     mechanism: str = "e2e"
 
 
-def _interval_ns(log: int) -> int:
-    return int(NS_PER_S * 2.0 ** log)
-
-
 def _next_slot(at_ns: int, step_ns: int, now_ns: int) -> int:
     """The next message of a periodic stream: one interval after the last, or, when the timer fired more than an
     interval late, one interval from now -- a late Sync is sent late rather than dropped, and a stall is not
@@ -111,7 +98,9 @@ def _address_text(address: Any) -> str:
     return str(address)
 
 
-class PtpPort:
+class PtpPort(PortStateMachine):
+    TABLE = TRANSITIONS
+
     def __init__(self, config: PortConfig, clock_identity: bytes, view: GrandmasterView, now_ns: int,
                  port_number: int = 1, address_key: Callable[[Any], Any] | None = None,
                  management_rules: AccessRules | None = None):
@@ -120,7 +109,7 @@ class PtpPort:
         self.quality = AnnouncedQuality()
         self.view = self.quality.apply(view, now_ns)
         self.priority1, self.priority2 = config.priority1, config.priority2
-        self.state, self.state_since_ns, self.reason = INITIALIZING, now_ns, "starting"
+        self._init_state(INITIALIZING, now_ns, "starting")
         self.decision: Decision | None = None
         self.foreign = ForeignMasters(clock_identity, config.announce_receipt_timeout)
         self.address_key = address_key or (lambda a: a[0] if isinstance(a, tuple) else a)
@@ -131,24 +120,21 @@ class PtpPort:
         self.clients: dict[tuple[Any, c.PortIdentity], UnicastClient] = {}
         self.peer_delay_ns: int | None = None
         self._seq: dict[int, int] = {}
-        self._tokens = itertools.count(1)
-        self._pending: dict[int, tuple[int, Any, int]] = {}  # token -> (kind, context, deadline)
+        self._pending = TxTimestamps(self._count)  # kind: the MsgType sent
         self._pdelay_out: dict[int, dict[str, int]] = {}  # our Pdelay_Req sequenceId -> timestamps
         self._timers: list[tuple[int, int, str, Any]] = []
         self._timer_seq = itertools.count()
         self._due: dict[tuple[str, Any], int] = {}  # live due time per timer key (older heap entries are stale)
-        self.transitions: list[tuple[int, str, str, str]] = []  # (now, old, new, reason), the latest 32
+        self.last_set: tuple[str, int, int, str] | None = None  # the latest management SET: (name, old, new, who)
         self.log_sync = config.log_sync_interval
         self.log_announce = config.log_announce_interval
 
     # --- state --------------------------------------------------------------------------------------------
     def _event(self, event: str, now_ns: int, reason: str) -> list[Send]:
-        new = TRANSITIONS.get((self.state, event))
-        if new is None or new == self.state:
+        """Take ``event`` through the table, then the new state's entry actions (timers started)."""
+        if not self._transition(event, now_ns, reason):
             return []
-        old, self.state, self.state_since_ns, self.reason = self.state, new, now_ns, reason
-        self.transitions = (self.transitions + [(now_ns, old, new, reason)])[-32:]
-        out: list[Send] = []
+        new = self.state
         if new == MASTER:
             self._at(now_ns + self._announce_phase_ns(self.log_sync, self.log_announce), "announce")
             if self.config.multicast:
@@ -164,7 +150,7 @@ class PtpPort:
             self._at(now_ns + self._receipt_timeout_ns(), "listening")
         if new in (LISTENING, MASTER, PASSIVE) and self.config.delay_mechanism == "p2p":
             self._at(now_ns, "pdelay")
-        return out
+        return []
 
     def start(self, now_ns: int) -> list[Send]:
         out = self._event("INIT_COMPLETE", now_ns, "initialized")
@@ -180,7 +166,7 @@ class PtpPort:
         return self.start(now_ns)
 
     def _receipt_timeout_ns(self) -> int:
-        return self.config.announce_receipt_timeout * _interval_ns(self.log_announce)
+        return self.config.announce_receipt_timeout * interval_ns(self.log_announce)
 
     def _run_bmca(self, now_ns: int) -> list[Send]:
         qualified = self.foreign.qualified(now_ns)
@@ -223,11 +209,20 @@ class PtpPort:
         Announce of ours: it would queue behind it after its transmit timestamp (in the NIC or a switch without
         PTP support: a path delay the slave cannot measure), and in software its timing would depend on what went
         just before it.  Halfway also spreads the port's sends evenly."""
-        return min(_interval_ns(log_sync), _interval_ns(log_announce)) // 2
+        return min(interval_ns(log_sync), interval_ns(log_announce)) // 2
 
     def _at(self, at_ns: int, kind: str, key: Any = None) -> None:
         self._due[(kind, key)] = at_ns
         heapq.heappush(self._timers, (at_ns, next(self._timer_seq), kind, key))
+
+    def pending_tx(self) -> bool:
+        """Transmit timestamps awaited (the edge polls for them soon after a send)."""
+        return bool(self._pending)
+
+    def take_last_set(self) -> tuple[str, int, int, str] | None:
+        """The management SET done since the last call, if any: (name, old, new, who), for the edge to log."""
+        last, self.last_set = self.last_set, None
+        return last
 
     def next_due_ns(self) -> int | None:
         while self._timers:
@@ -245,7 +240,7 @@ class PtpPort:
                 continue
             del self._due[(kind, key)]
             out += self._fire(kind, key, at, now_ns, served_ns)
-        self._expire_pending(now_ns)
+        self._pending.expire(now_ns)
         return out
 
     def _fire(self, kind: str, key: Any, at: int, now_ns: int, served_ns: int) -> list[Send]:
@@ -263,15 +258,15 @@ class PtpPort:
             self._schedule_foreign()
             return out
         if kind == "announce" and self.state == MASTER:
-            self._at(_next_slot(at, _interval_ns(self.log_announce), now_ns), "announce")
+            self._at(_next_slot(at, interval_ns(self.log_announce), now_ns), "announce")
             return [self._announce(served_ns)] if self.config.multicast else []
         if kind == "announce-now" and self.state == MASTER:
             return [self._announce(served_ns)] if self.config.multicast else []
         if kind == "sync" and self.state == MASTER and self.config.multicast:
-            self._at(_next_slot(at, _interval_ns(self.log_sync), now_ns), "sync")
+            self._at(_next_slot(at, interval_ns(self.log_sync), now_ns), "sync")
             return self._sync(served_ns, None, self.log_sync, now_ns)
         if kind == "pdelay" and self.state in (LISTENING, MASTER, PASSIVE):
-            self._at(now_ns + _interval_ns(self.config.log_min_pdelay_req_interval), "pdelay")
+            self._at(now_ns + interval_ns(self.config.log_min_pdelay_req_interval), "pdelay")
             return self._pdelay_req(served_ns, now_ns)
         if kind.startswith("u-"):
             return self._unicast_timer(kind, key, at, now_ns, served_ns)
@@ -330,29 +325,21 @@ class PtpPort:
     def _sync(self, served_ns: int, client: UnicastClient | None, log_interval: int, now_ns: int) -> list[Send]:
         seq = self._next_seq(c.MsgType.SYNC, client)
         flags = c.FLAG_TWO_STEP | (c.FLAG_UNICAST if client is not None else 0)
-        token = next(self._tokens)
         to = client.address if client is not None else None
-        self._pending[token] = (c.MsgType.SYNC, (seq, to, log_interval, flags), now_ns + TX_TIMESTAMP_TIMEOUT_NS)
+        token = self._pending.expect(c.MsgType.SYNC, (seq, to, log_interval, flags), now_ns)
         self._count("tx_sync")
         return [Send(c.encode(c.Sync(self._header(c.MsgType.SYNC, seq, log_interval, flags), max(0, served_ns))),
                      True, to, token=token)]
 
     def handle_tx_timestamp(self, token: int, tx_ts_ns: int) -> list[Send]:
-        pending = self._pending.pop(token, None)
-        if pending is None:
-            self._count("tx_timestamp_late")
-            return []
-        kind, ctx, _deadline = pending
+        kind, ctx = self._pending.take(token) or (None, None)
         if kind == c.MsgType.SYNC:
             seq, to, log_interval, flags = ctx
             self._count("tx_follow_up")
             msg = c.FollowUp(self._header(c.MsgType.FOLLOW_UP, seq, log_interval, flags & c.FLAG_UNICAST), tx_ts_ns)
             return [Send(c.encode(msg), False, to)]
         if kind == c.MsgType.PDELAY_RESP:
-            seq, to, requester, correction, domain = ctx
-            self._count("tx_pdelay_resp_follow_up")
-            header = c.Header(c.MsgType.PDELAY_RESP_FOLLOW_UP, domain, self.identity, seq, correction=correction)
-            return [Send(c.encode(c.PdelayRespFollowUp(header, tx_ts_ns, requester)), False, to, peer=True)]
+            return pdelay_resp_follow_up(self.identity, ctx, tx_ts_ns, self._count)
         if kind == c.MsgType.PDELAY_REQ:
             out = self._pdelay_out.get(ctx)
             if out is not None:
@@ -360,19 +347,11 @@ class PtpPort:
                 self._peer_delay(ctx)
         return []
 
-    def _expire_pending(self, now_ns: int) -> None:
-        late = [t for t, (_, _, deadline) in self._pending.items() if deadline <= now_ns]
-        for token in late:
-            del self._pending[token]
-        if late:
-            self._count("tx_timestamp_missing", len(late))
-
     # --- peer delay ---------------------------------------------------------------------------------------
     def _pdelay_req(self, served_ns: int, now_ns: int) -> list[Send]:
         seq = self._next_seq(c.MsgType.PDELAY_REQ)
-        token = next(self._tokens)
-        self._pending[token] = (c.MsgType.PDELAY_REQ, seq, now_ns + TX_TIMESTAMP_TIMEOUT_NS)
-        self._pdelay_out = {k: v for k, v in self._pdelay_out.items() if (seq - k) & 0xFFFF < 8}
+        token = self._pending.expect(c.MsgType.PDELAY_REQ, seq, now_ns)
+        self._pdelay_out = keep_recent(self._pdelay_out, seq)
         self._pdelay_out[seq] = {}
         self._count("tx_pdelay_req")
         return [Send(c.encode(c.PdelayReq(self._header(c.MsgType.PDELAY_REQ, seq), max(0, served_ns))), True,
@@ -387,20 +366,8 @@ class PtpPort:
 
     # --- receiving ----------------------------------------------------------------------------------------
     def handle_rx(self, data: bytes, source: Any, rx_ts_ns: int | None, now_ns: int) -> list[Send]:
-        try:
-            msg = c.decode(data)
-        except c.PtpDecodeError as exc:
-            self._count("drop_" + exc.reason)
-            return []
-        h = msg.header
-        if h.source_port.clock_identity == self.identity.clock_identity:
-            self._count("drop_own")  # our own multicast, looped back
-            return []
-        if h.domain != self.config.domain:
-            self._count("drop_other_domain")
-            return []
-        if h.major_sdo_id != 0:
-            self._count("drop_other_sdo")
+        msg = admit(data, self.identity, self.config.domain, self._count)
+        if msg is None:
             return []
         self._count("rx_" + type(msg).__name__.lower())
         if self.state in (INITIALIZING, FAULTY, DISABLED):
@@ -482,20 +449,9 @@ class PtpPort:
         if self.config.delay_mechanism != "p2p":
             self._count("drop_wrong_delay_mechanism")
             return []
-        if rx_ts_ns is None:
-            self._count("drop_no_rx_timestamp")
-            return []
-        self._seen(msg.header.source_port, source, now_ns, "p2p")
-        unicast = bool(msg.header.flags & c.FLAG_UNICAST)
-        to = source if unicast else None
-        seq = msg.header.sequence_id
-        token = next(self._tokens)
-        self._pending[token] = (c.MsgType.PDELAY_RESP, (seq, to, msg.header.source_port, msg.header.correction,
-                                                        msg.header.domain), now_ns + TX_TIMESTAMP_TIMEOUT_NS)
-        header = c.Header(c.MsgType.PDELAY_RESP, msg.header.domain, self.identity, seq, flags=c.FLAG_TWO_STEP)
-        self._count("tx_pdelay_resp")
-        return [Send(c.encode(c.PdelayResp(header, rx_ts_ns, msg.header.source_port)), True, to, peer=True,
-                     token=token)]
+        if rx_ts_ns is not None:
+            self._seen(msg.header.source_port, source, now_ns, "p2p")
+        return answer_pdelay_req(self.identity, msg, source, rx_ts_ns, self._pending, now_ns, self._count)
 
     def _on_pdelay_resp(self, msg: c.PdelayResp, rx_ts_ns: int | None) -> list[Send]:
         t = self._pdelay_out.get(msg.header.sequence_id)
@@ -674,7 +630,7 @@ class PtpPort:
         if sync is None:
             self._at(now_ns, "u-announce", key)
             return
-        step = _interval_ns(sync.log_interval)
+        step = interval_ns(sync.log_interval)
         at = self._due.get(("u-sync", key), now_ns) - step + self._announce_phase_ns(sync.log_interval,
                                                                                    announce.log_interval)
         self._at(at if at >= now_ns else at + step, "u-announce", key)  # the first Announce slot from now
@@ -696,7 +652,7 @@ class PtpPort:
         grant = client.grants.get(mtype) if client is not None else None
         if client is None or grant is None or self.state != MASTER:
             return []
-        step = _interval_ns(grant.log_interval)
+        step = interval_ns(grant.log_interval)
         self._at(_next_slot(at, step, now_ns), kind, key)
         if mtype == c.MsgType.SYNC:
             client.sent_sync += 1
@@ -711,16 +667,16 @@ class PtpPort:
         for sender, entry in self.foreign.masters.items():
             a = entry.announce
             masters.append({
-                "port_identity": _pid(sender), "grandmaster": a.gm_identity.hex(),
+                "port_identity": port_identity_text(sender), "grandmaster": a.gm_identity.hex(),
                 "clock_class": a.gm_clock_quality.clock_class, "clock_accuracy": a.gm_clock_quality.clock_accuracy,
                 "priority1": a.gm_priority1, "priority2": a.gm_priority2, "steps_removed": a.steps_removed,
                 "qualified": id(a) in qualified, "last_seen_s_ago": round((now_ns - entry.received_ns[-1]) / 1e9, 1)})
-        slaves = [{"port_identity": _pid(s.port), "address": s.address, "mechanism": s.mechanism,
+        slaves = [{"port_identity": port_identity_text(s.port), "address": s.address, "mechanism": s.mechanism,
                    "requests": s.requests, "last_seen_s_ago": round((now_ns - s.last_seen_ns) / 1e9, 1)}
                   for s in reversed(self.slaves.values())][:64]
         return {
-            "state": self.state, "reason": self.reason, "state_for_s": round((now_ns - self.state_since_ns) / 1e9, 1),
-            "port_identity": _pid(self.identity), "profile": cfg.profile, "transport": cfg.transport,
+            "state": self.state, "reason": self.reason, "state_for_s": self.state_for_s(now_ns),
+            "port_identity": port_identity_text(self.identity), "profile": cfg.profile, "transport": cfg.transport,
             "domain": cfg.domain, "delay_mechanism": cfg.delay_mechanism, "priority1": self.priority1,
             "priority2": self.priority2, "log_sync_interval": self.log_sync,
             "log_announce_interval": self.log_announce, "clock_class": self.view.clock_class,
@@ -730,8 +686,7 @@ class PtpPort:
                                                                   if now_ns - s.last_seen_ns < 60 * NS_PER_S),
             "slaves": slaves, "unicast_clients": len(self.clients),
             "counters": dict(sorted(self.counters.items())),
-            "transitions": [{"s_ago": round((now_ns - t) / 1e9, 1), "from": a, "to": b, "reason": r}
-                            for t, a, b, r in self.transitions[-8:]],
+            "transitions": self.transition_rows(now_ns),
         }
 
 
@@ -741,8 +696,3 @@ def _announced(v: GrandmasterView) -> tuple[Any, ...]:
     regular Announce (so do the C37.238 TLV's inaccuracy)."""
     return (v.clock_class, v.time_source, v.current_utc_offset, v.utc_offset_valid, v.leap61, v.leap59,
             v.time_traceable, v.frequency_traceable, v.ptp_timescale)
-
-
-def _pid(p: c.PortIdentity) -> str:
-    ident = p.clock_identity.hex()
-    return f"{ident[:6]}.{ident[6:10]}.{ident[10:]}-{p.port_number}"

@@ -1,0 +1,242 @@
+"""Run one sans-IO PTP port engine on the appliance's event loop: its transport, readers, one timer, faults.
+
+I/O edge.  The grandmaster port (gm_service.py) and the upstream slave port (slave_service.py) each run their engine
+through one ``PortRunner``.  It opens the transport (transport.py) with the timestamping asked for, watches its
+sockets, reads transmit timestamps before anything else (a Follow_Up or a delay exchange must not wait for the next
+packet), sends the engine's ``Send`` actions, keeps one timer armed at the engine's next due time and logs the
+engine's state changes.  A transport that cannot open (no such interface, port in use, no permission, hardware
+timestamps asked for and not offered) leaves the engine FAULTY with the reason, and it is tried again every
+``FAULT_RETRY_S`` seconds.  What differs between the two ports -- which engine, its calls, the time axis its
+timestamps are on, what it names itself -- comes in as a ``PortSpec`` and ``PortHooks`` from the service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from appliance.edge.ptp.transport import PhcReader, TransportError, choose_timestamping, open_transport, send_batch
+from appliance.protocol.ptp import codec as c
+from appliance.protocol.ptp.port_common import Send, port_identity_text
+
+FAULT_RETRY_S = 16.0  # ptp4l's fault_reset_interval is 2**4 s too
+TX_POLL_S = 0.001  # how soon after an event message its transmit timestamp is looked for
+
+
+class PortEngine(Protocol):
+    """What the runner asks of any port engine itself; the rest goes through the service's ``PortHooks``."""
+
+    identity: c.PortIdentity
+    state: str
+    reason: str
+
+    def next_due_ns(self) -> int | None: ...
+
+    def pending_tx(self) -> bool: ...
+
+    def fault(self, now_ns: int, reason: str) -> object: ...
+
+    def snapshot(self, now_ns: int) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class PortSpec:
+    """One port as its runner opens it, and names it in the log and in events."""
+
+    iface: str
+    transport: str  # udp4 | udp6 | l2
+    l2_destination: str
+    p2p: bool  # the peer-delay multicast group is joined too
+    timestamping: str  # auto | hardware | software
+    setting: str  # the setting a refusal of hardware timestamps names
+    title: str  # "PTP port": how its log lines begin
+    not_up: str  # "not serving": what its fault log line says
+    event: str  # "ptp": its on_event kinds are <event>-fault and <event>-state
+    summary: str  # "default-e2e, udp4, domain 0": said when the port opens
+    served_phc: str = ""  # the PHC the clock steers: its hardware timestamps are served time already
+    phc_sample_s: float | None = None  # read the NIC's PHC against the host clock this often (None: the service does)
+
+
+@dataclass(frozen=True)
+class PortHooks:
+    """The service's side of the runner.  ``start(transport, now_ns)``: the engine made for a transport that opened,
+    or brought back from FAULTY, with its first actions; ``receive(data, source, rx_ts_ns, now_ns)``,
+    ``tx_timestamp(token, tx_ts_ns)`` and ``timers(now_ns)`` pass on to the engine (timestamps already mapped by
+    ``engine_ns``, ``now_ns`` monotonic); ``handle(actions)``: what the service does with them besides sending."""
+
+    start: Callable[[Any, int], tuple[PortEngine, list[Any]]]
+    receive: Callable[[bytes, Any, int | None, int], list[Any]]
+    tx_timestamp: Callable[[int, int], list[Any]]
+    timers: Callable[[int], list[Any]]
+    engine_ns: Callable[[int], int]  # a transport timestamp (host or PHC ns) on the engine's time axis
+    handle: Callable[[list[Any]], None]
+
+
+class PortRunner:
+    """``start()`` on a running loop, ``stop()``, ``status(idle)``; ``apply(actions)`` and ``rearm()`` for what the
+    service gives its engine from outside (the grandmaster's clock quality)."""
+
+    def __init__(self, spec: PortSpec, hooks: PortHooks, log: logging.Logger,
+                 on_event: Callable[[str, str], None]):
+        self.spec, self.hooks, self.log, self.on_event = spec, hooks, log, on_event
+        self.engine: PortEngine | None = None
+        self.transport: Any = None
+        self.error = ""
+        self.timestamping = "software"  # what status shows
+        self.hardware = False
+        self.phc: PhcReader | None = None  # the NIC's PHC against the host clock, unless it is the served clock
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._retry: asyncio.TimerHandle | None = None
+        self._last_state = ""
+        self._watching = False  # the transport's sockets are in the event loop's epoll set
+
+    # --- life cycle -------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._open()
+
+    @property
+    def retrying(self) -> bool:
+        """The transport would not open; another try is due in FAULT_RETRY_S."""
+        return self._retry is not None
+
+    def choose_timestamping(self) -> bool:
+        """Hardware timestamps when asked for or (auto) offered: the NIC switched on and its PHC opened (afresh, on
+        a retry).  TransportError when asked for and not offered."""
+        if self.phc is not None:
+            self.phc.close()
+            self.phc = None
+        spec = self.spec
+        self.hardware, self.timestamping, self.phc = choose_timestamping(spec.iface, spec.timestamping,
+                                                                         spec.setting, spec.served_phc)
+        return self.hardware
+
+    def _open(self) -> None:
+        self._retry = None
+        spec = self.spec
+        try:
+            self.choose_timestamping()
+            self.transport = open_transport(spec.transport, spec.iface, spec.l2_destination, spec.p2p, self.hardware)
+        except (TransportError, OSError) as exc:
+            self._fault(str(exc.strerror if isinstance(exc, TransportError) and exc.strerror else exc))
+            return
+        self.error = ""
+        self.engine, actions = self.hooks.start(self.transport, time.monotonic_ns())
+        assert self._loop is not None
+        for fd in self.transport.fds():
+            self._loop.add_reader(fd, self.on_readable, fd)
+        self._watching = True
+        self.log.info("%s %s on %s (%s, %s timestamps)", spec.title, port_identity_text(self.engine.identity),
+                      spec.iface, spec.summary, self.timestamping)
+        self.apply(actions)
+        self.rearm()
+
+    def _fault(self, error: str) -> None:
+        self.error = error
+        if self.engine is not None:
+            self.engine.fault(time.monotonic_ns(), error)
+            self._note_state()
+        self.log.error("%s %s: %s (retrying every %.0f s)", self.spec.title, self.spec.not_up, error, FAULT_RETRY_S)
+        self.on_event(f"{self.spec.event}-fault", error)
+        assert self._loop is not None
+        self._retry = self._loop.call_later(FAULT_RETRY_S, self._open)
+
+    def stop(self) -> None:
+        for handle in (self._timer, self._retry):
+            if handle is not None:
+                handle.cancel()
+        self._timer = self._retry = None
+        if self.transport is not None and self._loop is not None:
+            for fd in self.transport.fds():
+                self._loop.remove_reader(fd)
+            self._watching = False
+            self.transport.close()
+            self.transport = None
+        if self.phc is not None:
+            self.phc.close()
+            self.phc = None
+
+    # --- the engine's inputs and actions ----------------------------------------------------------------------
+    def on_readable(self, fd: int) -> None:
+        engine, transport = self.engine, self.transport
+        if engine is None or transport is None:
+            return
+        now_ns = time.monotonic_ns()
+        actions = self._transmitted()
+        for data, source, ts_ns in transport.receive(fd):
+            actions += self.hooks.receive(data, source, None if ts_ns is None else self.hooks.engine_ns(ts_ns), now_ns)
+        self.apply(actions)
+        self.rearm()
+
+    def on_timer(self) -> None:
+        """The timer: the PHC read when due, transmit timestamps first, then the engine's timers."""
+        self._timer = None
+        if self.engine is None:
+            return
+        every_s = self.spec.phc_sample_s
+        if self.phc is not None and every_s is not None and \
+                time.monotonic_ns() - self.phc.sampled_mono_ns >= every_s * 1e9:
+            self.phc.sample()
+        self.apply(self._transmitted())
+        self.apply(self.hooks.timers(time.monotonic_ns()))
+        self.rearm()
+
+    def _transmitted(self) -> list[Any]:
+        """Transmit timestamps from the error queue, handed to the engine."""
+        actions: list[Any] = []
+        if self.transport is not None:
+            for token, ts_ns in self.transport.tx_timestamps():
+                actions += self.hooks.tx_timestamp(token, self.hooks.engine_ns(ts_ns))
+        return actions
+
+    def apply(self, actions: list[Any]) -> None:
+        """Send the ``Send``s, let the service handle the rest, and log a state change."""
+        sends = [a for a in actions if isinstance(a, Send)]
+        send_batch(self.transport, self._loop, self.on_readable, sends, self._watching)
+        self.hooks.handle(actions)
+        self._note_state()
+
+    def _note_state(self) -> None:
+        engine = self.engine
+        if engine is None or engine.state == self._last_state:
+            return
+        if self._last_state:
+            self.log.info("%s: %s -> %s (%s)", self.spec.title, self._last_state, engine.state, engine.reason)
+            self.on_event(f"{self.spec.event}-state", f"{self._last_state} -> {engine.state} ({engine.reason})")
+        self._last_state = engine.state
+
+    def rearm(self) -> None:
+        """One timer at the engine's next due time.  Transmit timestamps arrive on the error queue (POLLERR wakes the
+        readers); the timer also polls it within TX_POLL_S of a send, so a Follow_Up never waits for the next
+        packet; and it reads the PHC every ``phc_sample_s``."""
+        engine, loop = self.engine, self._loop
+        if engine is None or loop is None or self.transport is None:
+            return
+        due_ns = engine.next_due_ns()
+        if due_ns is None:
+            return
+        delay_s = max(0.0, (due_ns - time.monotonic_ns()) / 1e9)
+        if engine.pending_tx():
+            delay_s = min(delay_s, TX_POLL_S)
+        if self.phc is not None and self.spec.phc_sample_s is not None:
+            delay_s = min(delay_s, self.spec.phc_sample_s)
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = loop.call_later(delay_s, self.on_timer)
+
+    # --- the read model ---------------------------------------------------------------------------------------
+    def status(self, idle: dict[str, Any]) -> dict[str, Any]:
+        """The port's status: the engine's snapshot, or before there is an engine its state and ``idle`` (what the
+        service is configured as)."""
+        base = {"enabled": True, "interface": self.spec.iface, "error": self.error, "timestamping": self.timestamping}
+        if self.engine is None:
+            return {**base, "state": "FAULTY" if self.error else "INITIALIZING", **idle}
+        snap = self.engine.snapshot(time.monotonic_ns())
+        if self.transport is not None:
+            snap["counters"]["send_errors"] = self.transport.send_errors
+        return {**base, **snap}

@@ -1,0 +1,85 @@
+"""The one read model, built: a ``TimeStatus`` from the router's engines and what the edges report of themselves.
+
+Pure core.  Every surface (``appliance status``, the console and REST API, SNMP, /metrics, the audit trail's
+time-quality record, NTP and PTP publication) reads the snapshot built here; none of them touches an engine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from appliance import leap
+from appliance.router import Now, Router
+from appliance.status import ClockStatus, PpsStatus, TimeStatus, summarize
+from appliance.units import NS_PER_S
+
+
+@dataclass(frozen=True)
+class EdgeStatus:
+    """What the runtime knows that the engines do not: how it runs, and each output's and input edge's own report."""
+
+    mode: str  # "simulated" or "hardware"
+    version: str
+    started_at_tai_ns: int
+    backend: str  # the clock backend's name
+    outputs: dict[str, Any] = field(default_factory=dict)  # per output (ntp, ptp ...): its state and counters
+    inputs: dict[str, dict[str, Any]] = field(default_factory=dict)  # per reference: what its input edge reports
+    cross_check: dict[str, Any] | None = None  # the NTP cross-check poller's servers, when one runs
+    sim_time_error_ns: int | None = None  # served minus true: known only in simulation
+
+
+def build(router: Router, now: Now, edges: EdgeStatus) -> TimeStatus:
+    clock_service = router.clock
+    served = clock_service.backend.served_ns
+    at = served(now.raw_ns)
+    table = router.utc.table
+    leap_status = router.utc.snapshot(at)
+    nxt = table.next_change_after(at)
+    snap = clock_service.snapshot(now.raw_ns, leap_status.pending_change_s,
+                                  None if nxt is None else max(0, (nxt[0] - at) // NS_PER_S))
+    gnss = router.gnss
+    last = gnss.pairer.last
+    pps = PpsStatus(gnss.pps_source, gnss.pps_edges, gnss.pairer.paired, dict(gnss.pairer.rejected),
+                    last.edge_raw_ns if last else None, last.qerr_ps if last else None)
+    clock = ClockStatus(
+        snap.state, served(snap.state_since_raw_ns), snap.reason, snap.error_bound_ns, snap.frequency_ppb,
+        snap.phase_offset_ns, None if snap.locked_since_raw_ns is None else served(snap.locked_since_raw_ns),
+        None if snap.holdover_since_raw_ns is None else served(snap.holdover_since_raw_ns),
+        snap.advertised.clock_class, snap.advertised.clock_accuracy, clock_service.oscillator, edges.backend,
+        snap.forced_holdover, snap.time_constant_s, snap.learned_s, snap.predicted_frequency_ppb,
+        snap.predicted_aging_ppb_per_day, snap.steps, snap.advertised, edges.sim_time_error_ns)
+    sats = gnss.satellites
+    return TimeStatus(at, leap.tai_to_utc(at, table).iso_ms(), edges.mode, edges.version, edges.started_at_tai_ns,
+                      gnss.receiver.snapshot(), sats, summarize(sats), pps, leap_status, clock,
+                      tuple(router.alarms.active.values()), outputs=edges.outputs,
+                      integrity=_integrity(router, now, edges), references=_references(router, now, edges))
+
+
+def _references(router: Router, now: Now, edges: EdgeStatus) -> dict[str, Any]:
+    """The references as status shows them: the active one, the policy, and a row per reference (state, priority,
+    offset against the clock, jitter, accuracy) with what its driver and its input edge report."""
+    selector, served = router.selector, router.clock.backend.served_ns
+    rows = []
+    for v in selector.views(now.raw_ns):
+        row = dataclasses.asdict(v)
+        row["since_tai_ns"] = served(v.since_raw_ns)
+        edge = edges.inputs.get(v.name)
+        if edge is not None:
+            row["input"] = {**edge, **router.references[v.name].status()}
+        rows.append(row)
+    p = selector.policy
+    return {"active": selector.active, "pinned": selector.pinned, "revertive": p.revertive,
+            "wait_to_restore_s": p.wait_to_restore_s, "step_limit_ns": p.step_limit_ns,
+            "slew_ns_per_s": p.slew_ns_per_s, "switches": selector.switches,
+            "disagreements": [dataclasses.asdict(d) for d in selector.disagreements], "rows": rows}
+
+
+def _integrity(router: Router, now: Now, edges: EdgeStatus) -> Any:
+    guard = router.gnss.guard
+    assert guard is not None
+    status = guard.status(now.raw_ns)
+    if edges.cross_check is None:
+        return status
+    return dataclasses.replace(status, ntp={**(status.ntp or {}), "servers": edges.cross_check})

@@ -1,0 +1,269 @@
+"""The runtime: owns the parts, runs the router on the scheduler's timers, and performs the router's effects.
+
+Edge-side, but it reads no clock itself: the counter (``raw_now``) and the host clock (``host_now``) are handed in,
+so the same runtime runs live on the asyncio scheduler and in simulated time on the simulated one.  Every part (a
+receiver's reader, an output, the console, the SNMP agent, the audit trail) is started and stopped through the same
+small protocol (``start``, ``stop``) and was built with the callbacks it needs (``deliver``, ``subscribe``,
+``status``, ``command`` ...), never with this object.  What the parts report of themselves comes back through the
+status functions they were registered with, into the one read model (``readmodel.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from appliance import __version__, leap, readmodel
+from appliance.clock.learned import LearnedState
+from appliance.events import Alarm
+from appliance.outputs.ntp import publish
+from appliance.protocol.clockmap import ClockMap
+from appliance.readmodel import EdgeStatus
+from appliance.router import (
+    AuditCommand,
+    ClockReading,
+    Notify,
+    Now,
+    PublishClock,
+    Router,
+    SecondDone,
+)
+from appliance.runtime.outputs import PulseOutputs
+from appliance.sched import Scheduler, every
+from appliance.status import TimeStatus, to_dict
+from appliance.units import NS_PER_MS, NS_PER_S
+
+log = logging.getLogger("appliance")
+Listener = Callable[[object], None]
+Auditor = Callable[[str, str, str, dict[str, Any]], Any]  # kind, actor, text, detail
+
+
+class Part(Protocol):
+    """Anything the runtime starts and stops with the appliance."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class ClockConsumer(Protocol):
+    """An output that serves the clock from a map (NTP workers, the PTP port): every second, and at every change."""
+
+    def publish(self, clock_map: ClockMap, status: TimeStatus) -> None: ...
+
+
+class SecondConsumer(Protocol):
+    """An output planned a second ahead (1PPS, IRIG-B) or a kernel clock's status, once a second."""
+
+    def on_second(self, reading: ClockReading) -> None: ...
+
+
+class Runtime:
+    def __init__(self, router: Router, scheduler: Scheduler, raw_now: Callable[[], int], mode: str, backend: str,
+                 save_state: Callable[[LearnedState], None] | None = None, save_interval_s: int = 600,
+                 served_at_host: Callable[[int], tuple[int, float]] | None = None,
+                 sim_time_error: Callable[[], int] | None = None, world: Any = None):
+        self.router, self.scheduler, self.raw_now = router, scheduler, raw_now
+        self.mode, self.backend = mode, backend
+        self.served_at_host = served_at_host or router.served_at_host
+        self.world = world  # the simulated world, when the appliance runs on one (drills: world commands)
+        self._save_state, self._sim_time_error = save_state, sim_time_error
+        self.started_at_ns = scheduler.now_ns()
+        self.parts: list[Part] = []
+        self.listeners: list[Listener] = []
+        self._outputs: list[Callable[[], dict[str, Any]]] = []
+        self._inputs: dict[str, Callable[[], dict[str, Any]]] = {}
+        self._clock_consumers: list[ClockConsumer] = []
+        self._second_consumers: list[SecondConsumer] = []
+        self._auditor: Auditor | None = None
+        self._cross_check: Callable[[], dict[str, Any]] | None = None
+        self._refid, self._generation = "GNSS", 0
+        self.pulses: PulseOutputs | None = None  # the 1PPS and IRIG-B plans, when the settings ask for either
+        self._timers = [every(scheduler, 200 * NS_PER_MS, self._tick), every(scheduler, NS_PER_S, self._second),
+                        every(scheduler, 60 * NS_PER_S, self._minute),
+                        every(scheduler, save_interval_s * NS_PER_S, self.save_learned)]
+
+    # --- wiring (the composition root calls these while it builds) ------------------------------------------------
+    def add(self, part: Part) -> None:
+        self.parts.append(part)
+
+    def add_output(self, status: Callable[[], dict[str, Any]]) -> None:
+        """An output's status: a dict of output name -> its state and counters (one output may show as several)."""
+        self._outputs.append(status)
+
+    def add_input(self, ref: str, status: Callable[[], dict[str, Any]]) -> None:
+        """What a reference's input edge reports, shown in that reference's row."""
+        self._inputs[ref] = status
+
+    def add_clock_consumer(self, consumer: ClockConsumer) -> None:
+        self._clock_consumers.append(consumer)
+
+    def add_second_consumer(self, consumer: SecondConsumer) -> None:
+        self._second_consumers.append(consumer)
+
+    def audit_to(self, auditor: Auditor | None) -> None:
+        """Where operator commands are recorded (the audit trail), once it is open."""
+        self._auditor = auditor
+
+    def cross_check_status(self, status: Callable[[], dict[str, Any]]) -> None:
+        self._cross_check = status
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """``listener`` hears every routed event and alarm change; the returned function unsubscribes it."""
+        self.listeners.append(listener)
+        return lambda: self.listeners.remove(listener) if listener in self.listeners else None
+
+    # --- inputs from the edges ------------------------------------------------------------------------------------
+    def now(self) -> Now:
+        host_ns = leap.tai_to_posix_ns(self.scheduler.now_ns(), self.router.utc.table)[0]
+        return Now(self.raw_now(), host_ns)
+
+    def deliver(self, ref: str, item: object) -> None:
+        """What a reference's edge delivered, on the loop: to that reference's driver."""
+        self._perform(self.router.input(ref, item, self.now()))
+
+    def cross_check(self, source: str, offset_ns: float, uncertainty_ns: float) -> None:
+        """An NTP cross-check of GNSS time, on the loop."""
+        self._perform(self.router.cross_check(source, offset_ns, uncertainty_ns, self.now()))
+
+    def alarm(self, alarm: Alarm) -> None:
+        """An alarm an edge raises or clears (an output that cannot serve)."""
+        self._perform(self.router.raise_alarms([alarm]))
+
+    def served_at_past_host(self, host_ns: int) -> int:
+        """The served time at a host instant a moment ago (the PTP slave port's timestamps)."""
+        return self.router.served_at_past_host(host_ns, self.now())
+
+    def restore(self, learned: LearnedState, clock_kept_time: bool) -> None:
+        self._perform(self.router.restore(learned, self.now(), clock_kept_time))
+
+    # --- lifecycle --------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        for part in self.parts:
+            part.start()
+
+    def stop(self) -> None:
+        for part in self.parts:
+            part.stop()
+        for timer in self._timers:
+            timer.cancel()
+        self.save_learned()
+
+    # --- timers -----------------------------------------------------------------------------------------------
+    def _tick(self) -> None:
+        self._perform(self.router.tick(self.now()))
+
+    def _second(self) -> None:
+        self._perform(self.router.second(self.now()))
+
+    def _minute(self) -> None:
+        self._perform(self.router.minute(self.now()))
+
+    def save_learned(self) -> None:
+        if self._save_state is None:
+            return
+        learned = self.router.learned_state(self.now())
+        if learned is not None:
+            try:
+                self._save_state(learned)
+            except OSError as exc:
+                log.error("cannot save the learned clock state: %s", exc)
+
+    # --- effects ----------------------------------------------------------------------------------------------
+    def _perform(self, effects: list[object]) -> None:
+        for effect in effects:
+            if isinstance(effect, Notify):
+                for listener in list(self.listeners):
+                    listener(effect.event)
+            elif isinstance(effect, PublishClock):
+                self.publish_clock()
+            elif isinstance(effect, SecondDone):
+                self.publish_clock()
+                for consumer in self._second_consumers:
+                    consumer.on_second(effect.reading)
+            elif isinstance(effect, AuditCommand) and self._auditor is not None:
+                self._auditor(effect.kind, effect.actor, effect.text, effect.detail)
+
+    def publish_clock(self) -> None:
+        """Hand the clock to the network outputs: NTP workers and the PTP port read the same map."""
+        if not self._clock_consumers:
+            return
+        now = self.now()
+        status = self.status(now)
+        cmap = self._clock_map(status, now.host_ns)
+        for consumer in self._clock_consumers:
+            consumer.publish(cmap, status)
+
+    def clock_map(self, host_ns: int) -> ClockMap:
+        """The map NTP workers serve from, anchored at host time ``host_ns``."""
+        return self._clock_map(self.status(), host_ns)
+
+    def _clock_map(self, status: TimeStatus, host_ns: int) -> ClockMap:
+        if status.clock.state == "LOCKED":
+            self._refid = publish.refid_for(status, self.router.upstream_peer)
+        self._generation += 1
+        served, rate_ppb = self.served_at_host(host_ns)
+        return publish.clock_map(status, host_ns, served, rate_ppb, self._refid, self._generation)
+
+    # --- the read model ---------------------------------------------------------------------------------------
+    def now_tai_ns(self) -> int:
+        """The served (disciplined) time now."""
+        return self.router.now_tai_ns(self.now())
+
+    def status(self, now: Now | None = None) -> TimeStatus:
+        outputs: dict[str, Any] = {"ntp": {"enabled": False}, "ptp": {"enabled": False}}
+        for output in self._outputs:
+            outputs.update(output())
+        edges = EdgeStatus(self.mode, __version__, self.started_at_ns, self.backend, outputs,
+                           {name: status() for name, status in self._inputs.items()},
+                           None if self._cross_check is None else self._cross_check(),
+                           None if self._sim_time_error is None else self._sim_time_error())
+        return readmodel.build(self.router, now or self.now(), edges)
+
+    # --- operator commands ------------------------------------------------------------------------------------
+    def handle_command(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Control-socket requests (already authenticated by the socket's peer check), console and SNMP commands."""
+        cmd, who = request.get("cmd"), str(request.get("user", "operator"))
+        action = str(request.get("action", ""))
+        if cmd == "status":
+            return {"ok": True, "status": to_dict(self.status())}
+        if cmd == "world":
+            return self._world(action, who, str(request.get("value", "")))
+        if cmd == "holdover":
+            reply, effects = self.router.holdover(action, who, self.now())
+        elif cmd == "integrity":
+            reply, effects = self.router.integrity(action, who, self.now())
+        elif cmd == "reference":
+            reply, effects = self.router.reference(action, str(request.get("name", "")), who, self.now())
+        else:
+            return {"ok": False, "error": f"unknown command {cmd!r}"}
+        self._perform(effects)
+        return reply
+
+    def _world(self, action: str, who: str, value: str) -> dict[str, Any]:
+        """The simulated world, for drills and tests: the sky, the receiver, and attacks on it."""
+        if self.world is None:
+            return {"ok": False, "error": "there is no simulated world: the appliance runs on hardware"}
+        from appliance.sim import drills
+
+        try:
+            text = drills.apply(self.world, action, value)
+        except ValueError as exc:
+            return {"ok": False, "error": f"world {action}: {exc}" if action in drills.WORLD_ACTIONS else str(exc)}
+        log.warning("operator %s: simulated world: %s", who, text)
+        if self._auditor is not None:
+            self._auditor("command", who, f"simulated world: {text}", {"command": "world", "action": action,
+                                                                       "value": value})
+        return {"ok": True, "done": text}
+
+    def apply_live(self, name: str, value: Any) -> bool:
+        """Take a changed setting without a restart where the running parts can; False if it needs a restart."""
+        if name == "log.level":
+            logging.getLogger().setLevel(getattr(logging, str(value).upper(), logging.INFO))
+            return True
+        return self.router.apply_live(name, value)
+
+    def sim_time_error_ns(self) -> int | None:
+        """Served minus true time, known only in simulation."""
+        return None if self._sim_time_error is None else self._sim_time_error()
