@@ -184,17 +184,6 @@ class Alarm:
 
 
 @dataclass(frozen=True, slots=True)
-class AdminCommand:
-    """An operator's command, as it arrived on an authenticated channel."""
-
-    command: str
-    args: tuple[str, ...] = ()
-    origin: str = "control-socket"
-    user: str = ""
-    at_ns: int = 0
-
-
-@dataclass(frozen=True, slots=True)
 class PairedSecond:
     """A PPS edge joined to the label of its second: the input to the phase detector."""
 

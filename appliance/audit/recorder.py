@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from appliance.events import (AdminCommand, Alarm, ClockStateChanged, DeviceEvent, ReceiverStateChanged, StepClock)
+from appliance.events import (Alarm, ClockStateChanged, DeviceEvent, ReceiverStateChanged, StepClock)
 from appliance.gnss.guard import IntegrityChanged
 
 
@@ -55,7 +55,4 @@ def entry_for(event: object) -> Entry | None:
         return Entry("reference.device", "system", f"receiver device {event.device} "
                      f"{'connected' if event.connected else 'lost'}: {event.reason}",
                      {"device": event.device, "connected": event.connected, "reason": event.reason})
-    if isinstance(event, AdminCommand):
-        return Entry("command", event.user or event.origin, f"{event.command} {' '.join(event.args)}".strip(),
-                     {"command": event.command, "args": list(event.args), "origin": event.origin})
     return None

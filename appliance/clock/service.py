@@ -1,6 +1,6 @@
 """The disciplined clock as the rest of the appliance sees it: phase detector, engine, clock backend, quality.
 
-Pure core.  Takes paired seconds and the receiver's state; runs them through the phase detector and the discipline
+Pure core.  Takes phase samples and whether a reference drives the clock; runs them through the phase detector and the discipline
 engine; applies the engine's actions to the clock backend it was given (a SoftClock, or the kernel clock through its
 edge adapter); and answers ``status`` with the clock's state, error bound and everything it advertises, all computed
 from the measured bound (never from configuration).  Also builds the learned state that survives a restart.
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from appliance.events import ClockStateChanged, PairedSecond, ReceiverState, SetFrequency, StepClock
+from appliance.events import ClockStateChanged, PairedSecond, SetFrequency, StepClock
 from appliance.clock import quality
 from appliance.clock.discipline import ClockDiscipline, DisciplineParams
 from appliance.clock.oscillator import OSCILLATORS
@@ -21,7 +21,6 @@ from appliance.clock.predictor import Prediction
 from appliance.clock.state import ClockState
 from appliance.units import NS_PER_S
 
-USABLE_STATES = (ReceiverState.FIX_3D, ReceiverState.TIME_ONLY)
 
 
 class ClockBackend(Protocol):
@@ -62,9 +61,6 @@ class ClockService:
         self.backend = backend
         self.profile, self.degraded = profile, degraded
         self.samples = 0
-        self.receiver_usable = True
-        self.integrity_usable = True
-        self.integrity_reason = ""
         self.reference_kind = "gnss"  # the kind of reference driving the clock (its timeSource)
         self.upstream_stratum: int | None = None  # the NTP upstream's stratum while NTP drives the clock
 
@@ -82,16 +78,6 @@ class ClockService:
         self.samples += 1
         return self._apply(self.engine.on_sample(offset_ns, raw_ns, temp_c))
 
-    def on_receiver_state(self, state: ReceiverState, reason: str, raw_ns: int) -> list[object]:
-        self.receiver_usable = state in USABLE_STATES
-        why = reason if not self.receiver_usable else f"receiver {state.value}"
-        return self._usable(f"receiver {state.value}: {why}", raw_ns)
-
-    def on_integrity(self, usable: bool, reason: str, raw_ns: int) -> list[object]:
-        """The integrity checks accept or reject the reference (spoofing, jamming, operator override)."""
-        self.integrity_usable, self.integrity_reason = usable, reason
-        return self._usable(reason, raw_ns)
-
     def on_reference(self, usable: bool, reason: str, raw_ns: int) -> list[object]:
         """The reference selector says whether any reference drives the clock (False: hold over)."""
         return self._apply(self.engine.on_reference_usable(usable, reason, raw_ns))
@@ -99,12 +85,6 @@ class ClockService:
     def set_reference(self, accuracy_ns: float, noise_ns: float, source: str | None = None) -> None:
         """The active reference's accuracy (the bound's floor) and noise (lock thresholds, loop time constant)."""
         self.engine.set_reference(accuracy_ns, noise_ns, source)
-
-    def _usable(self, reason: str, raw_ns: int) -> list[object]:
-        usable = self.receiver_usable and self.integrity_usable
-        if not self.integrity_usable and self.receiver_usable:
-            reason = self.integrity_reason
-        return self._apply(self.engine.on_reference_usable(usable, reason, raw_ns))
 
     def tick(self, raw_ns: int, temp_c: float | None = None) -> list[object]:
         return self._apply(self.engine.tick(raw_ns, temp_c))

@@ -220,9 +220,9 @@ class SnmpPart:
                 if name.endswith("Time") and isinstance(value, int):
                     value = Stamp(value)
                 if name == "applianceNotifyPrevClockState":
-                    from appliance.snmp.values import _CLOCK_STATE
+                    from appliance.snmp.values import CLOCK_STATE
 
-                    value = _CLOCK_STATE.get(str(value), "freerun")
+                    value = CLOCK_STATE.get(str(value), "freerun")
                 kind, encoded = encode(obj, value, self._utc)
             else:
                 found = view.get(obj.oid + suffix) if view is not None else None

@@ -57,7 +57,7 @@ def _clamp32(value: float, signed: bool = True) -> int:
     return int(max(lo, min(hi, round(value))))
 
 
-_CLOCK_STATE = {"FREERUN": "freerun", "ACQUIRING": "acquiring", "LOCKED": "locked", "HOLDOVER": "holdover",
+CLOCK_STATE = {"FREERUN": "freerun", "ACQUIRING": "acquiring", "LOCKED": "locked", "HOLDOVER": "holdover",
                 "HOLDOVER_EXPIRED": "holdoverExpired"}
 _RX_STATE = {"disconnected": "disconnected", "no-data": "noData", "no-fix": "noFix", "2d-fix": "fix2d",
              "3d-fix": "fix3d", "time-only": "timeOnly"}
@@ -69,7 +69,7 @@ _PTP_STATE = {"INITIALIZING": "initializing", "FAULTY": "faulty", "DISABLED": "d
 
 
 def clock_state(s: Snap) -> str:
-    return _CLOCK_STATE.get(s.clock["state"], "freerun")
+    return CLOCK_STATE.get(s.clock["state"], "freerun")
 
 
 def _fix(s: Snap) -> str:

@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,6 @@ class WebContext:
     rate_per_s: float = 20.0
     rate_burst: int = 100
     budget_per_s: float = 0.0  # all clients together (0: none): beyond it requests wait their turn
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 BUDGET_MAX_WAIT_S = 5.0

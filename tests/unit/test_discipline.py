@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from appliance.events import ReceiverState
 from appliance.clock.discipline import DisciplineParams
 from appliance.sim.clocksim import DEFAULT_START_TAI_NS, ClockSim
 from appliance.units import NS_PER_S
@@ -165,12 +164,12 @@ def test_forcing_holdover_before_anything_is_learned_is_refused_clearly() -> Non
 def test_reference_unusable_drops_it_at_once_and_pulses_are_ignored_until_usable() -> None:
     sim = locked_sim()
     at = now_s(sim)
-    events = sim.service.on_receiver_state(ReceiverState.NO_FIX, "no satellites", raw_now(sim))
+    events = sim.service.on_reference(False, "receiver no-fix: no satellites", raw_now(sim))
     assert [(e.old, e.new) for e in events] == [("LOCKED", "HOLDOVER")] and "no-fix" in events[0].reason
-    assert sim.service.on_receiver_state(ReceiverState.NO_FIX, "still none", raw_now(sim)) == []
+    assert sim.service.on_reference(False, "receiver no-fix: still none", raw_now(sim)) == []
     sim.run(120)  # pulses keep coming, but the receiver said its time is not to be trusted
     assert set(sim.record.state[-120:]) == {"HOLDOVER"}
-    sim.service.on_receiver_state(ReceiverState.FIX_3D, "fix", raw_now(sim))
+    sim.service.on_reference(True, "receiver 3d-fix", raw_now(sim))
     sim.run(60)
     # (transitions from direct service calls are not in the simulation's record: only the relock is)
     assert [(old, new) for _, old, new, _ in moves(sim, at)] == [("HOLDOVER", "LOCKED")]
@@ -181,7 +180,7 @@ def test_reference_unusable_before_learning_means_freerun() -> None:
     sim = ClockSim("ocxo", seed=1)
     sim.run(15)
     assert sim.engine.state.value == "ACQUIRING"
-    events = sim.service.on_receiver_state(ReceiverState.DISCONNECTED, "unplugged", raw_now(sim))
+    events = sim.service.on_reference(False, "receiver disconnected: unplugged", raw_now(sim))
     assert [(e.old, e.new) for e in events] == [("ACQUIRING", "FREERUN")]
 
 

@@ -185,6 +185,28 @@ def test_the_direction_checker_catches_a_backwards_import(tmp_path: Path) -> Non
                                                       "edge imports sim sim.world"]
 
 
+# Private names of other libraries the package must use, and the native fast path (an extension module's name).
+FOREIGN_PRIVATE = {"argparse._SubParsersAction", "parser._negative_number_matcher", "_fastpath"}
+
+
+def _reaches_in(path: Path) -> list[str]:
+    """Private attributes (``_name``) read off anything but ``self``/``cls``, and private names imported."""
+    tree = ast.parse(path.read_text(), str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            if not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                found.append(ast.unparse(node))
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("appliance"):
+            found += [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+    return [f for f in found if f not in FOREIGN_PRIVATE]
+
+
+def test_no_module_touches_another_objects_private_attributes() -> None:
+    problems = {name: v for name, path in _modules() if (v := _reaches_in(path))}
+    assert not problems, f"private attributes reached from outside their object: {problems}"
+
+
 def test_the_checker_catches_a_clock_read(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("import time\nimport threading\ndef f():\n    return time.time_ns()\n")

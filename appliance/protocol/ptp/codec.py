@@ -493,7 +493,7 @@ class Sync:
     origin_ts_ns: int
     tlvs: tuple[AnyTlv, ...] = ()
 
-    def _body(self) -> bytes:
+    def pack_body(self) -> bytes:
         return _pack(_TS, *_ts(self.origin_ts_ns, "originTimestamp"))
 
 
@@ -506,7 +506,7 @@ class DelayReq:
     origin_ts_ns: int
     tlvs: tuple[AnyTlv, ...] = ()
 
-    def _body(self) -> bytes:
+    def pack_body(self) -> bytes:
         return _pack(_TS, *_ts(self.origin_ts_ns, "originTimestamp"))
 
 
@@ -519,7 +519,7 @@ class PdelayReq:
     origin_ts_ns: int
     tlvs: tuple[AnyTlv, ...] = ()
 
-    def _body(self) -> bytes:
+    def pack_body(self) -> bytes:
         return _pack(_TS_RESERVED, *_ts(self.origin_ts_ns, "originTimestamp"))
 
 
@@ -533,7 +533,7 @@ class PdelayResp:
     requesting_port: PortIdentity
     tlvs: tuple[AnyTlv, ...] = ()
 
-    def _body(self) -> bytes:
+    def pack_body(self) -> bytes:
         return _pack(_TS_PORT, *_ts(self.request_receipt_ts_ns, "requestReceiptTimestamp"),
                      *_port(self.requesting_port))
 
@@ -547,7 +547,7 @@ class FollowUp:
     precise_origin_ts_ns: int
     tlvs: tuple[AnyTlv, ...] = ()
 
-    def _body(self) -> bytes:
+    def pack_body(self) -> bytes:
         return _pack(_TS, *_ts(self.precise_origin_ts_ns, "preciseOriginTimestamp"))
 
 
@@ -561,7 +561,7 @@ class DelayResp:
     requesting_port: PortIdentity
     tlvs: tuple[AnyTlv, ...] = ()
 
-    def _body(self) -> bytes:
+    def pack_body(self) -> bytes:
         return _pack(_TS_PORT, *_ts(self.receive_ts_ns, "receiveTimestamp"), *_port(self.requesting_port))
 
 
@@ -575,7 +575,7 @@ class PdelayRespFollowUp:
     requesting_port: PortIdentity
     tlvs: tuple[AnyTlv, ...] = ()
 
-    def _body(self) -> bytes:
+    def pack_body(self) -> bytes:
         return _pack(_TS_PORT, *_ts(self.response_origin_ts_ns, "responseOriginTimestamp"),
                      *_port(self.requesting_port))
 
@@ -596,7 +596,7 @@ class Announce:
     time_source: int
     tlvs: tuple[AnyTlv, ...] = ()
 
-    def _body(self) -> bytes:
+    def pack_body(self) -> bytes:
         q = self.gm_clock_quality
         return _pack(_ANNOUNCE, *_ts(self.origin_ts_ns, "originTimestamp"), self.current_utc_offset,
                      self.gm_priority1, q.clock_class, q.clock_accuracy, q.offset_scaled_log_variance,
@@ -613,7 +613,7 @@ class Signaling:
     target_port: PortIdentity
     tlvs: tuple[AnyTlv, ...] = ()
 
-    def _body(self) -> bytes:
+    def pack_body(self) -> bytes:
         return _pack(_PORT, *_port(self.target_port))
 
 
@@ -629,7 +629,7 @@ class Management:
     action: int
     tlvs: tuple[AnyTlv, ...] = ()
 
-    def _body(self) -> bytes:
+    def pack_body(self) -> bytes:
         return _pack(_MANAGEMENT, *_port(self.target_port), self.starting_boundary_hops, self.boundary_hops,
                      _nibble(self.action, "actionField"))
 
@@ -695,7 +695,7 @@ def encode(msg: Message) -> bytes:
     message_type = msg.MESSAGE_TYPE
     if msg.header.message_type != message_type:
         raise ValueError(f"{type(msg).__name__} carries a {msg.header.message_type!r} header")
-    body = msg._body() + b"".join(tlv.pack() for tlv in msg.tlvs)
+    body = msg.pack_body() + b"".join(tlv.pack() for tlv in msg.tlvs)
     length = HEADER_LEN + len(body)
     if length > 0xFFFF:
         raise ValueError(f"message of {length} octets exceeds messageLength's 16 bits")
