@@ -12,7 +12,10 @@ from typing import Any
 
 from appliance import leap
 from appliance.router import Now, Router
-from appliance.status import ClockStatus, PpsStatus, TimeStatus, summarize
+from appliance.gnss.guard import GuardStatus
+from appliance.refs.selector import RefView
+from appliance.status import (ClockStatus, OutputsStatus, PpsStatus, ReferenceRow, ReferencesStatus, TimeStatus,
+                              summarize)
 from appliance.units import NS_PER_S
 
 
@@ -24,7 +27,7 @@ class EdgeStatus:
     version: str
     started_at_tai_ns: int
     backend: str  # the clock backend's name
-    outputs: dict[str, Any] = field(default_factory=dict)  # per output (ntp, ptp ...): its state and counters
+    outputs: OutputsStatus = field(default_factory=OutputsStatus)
     inputs: dict[str, dict[str, Any]] = field(default_factory=dict)  # per reference: what its input edge reports
     cross_check: dict[str, Any] | None = None  # the NTP cross-check poller's servers, when one runs
     sim_time_error_ns: int | None = None  # served minus true: known only in simulation
@@ -57,26 +60,25 @@ def build(router: Router, now: Now, edges: EdgeStatus) -> TimeStatus:
                       integrity=_integrity(router, now, edges), references=_references(router, now, edges))
 
 
-def _references(router: Router, now: Now, edges: EdgeStatus) -> dict[str, Any]:
+def _references(router: Router, now: Now, edges: EdgeStatus) -> ReferencesStatus:
     """The references as status shows them: the active one, the policy, and a row per reference (state, priority,
     offset against the clock, jitter, accuracy) with what its driver and its input edge report."""
     selector, served = router.selector, router.clock.backend.served_ns
     rows = []
     for v in selector.views(now.raw_ns):
-        row = dataclasses.asdict(v)
-        row["since_tai_ns"] = served(v.since_raw_ns)
         edge = edges.inputs.get(v.name)
-        if edge is not None:
-            row["input"] = {**edge, **router.references[v.name].status()}
-        rows.append(row)
+        report = {} if edge is None else {**edge, **router.references[v.name].status()}
+        rows.append(ReferenceRow(**vars_of(v), since_tai_ns=served(v.since_raw_ns), input=report))
     p = selector.policy
-    return {"active": selector.active, "pinned": selector.pinned, "revertive": p.revertive,
-            "wait_to_restore_s": p.wait_to_restore_s, "step_limit_ns": p.step_limit_ns,
-            "slew_ns_per_s": p.slew_ns_per_s, "switches": selector.switches,
-            "disagreements": [dataclasses.asdict(d) for d in selector.disagreements], "rows": rows}
+    return ReferencesStatus(selector.active, selector.pinned, p.revertive, p.wait_to_restore_s, p.step_limit_ns,
+                            p.slew_ns_per_s, selector.switches, tuple(selector.disagreements), tuple(rows))
 
 
-def _integrity(router: Router, now: Now, edges: EdgeStatus) -> Any:
+def vars_of(view: RefView) -> dict[str, Any]:
+    return {f.name: getattr(view, f.name) for f in dataclasses.fields(view)}
+
+
+def _integrity(router: Router, now: Now, edges: EdgeStatus) -> GuardStatus:
     guard = router.gnss.guard
     assert guard is not None
     status = guard.status(now.raw_ns)

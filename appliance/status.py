@@ -13,9 +13,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from appliance.events import Alarm, Constellation, SatInfo
-from appliance.gnss.receiver import ReceiverSnapshot
 from appliance.clock.quality import Advertised
+from appliance.events import Alarm, Constellation, SatInfo
+from appliance.gnss.guard import GuardStatus
+from appliance.gnss.receiver import ReceiverSnapshot
+from appliance.refs.selector import Disagreement, RefView
 from appliance.units import NS_PER_S
 from appliance.utcoffset import LeapStatus
 
@@ -66,6 +68,53 @@ class ClockStatus:
 
 
 @dataclass(frozen=True)
+class ReferenceRow(RefView):
+    """One reference as status shows it: the selector's view of it, since when (served time), and what its driver
+    and its input edge report (the PTP slave port's state, the NTP servers, the 1PPS device ...)."""
+
+    since_tai_ns: int = 0
+    input: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ReferencesStatus:
+    """The references: which one drives the clock, the selection policy, and a row per reference."""
+
+    active: str | None = None
+    pinned: str | None = None
+    revertive: bool = True
+    wait_to_restore_s: float = 0.0
+    step_limit_ns: float = 0.0
+    slew_ns_per_s: float = 0.0
+    switches: int = 0
+    disagreements: tuple[Disagreement, ...] = ()
+    rows: tuple[ReferenceRow, ...] = ()
+
+
+def _off() -> dict[str, Any]:
+    return {"enabled": False}
+
+
+@dataclass(frozen=True)
+class OutputsStatus:
+    """Each output's own report of its state and counters.  NTP and PTP always say whether they serve; the others
+    are None unless configured (and, for parts that run, started)."""
+
+    ntp: dict[str, Any] = field(default_factory=_off)
+    ptp: dict[str, Any] = field(default_factory=_off)
+    pps: dict[str, Any] | None = None
+    irig: dict[str, Any] | None = None
+    serial: dict[str, Any] | None = None
+    web: dict[str, Any] | None = None
+    snmp: dict[str, Any] | None = None
+    audit: dict[str, Any] | None = None
+
+    def present(self) -> dict[str, dict[str, Any]]:
+        """The outputs that report, by name."""
+        return {f.name: v for f in dataclasses.fields(self) if (v := getattr(self, f.name)) is not None}
+
+
+@dataclass(frozen=True)
 class TimeStatus:
     at_tai_ns: int
     utc_text: str
@@ -79,10 +128,9 @@ class TimeStatus:
     leap: LeapStatus
     clock: ClockStatus
     alarms: tuple[Alarm, ...] = ()
-    extra: dict[str, Any] = field(default_factory=dict)
-    outputs: dict[str, Any] = field(default_factory=dict)  # per output (ntp, ptp ...): its state and counters
-    integrity: Any = None  # GuardStatus: the GNSS integrity verdict, survey and detectors
-    references: dict[str, Any] = field(default_factory=dict)  # active, pinned, policy, and one row per reference
+    outputs: OutputsStatus = field(default_factory=OutputsStatus)
+    integrity: GuardStatus | None = None  # the GNSS integrity verdict, survey and detectors
+    references: ReferencesStatus = field(default_factory=ReferencesStatus)
 
 
 def summarize(satellites: tuple[SatInfo, ...]) -> tuple[ConstellationSummary, ...]:
@@ -101,8 +149,10 @@ def summarize(satellites: tuple[SatInfo, ...]) -> tuple[ConstellationSummary, ..
 
 
 def to_dict(status: TimeStatus) -> dict[str, Any]:
-    """Plain JSON-ready data (enums as their values)."""
-    return _plain(dataclasses.asdict(status))
+    """Plain JSON-ready data (enums as their values; outputs that do not report left out)."""
+    plain: dict[str, Any] = _plain(dataclasses.asdict(status))
+    plain["outputs"] = {name: report for name, report in plain["outputs"].items() if report is not None}
+    return plain
 
 
 def _plain(value: Any) -> Any:

@@ -89,8 +89,8 @@ class AuditPart:
         status = self.status_of()
         self.append(self.now_tai_ns(), "start", "system", f"appliance {status.version} started ({status.mode})",
                     {"version": status.version, "mode": status.mode})
-        for name, output in sorted(status.outputs.items()):
-            if isinstance(output, dict) and output.get("enabled") and name != "audit":
+        for name, output in sorted(status.outputs.present().items()):
+            if output.get("enabled") and name != "audit":
                 self.append(self.now_tai_ns(), "output", "system", f"output {name} enabled",
                             {"output": name, "enabled": True})
         self._housekeeping()

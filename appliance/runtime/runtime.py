@@ -31,7 +31,7 @@ from appliance.router import (
 )
 from appliance.runtime.outputs import PulseOutputs
 from appliance.sched import Scheduler, every
-from appliance.status import TimeStatus, to_dict
+from appliance.status import OutputsStatus, TimeStatus, to_dict
 from appliance.units import NS_PER_MS, NS_PER_S
 
 log = logging.getLogger("appliance")
@@ -212,10 +212,10 @@ class Runtime:
         return self.router.now_tai_ns(self.now())
 
     def status(self, now: Now | None = None) -> TimeStatus:
-        outputs: dict[str, Any] = {"ntp": {"enabled": False}, "ptp": {"enabled": False}}
+        reports: dict[str, Any] = {}
         for output in self._outputs:
-            outputs.update(output())
-        edges = EdgeStatus(self.mode, __version__, self.started_at_ns, self.backend, outputs,
+            reports.update(output())
+        edges = EdgeStatus(self.mode, __version__, self.started_at_ns, self.backend, OutputsStatus(**reports),
                            {name: status() for name, status in self._inputs.items()},
                            None if self._cross_check is None else self._cross_check(),
                            None if self._sim_time_error is None else self._sim_time_error())

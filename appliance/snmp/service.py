@@ -236,7 +236,7 @@ class SnmpPart:
                                             int((time.monotonic() - self._started) * 100))
 
     def _watch_outputs(self) -> None:
-        outputs = self.status_of().outputs
+        outputs = self.status_of().outputs.present()
         for notice in notify.output_faults(self._last_outputs, outputs):
             self.send(notice)
         self._last_outputs = {k: dict(v) if isinstance(v, dict) else v for k, v in outputs.items()}

@@ -45,7 +45,7 @@ def test_the_external_pps_takes_over_from_gnss_without_a_step() -> None:
         sim.run_s(1)
         worst = max(worst, abs(sim.app.sim_time_error_ns() - before))
     status = sim.app.status()
-    assert status.references["active"] == "pps" and status.clock.state == "LOCKED"
+    assert status.references.active == "pps" and status.clock.state == "LOCKED"
     assert status.clock.advertised.time_source == 0x90  # OTHER: an external pulse
     assert worst <= 20 + 10, worst  # the step limit and the noise: no step
     [sw] = [e for e in sim.events if isinstance(e, RefSwitched) and e.new == "pps"]

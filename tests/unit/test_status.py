@@ -38,7 +38,6 @@ def build(**changes) -> TimeStatus:
                           "ocxo"),
         alarms=(Alarm("leap-disagreement", Severity.MAJOR, True, "receiver says TAI-UTC is 38 s", AT),
                 Alarm("gnss-no-fix", Severity.MAJOR, False, "GNSS receiver has no fix", AT)),
-        extra={"by_constellation": {GPS: 2}},
     )
     fields.update(changes)
     return TimeStatus(**fields)
@@ -66,7 +65,8 @@ def test_to_dict_is_plain_json_with_enum_values():
                                   "cn0_dbhz": 45, "used": True}
     assert d["alarms"][0]["severity"] == "major" and d["alarms"][0]["raised"] is True
     assert d["leap"]["pending_at_utc"] == "2027-01-01T00:00:00.000Z"
-    assert d["extra"] == {"by_constellation": {"GPS": 2}}
+    assert d["outputs"] == {"ntp": {"enabled": False}, "ptp": {"enabled": False}}  # the others are not configured
+    assert d["references"]["rows"] == [] and d["integrity"] is None
 
 
 def test_render_full_status():
@@ -91,7 +91,7 @@ def test_render_before_anything_is_known():
                           device_error="No such file or directory")
     leap_status = LeapStatus(38, "receiver", "t + receiver", "2026-12-28T00:00:00.000Z", True, 0, None)
     got = lines_of(build(receiver=rx, satellites=(), constellations=(), pps=PpsStatus("none", 0, 0),
-                         clock=ClockStatus(state_since_ns=AT), leap=leap_status, alarms=(), extra={}))
+                         clock=ClockStatus(state_since_ns=AT), leap=leap_status, alarms=()))
     assert got["Receiver"] == "gnss0 on /dev/ttyS0: disconnected for 0m00s  (No such file or directory)"
     assert got["Last fix"] == "-  mode -  position -"
     assert got["Satellites"] == "none   (used/visible)"

@@ -26,8 +26,8 @@ KIND_REFIDS = {"ptp": "PTP", "irig": "IRIG", "pps": "PPS"}
 def refid_for(status: TimeStatus, ntp_peer: str = "") -> str:
     """The reference ID of what drives the clock: the constellations, "PTP", "IRIG", "PPS", or for NTP upstream the
     system peer's IPv4 address as dotted quad (``reference_id_bytes`` packs it)."""
-    active = (status.references or {}).get("active")
-    kind = next((r["kind"] for r in (status.references or {}).get("rows", []) if r["name"] == active), "gnss")
+    active = status.references.active
+    kind = next((r.kind for r in status.references.rows if r.name == active), "gnss")
     if kind == "ntp":
         return ntp_peer.rpartition(":")[0] if ntp_peer.count(":") == 1 else ntp_peer or "NTP"
     if kind in KIND_REFIDS:
