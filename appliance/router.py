@@ -5,7 +5,7 @@ by the runtime) and returns a list of effects:
 
 * ``Notify(event)``  an event for the listeners (the audit trail, SNMP notifications, tests);
 * ``PublishClock()`` the clock changed state or stepped: NTP and PTP must hear of it now, not a second late;
-* ``SecondDone(reading)`` the per-second publication (NTP and PTP clock maps, 1PPS/IRIG-B plans, kernel status);
+* ``SecondDone(now)`` the per-second publication (NTP and PTP clock maps, 1PPS/IRIG-B plans, kernel status);
 * ``AuditCommand(...)`` an operator command, done or refused, for the audit trail.
 
 One PPS edge, for instance: the runtime hands it to ``input("gnss", edge, now)``; the GNSS driver pairs it with its
@@ -95,7 +95,9 @@ class ClockReading:
 
 @dataclass(frozen=True)
 class SecondDone:
-    reading: ClockReading
+    """The second's work is done: time for the per-second publication (``reading(now)`` is what it publishes)."""
+
+    now: Now
 
 
 @dataclass(frozen=True)
@@ -186,7 +188,7 @@ class Router:
         if len(self.selector.refs) > 1:
             self._crossfeed(now)
         self._route(self.clock.tick(raw), now)
-        self._effects.append(SecondDone(self.reading(now)))
+        self._effects.append(SecondDone(now))
         return self._take()
 
     def minute(self, now: Now) -> list[object]:

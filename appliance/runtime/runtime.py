@@ -180,8 +180,10 @@ class Runtime:
                 self.publish_clock()
             elif isinstance(effect, SecondDone):
                 self.publish_clock()
-                for consumer in self._second_consumers:
-                    consumer.on_second(effect.reading)
+                if self._second_consumers:  # a reading costs a clock snapshot: only when someone takes it
+                    reading = self.router.reading(effect.now)
+                    for consumer in self._second_consumers:
+                        consumer.on_second(reading)
             elif isinstance(effect, AuditCommand) and self._auditor is not None:
                 self._auditor(effect.kind, effect.actor, effect.text, effect.detail)
 
