@@ -113,9 +113,9 @@ class _Readings:
 
     def __init__(self, router: Router, now: Now):
         self._router, self.raw_ns, self.host_ns = router, now.raw_ns, now.host_ns
-        engine = router.clock.engine
-        self.knows_time = engine.state is not ClockState.FREERUN
-        self.phase_ns = engine.last_offset_ns or 0.0
+        clock = router.clock
+        self.knows_time = clock.state is not ClockState.FREERUN
+        self.phase_ns = clock.phase_ns or 0.0
 
     def served_ns(self, raw_ns: int) -> int:
         return self._router.clock.backend.served_ns(raw_ns)
@@ -152,7 +152,7 @@ class Router:
     def cross_check(self, source: str, offset_ns: float, uncertainty_ns: float, now: Now) -> list[object]:
         """An NTP cross-check answer: NTP minus the GNSS reference, not minus the served clock: before lock (or in
         holdover) the two differ by the clock's own phase (served minus reference), which is no news about the sky."""
-        phase = self.clock.engine.last_offset_ns or 0.0
+        phase = self.clock.phase_ns or 0.0
         self._route(self.gnss.cross_check(now.raw_ns, source, offset_ns + phase, uncertainty_ns), now)
         return self._take()
 
@@ -180,11 +180,9 @@ class Router:
     def second(self, now: Now) -> list[object]:
         raw = now.raw_ns
         self._phase_for_refs(raw)
-        self._route(self.selector.tick(raw, self.clock.engine.correction_ns(raw)), now)
+        self._route(self.selector.tick(raw, self.clock.correction_ns(raw)), now)
         self._reference_quality(raw)
-        e = self.clock.engine
-        # A type-2 loop lags a phase ramp by about half of rate x time constant: keep that within the lock threshold.
-        self.selector.set_slew_cap(e.p.lock_threshold_ns / e.servo.params.time_constant_s, raw)
+        self.selector.set_slew_cap(self.clock.slew_cap_ns_per_s(), raw)
         if len(self.selector.refs) > 1:
             self._crossfeed(now)
         self._route(self.clock.tick(raw), now)
@@ -256,7 +254,7 @@ class Router:
         log.warning("operator %s: holdover %s", who, action)
         self._audit(who, f"forced holdover {action}", {"command": "holdover", "action": action, "ok": True})
         self._route(events, now)
-        return {"ok": True, "state": self.clock.engine.state.value}, self._take()
+        return {"ok": True, "state": self.clock.state.value}, self._take()
 
     def integrity(self, action: str, who: str, now: Now) -> tuple[dict[str, Any], list[object]]:
         """Operator override of the integrity verdict (trust, reject, auto) or a new survey-in; always audited."""
@@ -352,14 +350,14 @@ class Router:
         if self.selector.active == sample.ref and ref.upstream_stratum is not None:
             self.clock.upstream_stratum = ref.upstream_stratum  # an NTP upstream's system peer may have changed
         self._phase_for_refs(sample.raw_ns)
-        self._route(self.selector.on_sample(sample, self.clock.engine.correction_ns(sample.raw_ns)), now)
+        self._route(self.selector.on_sample(sample, self.clock.correction_ns(sample.raw_ns)), now)
 
     def _phase_for_refs(self, raw_ns: int) -> None:
         """Tell the selector whether the clock's phase is worth carrying on from at a switch: locked, or in holdover
         within its spec (then also how good it still is)."""
-        state = self.clock.engine.state
+        state = self.clock.state
         self.selector.hold_phase = state in (ClockState.LOCKED, ClockState.HOLDOVER)
-        self.selector.phase_bound_ns = self.clock.engine.bound_ns(raw_ns) if state is ClockState.HOLDOVER else None
+        self.selector.phase_bound_ns = self.clock.bound_ns(raw_ns) if state is ClockState.HOLDOVER else None
 
     def _switched(self, ev: RefSwitched, now: Now) -> None:
         new = ev.new or "none (holdover)"
@@ -376,7 +374,7 @@ class Router:
             self.clock.reference_kind = ref.spec.kind
             # The selector says when the reference is lost (its own timeout, on the raw samples); the loop's samples
             # lag those by up to a second, so its safety net must not fire first.
-            self.clock.engine.reference_timeout_s = ref.spec.timeout_s + 2.0
+            self.clock.set_reference_timeout(ref.spec.timeout_s + 2.0)
             self.clock.upstream_stratum = ref.upstream_stratum
             self._reference_quality(ev.at_raw_ns)
             self._route(self.clock.on_reference(True, ev.reason, ev.at_raw_ns), now)

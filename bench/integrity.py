@@ -76,7 +76,7 @@ def benign_sky(seed: int, hours: float) -> dict:
         max_te = max(max_te, abs(app.sim_time_error_ns() or 0))
     g = app.router.gnss.guard
     return {"hours": hours, "alarms": alarms, "rejections": g.rejections, "level_changes": changes,
-            "detector_counts": dict(g.monitor.alarms), "max_te_ns": max_te, "state_end": app.router.clock.engine.state.value,
+            "detector_counts": dict(g.monitor.alarms), "max_te_ns": max_te, "state_end": app.router.clock.state.value,
             "survey": g.monitor.survey.snapshot().reason}
 
 

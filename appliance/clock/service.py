@@ -101,6 +101,32 @@ class ClockService:
         return [a for a in actions if isinstance(a, (ClockStateChanged, StepClock))]
 
     # --- what the clock says about itself ----------------------------------------------------------------
+    @property
+    def state(self) -> ClockState:
+        return self.engine.state
+
+    @property
+    def phase_ns(self) -> float | None:
+        """The latest phase against the reference (served minus reference), None before the first sample."""
+        return self.engine.last_offset_ns
+
+    def correction_ns(self, raw_ns: int) -> float:
+        """Every correction the discipline applied up to ``raw_ns``: what turns an offset into a free phase."""
+        return self.engine.correction_ns(raw_ns)
+
+    def bound_ns(self, raw_ns: int) -> float | None:
+        return self.engine.bound_ns(raw_ns)
+
+    def slew_cap_ns_per_s(self) -> float:
+        """The fastest phase ramp the loop follows without losing lock: a type-2 loop lags a ramp by about half of
+        rate x time constant, which must stay within the lock threshold."""
+        e = self.engine
+        return e.p.lock_threshold_ns / e.servo.params.time_constant_s
+
+    def set_reference_timeout(self, timeout_s: float) -> None:
+        """How long the loop waits without a sample before it lets go of the reference."""
+        self.engine.reference_timeout_s = timeout_s
+
     def snapshot(self, raw_ns: int, pending_change_s: int = 0, seconds_to_change: int | None = None,
                  temp_c: float | None = None) -> ClockSnapshot:
         e = self.engine

@@ -7,6 +7,7 @@ through ``deliver(ref, item)`` (posted with ``post`` from a thread), never throu
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -35,7 +36,7 @@ def receivers(config: Config, deliver: Deliver, post: Post, second: bool) -> lis
                                   max_backoff_s=g.reconnect_max_s))
         if pps_path:
             parts.append(PpsReader(pps_path, _to(ref, deliver, post),
-                                   on_error=lambda msg, p=pps_path: log.warning("PPS %s: %s", p, msg)))
+                                   on_error=functools.partial(log.warning, "PPS %s: %s", pps_path)))
     return parts
 
 

@@ -65,7 +65,7 @@ def run_trial(name: str, attack: Callable[[Any], Any], *, seed: int = 1, warm_s:
     """Warm up, attack for ``attack_s``, end it (``stop-attacks`` unless ``end`` is given), watch ``recover_s``.
     ``attack`` and ``end`` act on the simulated world."""
     app, world, scheduler = appliance(seed, settings)
-    clock, guard = app.router.clock.engine, _guard(app)
+    clock, guard = app.router.clock, _guard(app)
     raised: list[tuple[int, Alarm]] = []
     app.subscribe(lambda e: raised.append((world.true_ns(), e)) if isinstance(e, Alarm) and e.raised
                   and e.code in ALARMS else None)
@@ -177,7 +177,7 @@ def leap_second_trial(seed: int = 1) -> Trial:
     app.subscribe(lambda e: raised.append(e.code) if isinstance(e, Alarm) and e.raised and e.code in ALARMS
                   else None)
     world.start()
-    clock, guard = app.router.clock.engine, _guard(app)
+    clock, guard = app.router.clock, _guard(app)
     t = Trial("leap-second", seed)
     usable = True
     for _ in range(30 * 60):

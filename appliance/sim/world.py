@@ -9,6 +9,7 @@ scheduled true instant, never from when a timer actually fired, so loop jitter n
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -114,7 +115,7 @@ class SimWorld:
         for i in range(slot.chunks):
             at = second_ns + slot.burst_delay_ns + i * 5 * NS_PER_MS
             piece = data[i * step:(i + 1) * step]
-            self.scheduler.call_at(at, lambda s=slot, p=piece, t=at: self._deliver(s, p, t))
+            self.scheduler.call_at(at, functools.partial(self._deliver, slot, piece, at))
 
     def _deliver(self, slot: ReceiverSlot, data: bytes, true_ns: int) -> None:
         if data and slot.powered:

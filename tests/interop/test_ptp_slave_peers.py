@@ -99,7 +99,9 @@ def test_e2e_udpv4_against_ptp4l_and_its_timestamps_are_utc(tmp_path: Path) -> N
     assert follow_ups and not any(f["malformed"] for f in frames)
     for f in follow_ups:
         seconds = int(next(v for k, v in f.items() if k.endswith("preciseorigintimestamp.seconds")))
-        assert abs(seconds - f["time_epoch"]) < 1.0, (seconds, f["time_epoch"])
+        nanos = int(next(v for k, v in f.items() if k.endswith("preciseorigintimestamp.nanoseconds")))
+        origin_s = seconds + nanos / 1e9  # the whole timestamp: its seconds alone are up to 1 s behind
+        assert abs(origin_s - f["time_epoch"]) < 0.5, (origin_s, f["time_epoch"])
     ours = [f for f in frames if f.get("message_type") == "Delay_Req" and f["src"] == net.ip4_b]
     assert ours, "no Delay_Req of the slave on the wire"
 
