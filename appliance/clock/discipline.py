@@ -452,9 +452,11 @@ class ClockDiscipline:
         if self.state is ClockState.ACQUIRING and self.last_offset_ns is not None:
             bound += abs(self.last_offset_ns)
             if self.servo.state is not ServoState.LOCKED and self._qualifier.last_ns is not None:
-                # No frequency estimate yet: the oscillator may be off by its whole initial tolerance.
+                # No frequency estimate yet: the oscillator may be off by its whole initial tolerance, and the
+                # correction still applied (a slew cut short by a lost reference, say) adds to it until the servo
+                # has measured the two together.
                 since_s = max(0, raw_ns - self._qualifier.last_ns) / NS_PER_S
-                bound += 3 * self.spec_initial_offset_ppb * since_s
+                bound += (3 * self.spec_initial_offset_ppb + abs(self.freq_ppb)) * since_s
         return bound
 
     def prediction(self) -> Prediction | None:
