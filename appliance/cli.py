@@ -174,6 +174,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     config = load_config(args)
     _setup_logging(config.log.level)
+    for note in config.notes:
+        logging.getLogger("appliance").warning("%s", note)
     return run(config)
 
 
@@ -311,16 +313,18 @@ def cmd_check_config(args: argparse.Namespace) -> int:
             for error in errors:
                 print(f"appliance: config: {args.file}: {error}", file=sys.stderr)
             return EXIT_CONFIG
+    for note in config.notes:
+        print(f"{args.file}: warning: {note}", file=sys.stderr)
     changed = config.changed_from_default()
     print(f"{args.file}: OK ({len(changed)} setting(s) differ from the default)")
     for name, value in sorted(changed.items()):
-        print(f"  {name} = {value!r}")
+        print(f"  {name} = {cfg.shown(cfg.BY_NAME[name], value)!r}")
     return 0
 
 
 def cmd_config(args: argparse.Namespace) -> int:
     config = load_config(args)
-    rows = [{"name": s.name, "type": s.type, "default": s.default, "value": config[s.name],
+    rows = [{"name": s.name, "type": s.type, "default": s.default, "value": cfg.shown(s, config[s.name]),
              "origin": config.origins.get(s.name, "default"), "restart": s.restart, "allowed": s.allowed(),
              "help": s.help} for s in cfg.SETTINGS]
     if args.json:

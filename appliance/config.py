@@ -10,11 +10,14 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import math
+import reprlib
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
+
+import tomli_w
 
 from appliance.settings import (BY_NAME, SETTINGS, STANDARD_BAUDS, AuditSettings, ClockSettings,
                                 ControlSettings, GnssSettings, IntegritySettings, IrigOutSettings, LogSettings,
@@ -24,7 +27,9 @@ from appliance.settings import (BY_NAME, SETTINGS, STANDARD_BAUDS, AuditSettings
 __all__ = ["BY_NAME", "SETTINGS", "STANDARD_BAUDS", "Config", "ConfigError", "Setting", "check_value", "defaults",
            "load", "merge"]
 T = TypeVar("T")
-
+MASK = "********"  # what a set secret shows as, to every role
+_short = reprlib.Repr()  # a value in a message: bounded in length and nesting, whatever was sent
+_short.maxstring, _short.maxother, _short.maxlevel = 80, 80, 3
 
 
 class ConfigError(Exception):
@@ -59,6 +64,9 @@ class Config:
 
     values: Mapping[str, Any]
     origins: Mapping[str, str] = field(default_factory=dict)  # name -> "default" | file path | "--set"
+    # Problems of the settings saved from the console, which were set aside (not applied) so the appliance starts
+    # anyway; the appliance raises an alarm with them.
+    notes: tuple[str, ...] = ()
 
     gnss = _Section(GnssSettings)
     clock = _Section(ClockSettings)
@@ -112,19 +120,35 @@ def flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+def shown(setting: Setting, value: Any) -> Any:
+    """A value as it may be shown or logged: a secret that is set is the mask."""
+    return MASK if setting.secret and value not in ("", ()) else value
+
+
 def check_value(setting: Setting, value: Any, from_text: bool = False) -> tuple[Any, str | None]:
-    """Coerce ``value`` to the setting's type; return (value, None) or (None, problem)."""
+    """Coerce ``value`` to the setting's type; return (value, None) or (None, problem).  A problem never quotes a
+    secret, and quotes any other value shortened (a value may be megabytes or thousands of levels deep)."""
     try:
         coerced = _coerce(setting, value, from_text)
-    except (TypeError, ValueError, OverflowError) as exc:
-        return None, f"{setting.name}: {exc}; allowed: {setting.allowed()}"
+    except (TypeError, ValueError, OverflowError, RecursionError) as exc:
+        reason = "the value is not one" if setting.secret else _reason(exc)
+        return None, f"{setting.name}: {reason}; allowed: {setting.allowed()}"
     if setting.choices and coerced not in setting.choices:
-        return None, f"{setting.name}: {value!r} is not allowed; allowed: {setting.allowed()}"
+        return None, f"{setting.name}: {_short.repr(value)} is not allowed; allowed: {setting.allowed()}"
+    if not setting.empty_ok and coerced in ("", ()):
+        return None, f"{setting.name}: may not be empty ({setting.help})"
     too_low = setting.minimum is not None and coerced < setting.minimum
     too_high = setting.maximum is not None and coerced > setting.maximum
     if too_low or too_high:
         return None, f"{setting.name}: {coerced!r} is out of range; allowed: {setting.allowed()}"
     return coerced, None
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "the value is nested too deeply"
+    text = str(exc)
+    return text if len(text) <= 200 else text[:200] + "…"
 
 
 def _coerce(setting: Setting, value: Any, from_text: bool) -> Any:
@@ -134,25 +158,28 @@ def _coerce(setting: Setting, value: Any, from_text: bool) -> Any:
             return value.lower() in ("true", "yes", "1")
         if isinstance(value, bool):
             return value
-        raise TypeError(f"expected true or false, got {value!r}")
+        raise TypeError(f"expected true or false, got {_short.repr(value)}")
     if kind == "int":
         return _to_int(value, from_text)
     if kind == "float":
         if from_text and isinstance(value, str):
             number = float(value)
         elif isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise TypeError(f"expected a number, got {value!r}")
+            raise TypeError(f"expected a number, got {_short.repr(value)}")
         else:
             number = float(value)  # OverflowError for an int beyond the float range
         if not math.isfinite(number):
-            raise ValueError(f"expected a finite number, got {value!r}")
+            raise ValueError(f"expected a finite number, got {_short.repr(value)}")
         return number
     if kind == "networks":
         return _networks(value, from_text)
     if kind == "servers":
         return _servers(value, from_text)
     if not isinstance(value, str):
-        raise TypeError(f"expected a string, got {value!r}")
+        raise TypeError(f"expected a string, got {_short.repr(value)}")
+    bad = next((c for c in value if ord(c) < 32 or ord(c) == 127), None)
+    if bad is not None:  # a newline in sysContact, an escape sequence in a log line: never a setting's text
+        raise ValueError(f"control character {bad!r} (U+{ord(bad):04X}) is not allowed in a setting")
     if kind == "address":
         ipaddress.ip_address(value)  # ValueError names the bad text
     if kind == "position" and value.strip():
@@ -193,7 +220,7 @@ def _servers(value: Any, from_text: bool) -> tuple[str, ...]:
     if from_text and isinstance(value, str):
         value = [part.strip() for part in value.split(",") if part.strip()]
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        raise TypeError(f"expected a list of servers, got {value!r}")
+        raise TypeError(f"expected a list of servers, got {_short.repr(value)}")
     for text in value:
         split_server(text)
     return tuple(value)
@@ -203,7 +230,7 @@ def _networks(value: Any, from_text: bool) -> tuple[str, ...]:
     if from_text and isinstance(value, str):
         value = [part.strip() for part in value.split(",") if part.strip()]
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        raise TypeError(f"expected a list of networks, got {value!r}")
+        raise TypeError(f"expected a list of networks, got {_short.repr(value)}")
     for text in value:
         ipaddress.ip_network(text, strict=False)  # ValueError names the bad entry
     return tuple(value)
@@ -214,9 +241,9 @@ def _to_int(value: Any, from_text: bool) -> int:
         try:
             return int(value, 0)
         except ValueError:
-            raise ValueError(f"expected an integer, got {value!r}") from None
+            raise ValueError(f"expected an integer, got {_short.repr(value)}") from None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"expected an integer, got {value!r}")
+        raise TypeError(f"expected an integer, got {_short.repr(value)}")
     return value
 
 
@@ -234,7 +261,7 @@ def merge(base: Config, overrides: Mapping[str, Any], origin: str, from_text: bo
     for name, raw in overrides.items():
         setting = BY_NAME.get(name)
         if setting is None:
-            collected.append(_unknown(name))
+            collected.append(_unknown(_short.repr(name)[1:-1] if len(name) > 80 else name))
             continue
         value, problem = check_value(setting, raw, from_text)
         if problem:
@@ -243,7 +270,7 @@ def merge(base: Config, overrides: Mapping[str, Any], origin: str, from_text: bo
         values[name], origins[name] = value, origin
     if problems is None and collected:
         raise ConfigError(collected)
-    return Config(values, origins)
+    return Config(values, origins, base.notes)
 
 
 def parse_set_pairs(pairs: Iterable[str], problems: list[str]) -> dict[str, str]:
@@ -262,7 +289,9 @@ def load_text(text: str, origin: str, problems: list[str]) -> dict[str, Any]:
         return flatten(tomllib.loads(text))
     except ValueError as exc:  # TOMLDecodeError, or an integer too long for int() (over 4300 digits)
         problems.append(f"{origin}: not valid TOML: {exc}")
-        return {}
+    except RecursionError:  # thousands of nested arrays or inline tables: no setting is shaped like that
+        problems.append(f"{origin}: not a configuration: arrays or tables nested too deeply")
+    return {}
 
 
 def load(path: str | None = None, set_pairs: Iterable[str] = ()) -> Config:
@@ -279,18 +308,27 @@ def load(path: str | None = None, set_pairs: Iterable[str] = ()) -> Config:
             config = merge(config, load_text(text, path, problems), path, problems=problems)
     overrides = parse_set_pairs(set_pairs, problems)
     config = merge(config, overrides, "--set", from_text=True, problems=problems)
-    console = Path(config.top.state_dir).expanduser() / CONSOLE_FILE
-    if console.exists():  # changes saved from the web console or the REST API, under --set
-        try:
-            text = console.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            problems.append(f"{console}: cannot read saved console settings: {exc}")
-        else:
-            saved = {k: v for k, v in load_text(text, str(console), problems).items() if k not in overrides}
-            config = merge(config, saved, "console", problems=problems)
     if problems:
         raise ConfigError(problems)
-    return config
+    return with_console_settings(config, set(overrides))
+
+
+def with_console_settings(config: Config, overridden: set[str]) -> Config:
+    """``config`` overlaid by the settings saved from the web console or the REST API
+    (``<state_dir>/console-settings.toml``), except those ``--set`` gave.  What was saved there must never stop the
+    appliance from starting: a file that cannot be read, or a saved value the table now refuses, is set aside and
+    named in ``notes`` (the appliance raises an alarm with them) while every good value still applies."""
+    console = config.state_path() / CONSOLE_FILE
+    try:
+        text = console.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return config
+    except (OSError, UnicodeDecodeError) as exc:
+        return dataclasses.replace(config, notes=(f"console setting ignored: {console}: cannot read: {exc}",))
+    notes: list[str] = []
+    saved = {k: v for k, v in load_text(text, str(console), notes).items() if k not in overridden}
+    merged = merge(config, saved, "console", problems=notes)
+    return dataclasses.replace(merged, notes=tuple(f"console setting ignored: {n}" for n in notes))
 
 
 def to_toml(config: Config, only_changed: bool = False) -> str:
@@ -310,16 +348,6 @@ def to_toml(config: Config, only_changed: bool = False) -> str:
 CONSOLE_FILE = "console-settings.toml"
 
 
-def toml_value(value: Any) -> str:
-    """A value as TOML text."""
-    return _toml_value(value)
-
-
 def _toml_value(value: Any) -> str:
-    if isinstance(value, tuple):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """Through tomli-w, the TOML writer: every string escaped as TOML wants it, whatever it holds."""
+    return tomli_w.dumps({"v": list(value) if isinstance(value, tuple) else value})[4:].rstrip("\n")

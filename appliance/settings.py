@@ -29,6 +29,8 @@ class Setting:
     minimum: float | None = None
     maximum: float | None = None
     choices: tuple[Any, ...] = ()
+    secret: bool = False  # write-only: shown masked to every role, never logged or audited in clear
+    empty_ok: bool = True  # an empty string or list is a valid value
 
     def allowed(self) -> str:
         """What values are allowed, in words, for error messages and `config list`."""
@@ -50,11 +52,12 @@ def _fmt(v: float | None) -> str:
 
 
 def S(kind: str, default: Any, help: str, *, restart: bool = True, minimum: float | None = None,  # noqa: N802
-      maximum: float | None = None, choices: tuple[Any, ...] = ()) -> Any:
+      maximum: float | None = None, choices: tuple[Any, ...] = (), secret: bool = False,
+      empty_ok: bool = True) -> Any:
     """A row of the table as a dataclass field: the setting's default, and the rest of the row in its metadata."""
     assert kind in KINDS, kind
     row = {"type": kind, "help": help, "restart": restart, "minimum": minimum, "maximum": maximum,
-           "choices": choices}
+           "choices": choices, "secret": secret, "empty_ok": empty_ok}
     return field(default=default, metadata={"setting": row})
 
 
@@ -337,7 +340,8 @@ class NtpSettings:
     fast_path: str = S("enum", "auto", "Serve the common request in the native fast path (auto: when built)",
       choices=("auto", "on", "off"))
     allow: tuple[str, ...] = S("networks", ("0.0.0.0/0", "::/0"),
-      "Clients allowed (the most specific rule of allow/deny wins)")
+      "Clients allowed (the most specific rule of allow/deny wins; to serve nobody, set ntp.enabled = false)",
+      empty_ok=False)
     deny: tuple[str, ...] = S("networks", (), "Clients denied")
     deny_action: str = S("enum", "drop", "Answer to a denied client: drop, or a kiss-o'-death DENY or RSTR",
       choices=("drop", "deny", "rstr"))
@@ -400,18 +404,18 @@ class SnmpSettings:
     listen: str = S("address", "127.0.0.1", "Address the SNMP agent binds (0.0.0.0 or :: to serve the network)")
     port: int = S("int", 161, "UDP port of the SNMP agent", minimum=1, maximum=65535)
     allow: tuple[str, ...] = S("networks", ("127.0.0.0/8", "::1/128"), "Networks allowed to query the agent; other "
-      "sources get no answer")
+      "sources get no answer (to answer nobody, set snmp.enabled = false)", empty_ok=False)
     rate_per_s: int = S("int", 200, "Requests per second one source address may send (burst: 2 s worth)",
       minimum=1, maximum=100_000)
     max_requests_per_s: int = S("int", 100, "Requests per second the agent answers for all sources together; "
       "beyond it requests wait their turn in the socket (up to 1 s, then dropped); 0: no budget",
       minimum=0, maximum=100_000)
-    community: str = S("str", "", "SNMPv2c read-only community; empty: SNMPv2c off (SNMPv3 only)")
+    community: str = S("str", "", "SNMPv2c read-only community; empty: SNMPv2c off (SNMPv3 only)", secret=True)
     users_file: str = S("path", "", "SNMPv3 users (TOML, mode 0600; `appliance snmp user add`); empty: "
       "<state_dir>/snmp-users.toml")
     v3_allow_without_privacy: bool = S("bool", False, "Accept SNMPv3 users without encryption (authNoPriv)")
     trap_receivers: str = S("str", "", "Notification receivers, comma-separated: v2c:COMMUNITY@HOST:PORT or "
-      "v3:USER@HOST:PORT (a user of snmp.users_file; IPv6 hosts in brackets)")
+      "v3:USER@HOST:PORT (a user of snmp.users_file; IPv6 hosts in brackets)", secret=True)
     engine_id: str = S("str", "", "SNMPv3 engine ID in hex (receivers of v3 traps configure it); empty: made on "
       "first start from snmp.enterprise and kept in <state_dir>/snmp-engine-id")
     informs: bool = S("bool", False, "Send informs (acknowledged, retried) instead of traps")
@@ -427,7 +431,7 @@ class TopSettings:
     """Top-level settings: where the appliance keeps its state."""
 
     state_dir: str = S("path", "~/.local/state/appliance",
-      "Directory for learned clock state, audit store and the control socket")
+      "Directory for learned clock state, audit store and the control socket", empty_ok=False)
 
 
 @dataclass(frozen=True)

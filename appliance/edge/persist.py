@@ -34,7 +34,7 @@ def save_state(state_dir: Path, learned: LearnedState) -> Path:
     Raises OSError with a message naming the path when the directory cannot be created or the file written.
     """
     state_dir = Path(state_dir)
-    _ensure_directory(state_dir)
+    ensure_state_dir(state_dir)
     final = state_dir / STATE_FILE
     payload = (json.dumps(dataclasses.asdict(learned), allow_nan=False, indent=2) + "\n").encode()
     _remove_stale_temps(state_dir)
@@ -46,16 +46,18 @@ def save_state(state_dir: Path, learned: LearnedState) -> Path:
     return final
 
 
-def _ensure_directory(state_dir: Path) -> None:
+def ensure_state_dir(state_dir: Path) -> None:
+    """The state directory, made 0700 (it holds user hashes, keys and the audit store) when it does not exist; an
+    existing one keeps its mode.  OSError naming the directory when it cannot be made or is not a directory."""
     try:
         state_dir.mkdir(mode=_DIR_MODE, parents=True)
     except FileExistsError:
         if not state_dir.is_dir():
-            raise NotADirectoryError(errno.ENOTDIR, f"clock state directory {state_dir} exists "
+            raise NotADirectoryError(errno.ENOTDIR, f"state directory {state_dir} exists "
                                                     "but is not a directory") from None
         return  # an existing directory keeps whatever mode its administrator chose
     except OSError as exc:
-        raise OSError(exc.errno, f"cannot create clock state directory {state_dir}: {exc.strerror or exc}") from exc
+        raise OSError(exc.errno, f"cannot create state directory {state_dir}: {exc.strerror or exc}") from exc
     os.chmod(state_dir, _DIR_MODE)  # mkdir's mode passes through the umask; the state is nobody else's business
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from appliance import __version__, leap
 from appliance.clock.learned import LearnedState
 from appliance.config import Config
+from appliance.events import Alarm, Severity
 from appliance.runtime import inputs, outputs, surfaces
 from appliance.runtime.build import load_leap_table, second_receiver
 from appliance.runtime.platforms import hardware, simulated
@@ -42,6 +43,11 @@ async def _main(config: Config) -> int:
     table = load_leap_table(config)
     scheduler = AsyncioScheduler(loop, lambda: leap.posix_to_tai_ns(time.time_ns(), table))  # true time: the host
     state_dir = config.state_path()
+    try:
+        persist.ensure_state_dir(state_dir)
+    except OSError as exc:
+        log.error("cannot start: %s", exc)
+        return 1
     learned, warning = persist.load_state(state_dir, config.clock.oscillator)
     if warning:
         log.warning("%s", warning)
@@ -66,6 +72,10 @@ async def _main(config: Config) -> int:
     log.info("appliance %s running (%s, clock %s), control socket %s", __version__, runtime.mode, runtime.backend,
              server.path)
     runtime.start()
+    if config.notes:  # console settings set aside at load: the appliance runs without them, and says so
+        runtime.alarm(Alarm("config-console-ignored", Severity.WARNING, True,
+                            f"saved console settings ignored: {'; '.join(config.notes)}"[:500],
+                            runtime.now_tai_ns()))
     await stop.wait()
     log.info("stopping")
     runtime.stop()

@@ -15,6 +15,7 @@ from typing import Any
 
 from appliance import leap
 from appliance.config import Config
+from appliance.edge import persist
 from appliance.runtime.outputs import Output
 from appliance.runtime.runtime import Runtime
 from appliance.units import NS_PER_S
@@ -29,7 +30,7 @@ def audit_trail(config: Config, runtime: Runtime, loop: asyncio.AbstractEventLoo
     from appliance.audit.service import AuditPart, open_stores
 
     state_dir = config.state_path()
-    state_dir.mkdir(parents=True, exist_ok=True)
+    persist.ensure_state_dir(state_dir)
     try:
         store, quality, forwarder = open_stores(state_dir, config, runtime.router.utc.table)
     except AuditError as exc:
@@ -49,7 +50,7 @@ def web_console(config: Config, runtime: Runtime, loop: asyncio.AbstractEventLoo
     from appliance.web.users import UserStore
 
     w, state_dir = config.web, config.state_path()
-    state_dir.mkdir(parents=True, exist_ok=True)
+    persist.ensure_state_dir(state_dir)
     users = UserStore(state_dir / USERS_FILE, w.lockout_failures, float(w.lockout_s))
     made = first_admin(users, state_dir)
     if made is not None:

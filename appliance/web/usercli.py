@@ -56,7 +56,9 @@ def _password(from_stdin: bool) -> str:
 
 
 def run(args: argparse.Namespace, state_dir: Path) -> int:
-    state_dir.mkdir(parents=True, exist_ok=True)
+    from appliance.edge.persist import ensure_state_dir
+
+    ensure_state_dir(state_dir)
     try:
         store = UserStore(state_dir / USERS_FILE)
         cmd = args.user_command

@@ -84,3 +84,20 @@ def test_a_corrupt_learned_state_means_a_cold_start_and_a_warning(tmp_path: Path
     finally:
         code, err = stop(app)
     assert code == 0 and "clock-state.json: not valid JSON" in err and "cold start" in err
+
+
+def test_a_bad_saved_console_setting_raises_an_alarm_instead_of_stopping_the_start(tmp_path: Path) -> None:
+    # A file of console settings that no longer validates (written by hand, or by an older version) is set aside:
+    # the appliance starts on the rest, with a warning alarm naming what it ignored.
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "console-settings.toml").write_text('[snmp]\nsys_contact = "a\\nb"\nsys_location = "rack 4"\n')
+    app = appliance("run", "--set", f"state_dir={state}")
+    try:
+        s = wait_for(state, lambda s: any(a["code"] == "config-console-ignored" and a["raised"]
+                                          for a in s["alarms"]))
+        alarm = next(a for a in s["alarms"] if a["code"] == "config-console-ignored")
+        assert alarm["severity"] == "warning" and "snmp.sys_contact" in alarm["text"]
+    finally:
+        code, err = stop(app)
+    assert code == 0 and "console setting ignored: snmp.sys_contact" in err

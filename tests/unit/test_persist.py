@@ -158,7 +158,7 @@ def test_existing_directory_keeps_its_mode(tmp_path):
 def test_directory_that_cannot_be_created_is_a_clear_oserror(tmp_path):
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("x")
-    with pytest.raises(OSError, match=f"cannot create clock state directory {blocker / 'state'}") as info:
+    with pytest.raises(OSError, match=f"cannot create state directory {blocker / 'state'}") as info:
         save_state(blocker / "state", GOOD)
     assert info.value.errno == errno.ENOTDIR
     with pytest.raises(NotADirectoryError, match="exists but is not a directory"):
