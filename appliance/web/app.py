@@ -6,11 +6,15 @@ command to the appliance's event loop, the user store, the audit store, the time
 editor.  Pages are in ``views.py``, the REST API in ``api.py``, ``/metrics`` in ``metrics.py``.
 
 Every route needs a session or an API token except the login page, static assets and, when
-``web.metrics_public`` is set, ``/metrics``.  A session is a signed cookie (Secure, HttpOnly, SameSite=Strict) naming
-the user; the role is read from the user store on every request, so a change of role or a removed user takes
-effect at once.  Every state-changing request made with a session carries a CSRF token (a form field or the
+``web.metrics_public`` is set, ``/metrics``.  A session is a signed cookie (Secure, HttpOnly, SameSite=Strict)
+carrying a session id that the user store must still hold (``UserStore.session_user``): logging out, a new
+password, a new role or a removed user close it at once, whatever the cookie says; the role is read with it on
+every request.  Every state-changing request made with a session carries a CSRF token (a form field or the
 X-CSRFToken header); requests authenticated by a bearer token do not (no cookie is involved).  Each client address
-gets a token bucket of requests.
+gets a token bucket of requests, and a far smaller one of login attempts (each costs a scrypt computation); failed
+logins beyond a few a minute are counted in one audit record a minute instead of one each, so a flood of them can
+fill neither the CPU nor the audit store.  A JSON body nested deeper than ``MAX_JSON_DEPTH`` is refused with a 400
+before it is parsed.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ class WebContext:
     utc_label: Callable[[int], str] = str
     posix_ms: Callable[[int], int] = lambda tai_ns: tai_ns // 1_000_000  # noqa: E731 - for chart axes
     now_tai_ns: Callable[[], int] = time.time_ns
+    wall_s: Callable[[], float] = time.time  # host time for sessions, lockouts and tokens (a test moves it)
     metrics_public: bool = False
     session_timeout_s: int = 3600
     rate_per_s: float = 20.0
@@ -55,6 +60,59 @@ class WebContext:
 
 
 BUDGET_MAX_WAIT_S = 5.0
+LOGIN_RATE_PER_S, LOGIN_BURST = 0.2, 10  # per client address: 10 tries at once, then one every 5 s
+LOGIN_GLOBAL_PER_S, LOGIN_GLOBAL_BURST = 5.0, 20  # every address together: the CPU the logins may take
+FAILED_LOGIN_RECORDS_PER_MIN = 10  # failed logins audited one by one; beyond, counted in one record a minute
+MAX_JSON_DEPTH = 32
+
+
+def json_depth(body: bytes, limit: int) -> int:
+    """How deeply ``body`` (JSON text) nests arrays and objects, counting no further than ``limit + 1``; brackets
+    inside strings do not count.  Linear in the body, which ``MAX_CONTENT_LENGTH`` bounds."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in body:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):  # [ {
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > limit:
+                    break
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return deepest
+
+
+class FailedLoginLog:
+    """Failed logins to the audit trail: one record each up to ``per_min`` in a minute, the rest counted and written
+    as one record when the next failure comes after that minute (host seconds passed in)."""
+
+    def __init__(self, per_min: int = FAILED_LOGIN_RECORDS_PER_MIN):
+        self.per_min = per_min
+        self._window_start_s, self._written, self._suppressed = 0.0, 0, 0
+        self._lock = threading.Lock()
+
+    def admit(self, now_s: float) -> tuple[bool, int]:
+        """(write this failure as its own record, failures suppressed in the window that just closed)."""
+        with self._lock:
+            closed = 0
+            if now_s - self._window_start_s >= 60.0:
+                closed, self._suppressed = self._suppressed, 0
+                self._window_start_s, self._written = now_s, 0
+            if self._written < self.per_min:
+                self._written += 1
+                return True, closed
+            self._suppressed += 1
+            return False, closed
 
 
 class RateLimiter:
@@ -86,14 +144,17 @@ def create_app(ctx: WebContext, secret_key: bytes) -> Flask:
                       SESSION_COOKIE_SAMESITE="Strict", SESSION_COOKIE_NAME="appliance_session",
                       PERMANENT_SESSION_LIFETIME=ctx.session_timeout_s, WTF_CSRF_CHECK_DEFAULT=False,
                       WTF_CSRF_TIME_LIMIT=None, MAX_CONTENT_LENGTH=64 * 1024, JSON_SORT_KEYS=False,
-                      # A session ends session_timeout_s after its login, whatever happens meanwhile (the "since"
-                      # checked below), so re-signing and re-sending its cookie on every answer buys nothing.
+                      # A session ends session_timeout_s after its login, whatever happens meanwhile (its record
+                      # in the user store says when), so re-signing and re-sending its cookie buys nothing.
                       SESSION_REFRESH_EACH_REQUEST=False)
     app.extensions["ctx"] = ctx
     csrf = CSRFProtect(app)
     limiter = RateLimiter(ctx.rate_per_s, ctx.rate_burst)
     pacer = Pacer(ctx.budget_per_s, max(10, int(5 * ctx.budget_per_s)))  # 5 s worth: a page and its assets at once
     app.extensions["pacer"] = pacer
+    app.extensions["login_limiter"] = RateLimiter(LOGIN_RATE_PER_S, LOGIN_BURST)
+    app.extensions["login_budget"] = RateLimiter(LOGIN_GLOBAL_PER_S, LOGIN_GLOBAL_BURST)
+    app.extensions["failed_logins"] = FailedLoginLog()
 
     @app.before_request
     def authenticate() -> Any:
@@ -101,6 +162,8 @@ def create_app(ctx: WebContext, secret_key: bytes) -> Flask:
             return _refuse(429, "too many requests")
         if not pacer.wait(BUDGET_MAX_WAIT_S):  # the console's share of the machine is spent: wait, or come back
             return _refuse(503, "console busy: the appliance serves time first; try again shortly")
+        if request.is_json and json_depth(request.get_data(cache=True), MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
+            return _refuse(400, f"refused: the JSON body nests deeper than {MAX_JSON_DEPTH} levels")
         g.user, g.role, g.via = None, None, None
         endpoint = request.endpoint or ""
         header = request.headers.get("Authorization", "")
@@ -110,11 +173,11 @@ def create_app(ctx: WebContext, secret_key: bytes) -> Flask:
                 return _refuse(401, "invalid token")
             g.user, g.role, g.via = found[0], found[1], "token"
         elif "user" in session:
-            role = ctx.users.role_of(session["user"])
-            if role is None or time.time() - session.get("since", 0) > ctx.session_timeout_s:
+            found = ctx.users.session_user(session.get("sid", ""), ctx.wall_s(), ctx.session_timeout_s)
+            if found is None or found[0] != session["user"]:  # logged out, expired, revoked, or not ours
                 session.clear()
             else:
-                g.user, g.role, g.via = session["user"], role, "session"
+                g.user, g.role, g.via = found[0], found[1], "session"
                 if request.method not in ("GET", "HEAD", "OPTIONS"):
                     csrf.protect()
         if endpoint in ("static", "views.login") or (endpoint == "metrics" and ctx.metrics_public):
@@ -141,6 +204,10 @@ def create_app(ctx: WebContext, secret_key: bytes) -> Flask:
     @app.errorhandler(CSRFError)
     def csrf_refused(exc: CSRFError) -> Any:
         return _refuse(400, f"refused: {exc.description} (reload the page and try again)")
+
+    @app.errorhandler(413)
+    def too_large(_exc: Exception) -> Any:
+        return _refuse(413, f"refused: the request body is larger than {app.config['MAX_CONTENT_LENGTH']} bytes")
 
     @app.context_processor
     def inject() -> dict[str, Any]:

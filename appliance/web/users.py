@@ -5,15 +5,25 @@ RFC 7914) and compared in constant time; API tokens are random 32-byte strings s
 SHA-256.  A failed login makes the next attempt on that account wait (1, 2, 4 ... s after the third failure) and
 ``lockout_failures`` failures in a row lock it for ``lockout_s``; a successful login clears the count.  Times are
 host seconds passed in by the caller (lockout is about people, not about the served clock).
+
+A name that is no user is answered exactly as a user with a wrong password is: one scrypt computation on every
+path (locked, waiting or checked), and the same backoff and lockout, kept for unknown names in memory, so neither
+the answer nor its time tells which names exist.
+
+Console sessions have a server record (a random id in the signed cookie, its SHA-256 here): logging out closes it,
+and changing a user's password or role, or removing the user, closes all of theirs.  The database holds password
+hashes and token digests: it is created 0600 (and an older, wider one narrowed to 0600 when opened).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import os
 import secrets
 import sqlite3
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +36,11 @@ CREATE TABLE IF NOT EXISTS users (name TEXT PRIMARY KEY, role TEXT NOT NULL, sal
     failures INTEGER NOT NULL DEFAULT 0, last_failure_s REAL NOT NULL DEFAULT 0, locked_until_s REAL NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS tokens (digest TEXT PRIMARY KEY, user TEXT NOT NULL, label TEXT NOT NULL,
     created_s REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions (digest TEXT PRIMARY KEY, user TEXT NOT NULL, created_s REAL NOT NULL);
 """
+FILE_MODE = 0o600
+UNKNOWN_NAMES = 10_000  # unknown names whose failures are remembered (the oldest forgotten first)
+_DUMMY_SALT = b"\x00" * 16
 
 
 class UserError(ValueError):
@@ -70,6 +84,9 @@ class UserStore:
     def __init__(self, path: Path, lockout_failures: int = 5, lockout_s: float = 900.0):
         self.path, self.lockout_failures, self.lockout_s = path, lockout_failures, lockout_s
         self._lock = threading.Lock()
+        # name -> (failures, last_failure_s, locked_until_s) of names that are no user
+        self._unknown: OrderedDict[str, tuple[int, float, float]] = OrderedDict()
+        _private_file(path)
         try:
             self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -114,11 +131,13 @@ class UserStore:
         salt = secrets.token_bytes(16)
         self._update(name, "UPDATE users SET salt=?, hash=?, failures=0, locked_until_s=0 WHERE name=?",
                      (salt, hash_password(password, salt), name))
+        self.close_sessions(name)
 
     def set_role(self, name: str, role: str) -> None:
         if role not in ROLES:
             raise UserError(f"role {role!r}: expected one of {', '.join(ROLES)}")
         self._update(name, "UPDATE users SET role=? WHERE name=?", (role, name))
+        self.close_sessions(name)
 
     def unlock(self, name: str) -> None:
         self._update(name, "UPDATE users SET failures=0, locked_until_s=0 WHERE name=?", (name,))
@@ -131,6 +150,7 @@ class UserStore:
             if self._db.execute("DELETE FROM users WHERE name=?", (name,)).rowcount == 0:
                 raise UserError(f"no user {name!r}")
             self._db.execute("DELETE FROM tokens WHERE user=?", (name,))
+            self._db.execute("DELETE FROM sessions WHERE user=?", (name,))
 
     def _update(self, name: str, sql: str, params: tuple) -> None:
         with self._lock:
@@ -139,27 +159,73 @@ class UserStore:
 
     # --- logins ----------------------------------------------------------------------------------------------
     def login(self, name: str, password: str, now_s: float) -> LoginResult:
+        """Check a login.  Every path costs one scrypt computation, and a name that is no user goes through the same
+        backoff and lockout as a user given a wrong password: the answer and its time are the same for both."""
         with self._lock:
             row = self._db.execute("SELECT role, salt, hash, failures, last_failure_s, locked_until_s FROM users "
                                    "WHERE name=?", (name,)).fetchone()
             if row is None:
-                hash_password(password[:MAX_PASSWORD], b"x" * 16)  # as slow as a real check: names do not leak
-                return LoginResult(False, name, reason="bad credentials")
-            role, salt, stored, failures, last_failure, locked_until = row
+                role, salt, stored = "", _DUMMY_SALT, b""
+                failures, last_failure, locked_until = self._unknown.get(name, (0, 0.0, 0.0))
+            else:
+                role, salt, stored, failures, last_failure, locked_until = row
+            computed = hash_password(password[:MAX_PASSWORD], salt)  # on every path: the time tells nothing
             if now_s < locked_until:
                 return LoginResult(False, name, reason="locked", retry_after_s=locked_until - now_s)
             wait = _backoff_s(failures) - (now_s - last_failure)
             if wait > 0:
                 return LoginResult(False, name, reason="wait", retry_after_s=wait)
-            if hmac.compare_digest(hash_password(password[:MAX_PASSWORD], salt), stored):
+            if row is not None and hmac.compare_digest(computed, stored):
                 self._db.execute("UPDATE users SET failures=0, locked_until_s=0 WHERE name=?", (name,))
                 return LoginResult(True, name, role)
             failures += 1
             lock = failures >= self.lockout_failures
-            self._db.execute("UPDATE users SET failures=?, last_failure_s=?, locked_until_s=? WHERE name=?",
-                             (0 if lock else failures, now_s, now_s + self.lockout_s if lock else 0, name))
+            state = (0 if lock else failures, now_s, now_s + self.lockout_s if lock else 0.0)
+            if row is None:
+                self._remember_unknown(name, state)
+            else:
+                self._db.execute("UPDATE users SET failures=?, last_failure_s=?, locked_until_s=? WHERE name=?",
+                                 (*state, name))
             return LoginResult(False, name, reason="locked" if lock else "bad credentials",
                                retry_after_s=self.lockout_s if lock else _backoff_s(failures), locked_now=lock)
+
+    def _remember_unknown(self, name: str, state: tuple[int, float, float]) -> None:
+        self._unknown[name] = state
+        self._unknown.move_to_end(name)
+        while len(self._unknown) > UNKNOWN_NAMES:
+            self._unknown.popitem(last=False)
+
+    # --- console sessions ---------------------------------------------------------------------------------------
+    def open_session(self, user: str, now_s: float, max_age_s: float) -> str:
+        """A new session of ``user``: its id for the cookie (only its digest is kept).  Sessions past ``max_age_s``
+        are forgotten on the way."""
+        sid = secrets.token_urlsafe(32)
+        with self._lock:
+            self._db.execute("DELETE FROM sessions WHERE created_s < ?", (now_s - max_age_s,))
+            self._db.execute("INSERT INTO sessions (digest, user, created_s) VALUES (?, ?, ?)",
+                             (_digest(sid), user, now_s))
+        return sid
+
+    def session_user(self, sid: str, now_s: float, max_age_s: float) -> tuple[str, str] | None:
+        """(user, role) of an open session younger than ``max_age_s``; None for a closed, expired or unknown one."""
+        if not isinstance(sid, str) or not sid:
+            return None
+        with self._lock:
+            row = self._db.execute("SELECT s.user, u.role, s.created_s FROM sessions s JOIN users u ON u.name = s.user "
+                                   "WHERE s.digest=?", (_digest(sid),)).fetchone()
+        if row is None or not 0 <= now_s - row[2] <= max_age_s:
+            return None
+        return row[0], row[1]
+
+    def close_session(self, sid: str) -> None:
+        if isinstance(sid, str) and sid:
+            with self._lock:
+                self._db.execute("DELETE FROM sessions WHERE digest=?", (_digest(sid),))
+
+    def close_sessions(self, user: str) -> int:
+        """Close every session of ``user`` (password or role changed, user removed); how many were open."""
+        with self._lock:
+            return int(self._db.execute("DELETE FROM sessions WHERE user=?", (user,)).rowcount)
 
     # --- API tokens --------------------------------------------------------------------------------------------
     def create_token(self, user: str, label: str, now_s: float) -> str:
@@ -192,6 +258,26 @@ class UserStore:
         with self._lock:
             if self._db.execute("DELETE FROM tokens WHERE substr(digest, 1, 12)=?", (token_id[:12],)).rowcount == 0:
                 raise UserError(f"no token {token_id!r}")
+
+
+def _private_file(path: Path) -> None:
+    """Create the database file 0600 before SQLite opens it (SQLite gives its WAL and shared-memory files the
+    database's mode), or narrow an existing one to 0600."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot open the user database: {exc.strerror or exc}") from None
+    try:
+        os.fchmod(fd, FILE_MODE)
+    except PermissionError:  # not ours to change (a file an administrator placed): used as it is
+        pass
+    finally:
+        os.close(fd)
+    for suffix in ("-wal", "-shm"):
+        try:
+            os.chmod(f"{path}{suffix}", FILE_MODE)
+        except (FileNotFoundError, PermissionError):
+            pass
 
 
 def _backoff_s(failures: int) -> float:

@@ -60,15 +60,18 @@ def login() -> Any:
     except ValidationError:
         flash("The login form expired: try again.", "error")
         return render_template("login.html", next="/"), 400
+    from flask import current_app
+
+    client = request.remote_addr or "?"
+    if not (current_app.extensions["login_limiter"].allow(client)
+            and current_app.extensions["login_budget"].allow("*")):
+        flash("Too many login attempts: wait a minute and try again.", "error")
+        return render_template("login.html", next="/"), 429
     name, password = request.form.get("user", "")[:64], request.form.get("password", "")
-    result = ctx.users.login(name, password, time.time())
+    now_s = ctx.wall_s()
+    result = ctx.users.login(name, password, now_s)
     if not result.ok:
-        # a name that is no user may be a password typed in the wrong field: it is not kept
-        who = name if ctx.users.role_of(name) is not None else "(unknown user)"
-        detail = {"user": who, "reason": result.reason, "client": request.remote_addr}
-        if ctx.audit_append is not None:
-            ctx.audit_append("login.failed", f"web:{who}", f"failed login for {who}: {result.reason}"
-                             + (" (account locked)" if result.locked_now else ""), detail)
+        _audit_failed_login(name, result, now_s)
         message = {"locked": f"This account is locked: try again in {result.retry_after_s:.0f} s.",
                    "wait": f"Too many failed logins: wait {result.retry_after_s:.0f} s."}.get(
             result.reason, "Wrong user name or password.")
@@ -76,7 +79,8 @@ def login() -> Any:
         return render_template("login.html", next=request.form.get("next", "/")), 401
     session.clear()
     session.permanent = True
-    session["user"], session["since"] = result.user, time.time()
+    session["user"] = result.user
+    session["sid"] = ctx.users.open_session(result.user, now_s, ctx.session_timeout_s)
     # A new CSRF secret with the new session, in the cookie the login sets: pages are then signed from it without
     # changing the session again (a client that replays its login cookie is not sent a new one with every page).
     g.pop("csrf_token", None)
@@ -85,6 +89,26 @@ def login() -> Any:
     audit("login", f"{result.user} logged in ({result.role})")
     target = request.form.get("next", "/")
     return redirect(target if _local_path(target) else "/")
+
+
+def _audit_failed_login(name: str, result: Any, now_s: float) -> None:
+    """A failed login in the audit trail: one record each up to a few a minute, then one record counting the rest
+    (a flood of wrong passwords must not flood the store)."""
+    from flask import current_app
+
+    ctx = ctx_of()
+    if ctx.audit_append is None:
+        return
+    own_record, suppressed = current_app.extensions["failed_logins"].admit(now_s)
+    if suppressed:
+        ctx.audit_append("login.failed", "web:(many)", f"{suppressed} further failed logins in a minute were not "
+                         "recorded one by one", {"suppressed": suppressed})
+    if own_record:
+        # a name that is no user may be a password typed in the wrong field: it is not kept
+        who = name if ctx.users.role_of(name) is not None else "(unknown user)"
+        detail = {"user": who, "reason": result.reason, "client": request.remote_addr}
+        ctx.audit_append("login.failed", f"web:{who}", f"failed login for {who}: {result.reason}"
+                         + (" (account locked)" if result.locked_now else ""), detail)
 
 
 def _local_path(target: str) -> bool:
@@ -97,6 +121,7 @@ def _local_path(target: str) -> bool:
 @bp.route("/logout", methods=["POST"])
 def logout() -> Any:
     audit("logout", f"{g.user} logged out")
+    ctx_of().users.close_session(session.get("sid", ""))  # the cookie, if kept or copied, opens nothing now
     session.clear()
     return redirect(url_for("views.login"))
 
@@ -193,7 +218,7 @@ def config_change() -> Any:
 def users_page() -> Any:
     ctx = ctx_of()
     return render_template("users.html", users=ctx.users.users(), tokens=ctx.users.tokens(), roles=ROLES,
-                           new_token=session.pop("new_token", None), now=time.time(), page="users")
+                           new_token=session.pop("new_token", None), now=ctx.wall_s(), page="users")
 
 
 @bp.route("/users", methods=["POST"])
@@ -220,7 +245,7 @@ def users_change() -> Any:
             ctx.users.remove(name)
             text = f"user {name} removed"
         elif action == "token":
-            token = ctx.users.create_token(name, form.get("label", "api"), time.time())
+            token = ctx.users.create_token(name, form.get("label", "api"), ctx.wall_s())
             session["new_token"] = token
             text = f"API token {form.get('label', 'api')!r} created for {name}"
         elif action == "revoke":

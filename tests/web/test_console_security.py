@@ -8,7 +8,6 @@ import json
 import logging
 import re
 import time
-import types
 from typing import Any
 
 import pytest
@@ -101,19 +100,45 @@ def test_login_never_redirects_to_another_site(env: ConsoleEnv) -> None:
 
 def test_session_expires_and_logout_ends_it(console_env: Any) -> None:
     env = console_env(session_timeout_s=600)
+    clock = [time.time()]
+    env.ctx.wall_s = lambda: clock[0]
     browser = env.login("operator")
     assert browser.client.get("/").status_code == 200
-    with browser.client.session_transaction(base_url="https://localhost") as session:
-        session["since"] -= 601
+    clock[0] += 599
+    assert browser.client.get("/").status_code == 200
+    clock[0] += 2
     expired = browser.client.get("/")
     assert expired.status_code == 302 and expired.headers["Location"].startswith("/login")
     assert browser.client.get("/api/v1/status").status_code == 401
 
     browser = env.login("operator")
+    kept = _cookie(browser)
     out = browser.form("/logout", {})
     assert out.status_code == 302 and out.headers["Location"] == "/login"
     assert browser.client.get("/").status_code == 302
     assert [r.actor for r in env.records("logout")] == ["web:operator"]
+    # The session cookie, kept or copied from before the logout, opens nothing: its server record is gone.
+    replay = env.browser()
+    replay.client.set_cookie("appliance_session", kept, domain="localhost")
+    assert replay.client.get("/").status_code == 302
+    assert replay.client.get("/api/v1/status").status_code == 401
+
+
+def _cookie(browser: Any) -> str:
+    cookie = browser.client.get_cookie("appliance_session", domain="localhost")
+    assert cookie is not None
+    return cookie.value
+
+
+def test_a_password_change_ends_the_users_sessions(env: ConsoleEnv) -> None:
+    operator, admin = env.login("operator"), env.login("admin")
+    assert operator.client.get("/").status_code == 200
+    done = admin.form("/users", {"action": "password", "name": "operator", "password": "a-new-long-passphrase-1"})
+    assert done.status_code == 302
+    assert operator.client.get("/").status_code == 302
+    assert operator.api("GET", "/api/v1/status", csrf=False).status_code == 401
+    assert admin.client.get("/").status_code == 200  # another user's sessions are untouched
+    assert env.browser().login("operator", "a-new-long-passphrase-1").status_code == 302
 
 
 # --- CSRF ---------------------------------------------------------------------------------------------------------
@@ -273,6 +298,10 @@ def test_a_change_of_role_takes_effect_at_once(env: ConsoleEnv) -> None:
     viewer, admin = env.login("viewer"), env.login("admin")
     assert viewer.api("POST", "/api/v1/holdover", {"action": "start"}).status_code == 403
     assert admin.form("/users", {"action": "role", "name": "viewer", "role": "operator"}).status_code == 302
+    # The session opened as a viewer ends with the change; the next login carries the new role.
+    assert viewer.api("POST", "/api/v1/holdover", {"action": "start"}, csrf=False).status_code == 401
+    assert env.commands == []
+    viewer = env.login("viewer")
     assert viewer.api("POST", "/api/v1/holdover", {"action": "start"}).status_code == 200
     assert env.commands == [{"cmd": "holdover", "action": "start", "user": "web:viewer"}]
     assert admin.form("/users", {"action": "remove", "name": "viewer"}).status_code == 302
@@ -281,12 +310,11 @@ def test_a_change_of_role_takes_effect_at_once(env: ConsoleEnv) -> None:
 
 # --- failed logins ------------------------------------------------------------------------------------------------
 
-def test_failed_logins_back_off_then_lock_and_are_audited(console_env: Any,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failed_logins_back_off_then_lock_and_are_audited(console_env: Any) -> None:
     # Backoff starts after the third failure in a row, so four failures are needed to see it before the lockout.
     env = console_env(lockout_failures=4, lockout_s=60)
-    clock = [time.time()]  # host time, moved on by hand: the session's age is checked against the real clock
-    monkeypatch.setattr("appliance.web.views.time", types.SimpleNamespace(time=lambda: clock[0]))
+    clock = [time.time()]  # host time, moved on by hand
+    env.ctx.wall_s = lambda: clock[0]
     browser = env.browser()
 
     def attempt(password: str) -> tuple[int, str]:
