@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import errno
 import logging
 import os
 import secrets
+import selectors
+import socket
 import ssl
 import threading
 import time
@@ -19,10 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from cheroot import wsgi
+from cheroot.makefile import StreamReader
+from cheroot.server import HTTPConnection
 from cheroot.ssl.builtin import BuiltinSSLAdapter
 
+from appliance.units import NS_PER_MS, NS_PER_S
+from appliance.web.admission import Admission, Limits, Readiness, Stage, request_readiness
 from appliance.web.app import WebContext, create_app
-from appliance.web.tls import ensure_certificate
+from appliance.web.tls import Opening, Step, ensure_certificate, handshake_step, harden, opening, refuse_plain_http
 
 log = logging.getLogger("appliance.web")
 PUBLISH_S = 0.5
@@ -77,6 +84,8 @@ class Publisher:
 
 WEB_NICE = 19  # the console's threads yield the CPU to NTP, PTP and the clock (see lower_priority)
 KEEP_ALIVE_CONNECTIONS = 64
+LISTEN_BACKLOG = 128  # connections the kernel completes before the gate accepts them (it accepts at low priority)
+WORKER_SOCKET_TIMEOUT_S = 10  # a worker waiting on a client: a chunked or large body, or a slow reader of an answer
 
 
 def lower_priority() -> None:
@@ -108,7 +117,392 @@ def _low_priority(app: Any) -> Any:
     return wsgi_app
 
 
+class _PrefixedSocketIO(socket.SocketIO):
+    """A socket's reading end that first gives back what the gate already read from it."""
+
+    def __init__(self, sock: socket.socket, prefix: bytes):
+        super().__init__(sock, "rb")
+        self.prefix = bytearray(prefix)
+
+    def readinto(self, b: Any) -> int:
+        if not self.prefix:
+            return int(super().readinto(b))
+        n = min(len(b), len(self.prefix))
+        b[:n] = self.prefix[:n]
+        del self.prefix[:n]
+        return n
+
+
+class _RequestReader(StreamReader):  # type: ignore[misc]
+    """cheroot's reading end of a connection, starting with the request the gate has in hand."""
+
+    def __init__(self, sock: socket.socket, prefix: bytes, bufsize: int):
+        super(StreamReader, self).__init__(_PrefixedSocketIO(sock, prefix), bufsize)  # its raw: the prefixed one
+        self.bytes_read = 0
+
+    def take_unread(self) -> bytes:
+        """What the client sent beyond the request just answered (a pipelined next one), read no further."""
+        out = bytearray()
+        while self.has_data():
+            out += self.read1(self.buffer_size)
+        out += self.raw.prefix
+        self.raw.prefix.clear()
+        return bytes(out)
+
+
+class _GatedConnection(HTTPConnection):  # type: ignore[misc]
+    gate_key = 0
+
+    def close(self) -> None:
+        super().close()
+        self.server.connection_closed(self)
+
+
+class _Held:
+    """A connection the gate holds: its socket (plain until the ClientHello, then TLS), what it has sent so far."""
+
+    def __init__(self, key: int, sock: socket.socket, address: str, port: int):
+        self.key, self.sock, self.address, self.port = key, sock, address, port
+        self.tls: ssl.SSLSocket | None = None
+        self.buffer = bytearray()
+        self.conn: _GatedConnection | None = None
+        self.ssl_env: dict[str, Any] = {}
+        self.events = 0  # what the selector watches for it (0: not registered)
+
+    @property
+    def live(self) -> socket.socket:
+        return self.tls if self.tls is not None else self.sock
+
+
+RECV_BYTES = 16 * 1024
+ACCEPTS_PER_TURN = 64
+ACCEPT_PAUSE_NS = 100 * NS_PER_MS  # out of file descriptors: let the closing of others catch up
+CAP_NOTE_NS = 10 * NS_PER_S  # at most one log line per this about clients held to their cap
+_LISTEN, _WAKE = "listen", "wake"
+_TIMEOUT_REPLIES = {Stage.REQUEST: "408 Request Timeout", Stage.QUEUED: "503 Service Unavailable"}
+
+
+class Gate:
+    """cheroot's connection manager, replaced: one thread (the server's accept thread) that accepts, does the TLS
+    handshakes and reads each request whole, all on non-blocking sockets, and hands a worker only a request it can
+    answer without waiting for the client.
+
+    cheroot's own manager does the handshake on its accept thread with a blocking socket: one client that opens a
+    connection and says nothing stops every other client for the socket timeout, and a connection with TLS done
+    but no request holds a worker thread for as long.  Here a silent connection costs a file descriptor until its
+    deadline (web.admission says which, and which to let go first when a client holds too many), and the worker
+    threads, fewer than the connections, only ever wait on a client for a chunked or large body (and for a slow
+    reader of an answer), each client on at most a few of them.  Workers give kept-alive connections back with
+    ``put`` and closed ones through ``connection_closed``: both are posted to this thread, which alone touches the
+    selector and the table.
+    """
+
+    def __init__(self, server: _Server, limits: Limits):
+        self.server, self.limits = server, limits
+        self.admission = Admission(limits)
+        self.held: dict[int, _Held] = {}
+        self.listener: socket.socket = server.socket
+        self.listener.setblocking(False)
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.listener, selectors.EVENT_READ, _LISTEN)
+        self.wake_r, self.wake_w = socket.socketpair()
+        for end in (self.wake_r, self.wake_w):
+            end.setblocking(False)
+        self.selector.register(self.wake_r, selectors.EVENT_READ, _WAKE)
+        self.inbox: list[tuple[bool, _GatedConnection]] = []  # (kept alive, connection) from the workers
+        self.lock = threading.Lock()
+        self.stop_requested = self.serving = False
+        self.accept_resume_ns: int | None = None
+        self.cap_noted_ns: int | None = None
+
+    # --- what cheroot's server calls -------------------------------------------------------------------------------
+    def run(self, expiration_interval: float) -> None:
+        self.serving = True
+        try:
+            while not self.stop_requested:
+                self._turn()
+        finally:
+            self.serving = False
+
+    def stop(self) -> None:
+        self.stop_requested = True
+        self._wake()
+        give_up = time.monotonic() + 5.0
+        while self.serving and time.monotonic() < give_up:
+            time.sleep(0.01)
+
+    def close(self) -> None:
+        for held in list(self.held.values()):
+            if self.admission.stage(held.key) is not Stage.BUSY:  # a worker closes its own
+                self._close(held)
+        self.held.clear()
+        self.selector.close()
+        self.wake_r.close()
+        self.wake_w.close()
+
+    def put(self, conn: _GatedConnection) -> None:
+        """A worker is done with a request and the connection stays open (any thread)."""
+        self._post(True, conn)
+
+    def connection_closed(self, conn: _GatedConnection) -> None:
+        self._post(False, conn)
+
+    @property
+    def can_add_keepalive_connection(self) -> bool:
+        return self.admission.can_keep_alive()
+
+    def stats(self) -> dict[str, Any]:
+        return {"held": {stage.value: n for stage, n in self.admission.counts.items()},
+                "dropped": dict(self.admission.dropped)}
+
+    # --- the loop --------------------------------------------------------------------------------------------------
+    def _post(self, kept: bool, conn: _GatedConnection) -> None:
+        with self.lock:
+            self.inbox.append((kept, conn))
+        self._wake()
+
+    def _wake(self) -> None:
+        try:
+            self.wake_w.send(b"\0")
+        except OSError:  # full (a wake-up is pending anyway) or closed (stopping)
+            pass
+
+    def _turn(self) -> None:
+        now = time.monotonic_ns()
+        due = [t for t in (self.admission.next_deadline_ns(), self.accept_resume_ns) if t is not None]
+        timeout_s = min([1.0] + [max(0.0, (t - now) / NS_PER_S) for t in due])
+        events = self.selector.select(timeout_s)
+        now = time.monotonic_ns()
+        for key, mask in events:
+            if key.data is _LISTEN:
+                self._accept(now)
+            elif key.data is _WAKE:
+                self._drain_wake()
+            elif key.data.key in self.held:  # not let go earlier in this turn
+                self._guarded(key.data, now)
+        self._take_inbox(now)
+        self._expire(now)
+        if self.accept_resume_ns is not None and now >= self.accept_resume_ns:
+            self.accept_resume_ns = None
+            self.selector.register(self.listener, selectors.EVENT_READ, _LISTEN)
+
+    def _drain_wake(self) -> None:
+        try:
+            while self.wake_r.recv(4096):
+                pass
+        except OSError:
+            pass
+
+    def _accept(self, now: int) -> None:
+        for _ in range(ACCEPTS_PER_TURN):
+            try:
+                sock, addr = self.listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    log.warning("web console: cannot accept connections (%s): pausing for %d ms", exc,
+                                ACCEPT_PAUSE_NS // NS_PER_MS)
+                    self.selector.unregister(self.listener)
+                    self.accept_resume_ns = now + ACCEPT_PAUSE_NS
+                else:
+                    log.debug("web console: accept: %s", exc)
+                return
+            sock.setblocking(False)
+            key, evicted = self.admission.admit(str(addr[0]), now)
+            for old in evicted:
+                self._close(self.held.pop(old))
+            if evicted:
+                self._note_cap(key, now)
+            held = self.held[key] = _Held(key, sock, str(addr[0]), int(addr[1]))
+            self._watch(held, selectors.EVENT_READ)
+            self._guarded(held, now)  # the ClientHello is often there already
+
+    def _note_cap(self, key: int, now: int) -> None:
+        if self.cap_noted_ns is not None and now - self.cap_noted_ns < CAP_NOTE_NS:
+            return
+        self.cap_noted_ns = now
+        client = self.admission.client(key)
+        log.info("web console: %s holds %d connections that have sent no request (at most %d per client, %d in "
+                 "all): closing the oldest", client, self.admission.waiting_of(client),
+                 self.limits.waiting_per_client, self.limits.waiting_total)
+
+    def _guarded(self, held: _Held, now: int) -> None:
+        """Move one connection on; whatever goes wrong with it closes it, and only it."""
+        try:
+            self._advance(held, now)
+        except (ssl.SSLError, OSError) as exc:
+            log.debug("web console: %s:%d: %s: closed", held.address, held.port, exc)
+            self._drop(held, now)
+        except Exception:  # noqa: BLE001 - one connection's trouble must not stop the console
+            log.exception("web console: %s:%d: unexpected error: closed", held.address, held.port)
+            self._drop(held, now)
+
+    def _advance(self, held: _Held, now: int) -> None:
+        stage = self.admission.stage(held.key)
+        if stage is Stage.HANDSHAKE:
+            self._handshake(held, now)
+        elif stage in (Stage.REQUEST, Stage.IDLE):
+            self._watch(held, selectors.EVENT_READ)
+            self._read(held, now)
+
+    def _handshake(self, held: _Held, now: int) -> None:
+        if held.tls is None:
+            kind = opening(held.sock)
+            if kind is Opening.NOTHING_YET:
+                return
+            if kind is not Opening.TLS:
+                if kind is Opening.PLAIN_HTTP:
+                    refuse_plain_http(held.sock)
+                if kind is not Opening.CLOSED:
+                    log.debug("web console: %s:%d spoke %s, not TLS: closed", held.address, held.port, kind.value)
+                self._drop(held, now)
+                return
+            self._watch(held, 0)  # the plain socket is handed over to TLS (and closed as itself)
+            held.tls = self.server.ssl_adapter.context.wrap_socket(held.sock, server_side=True,
+                                                                   do_handshake_on_connect=False)
+        step = handshake_step(held.tls)
+        if step is not Step.DONE:
+            self._watch(held, selectors.EVENT_WRITE if step is Step.WANT_WRITE else selectors.EVENT_READ)
+            return
+        held.ssl_env = self.server.ssl_adapter.get_environ(held.tls)
+        self._move(held, Stage.REQUEST, now)
+        self._watch(held, selectors.EVENT_READ)
+        self._read(held, now)  # a TLS 1.3 client sends its request with its last handshake message
+
+    def _read(self, held: _Held, now: int) -> None:
+        assert held.tls is not None
+        while (ready := request_readiness(held.buffer, self.limits.head_bytes, self.limits.body_bytes)) \
+                is Readiness.MORE:
+            try:
+                data = held.tls.recv(RECV_BYTES)
+            except ssl.SSLWantReadError:
+                return
+            except ssl.SSLWantWriteError:
+                self._watch(held, selectors.EVENT_WRITE)
+                return
+            if not data:  # the client closed it
+                self._drop(held, now)
+                return
+            if self.admission.stage(held.key) is Stage.IDLE:
+                self._move(held, Stage.REQUEST, now)
+            held.buffer += data
+        if ready is Readiness.TOO_LARGE:
+            log.debug("web console: %s:%d: request head over %d bytes: closed", held.address, held.port,
+                      self.limits.head_bytes)
+            self._reply(held, "431 Request Header Fields Too Large")
+            self._drop(held, now)
+        elif self.admission.may_start(held.key):
+            self._start(held, now)
+        else:
+            self._watch(held, 0)
+            self._move(held, Stage.QUEUED, now)
+
+    def _start(self, held: _Held, now: int) -> None:
+        """Hand the connection, its request in hand, to a worker thread."""
+        assert held.tls is not None
+        self._watch(held, 0)
+        self._move(held, Stage.BUSY, now)
+        held.tls.settimeout(self.server.timeout)
+        if held.conn is None:
+            held.conn = self.server.ConnectionClass(self.server, held.tls, self.server.ssl_adapter.makefile)
+            held.conn.remote_addr, held.conn.remote_port = held.address, held.port
+            held.conn.ssl_env, held.conn.gate_key = held.ssl_env, held.key
+        held.conn.rfile = _RequestReader(held.tls, bytes(held.buffer), held.conn.rbufsize)
+        held.buffer.clear()
+        self.server.process_conn(held.conn)
+
+    def _take_inbox(self, now: int) -> None:
+        with self.lock:
+            inbox, self.inbox = self.inbox, []
+        for kept, conn in inbox:
+            held = self.held.get(conn.gate_key)
+            if held is None or held.conn is not conn or self.admission.stage(held.key) is not Stage.BUSY:
+                if kept:  # not one of ours (any more): nothing to keep it for
+                    conn.close()
+                continue
+            if not kept:
+                del self.held[held.key]
+                self._start_freed(self.admission.release(held.key), now)
+                continue
+            assert held.tls is not None
+            held.buffer = bytearray(conn.rfile.take_unread() if isinstance(conn.rfile, _RequestReader) else b"")
+            held.tls.setblocking(False)
+            self._move(held, Stage.REQUEST if held.buffer else Stage.IDLE, now)
+            self._guarded(held, now)  # TLS may hold the next request already decrypted: no readiness will say so
+
+    def _move(self, held: _Held, stage: Stage, now: int) -> None:
+        self._start_freed(self.admission.move(held.key, stage, now), now)
+
+    def _start_freed(self, keys: list[int], now: int) -> None:
+        for key in keys:
+            self._start(self.held[key], now)
+
+    def _expire(self, now: int) -> None:
+        for key, stage in self.admission.expired(now):
+            held = self.held.pop(key, None)
+            if held is None:
+                continue
+            if stage in _TIMEOUT_REPLIES and (held.buffer or stage is Stage.QUEUED):
+                self._reply(held, _TIMEOUT_REPLIES[stage])
+            if stage is not Stage.IDLE:
+                log.debug("web console: %s:%d: %s not done within its time: closed", held.address, held.port,
+                          stage.value)
+            self._close(held)
+
+    def _reply(self, held: _Held, status: str) -> None:
+        """A last word before closing, if the socket takes it at once."""
+        try:
+            held.live.send(f"HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".encode("ascii"))
+        except (OSError, ValueError):
+            pass
+
+    def _drop(self, held: _Held, now: int) -> None:
+        if self.held.pop(held.key, None) is not None:
+            self._start_freed(self.admission.release(held.key), now)
+        self._close(held)
+
+    def _close(self, held: _Held) -> None:
+        self._watch(held, 0)
+        try:
+            if held.conn is not None:
+                held.conn.close()
+            else:
+                held.live.close()
+        except OSError as exc:
+            log.debug("web console: %s:%d: closing: %s", held.address, held.port, exc)
+
+    def _watch(self, held: _Held, events: int) -> None:
+        """Make the selector watch ``held`` for ``events`` (0: not at all)."""
+        if events == held.events:
+            return
+        if not events:
+            self.selector.unregister(held.live)
+        elif held.events:
+            self.selector.modify(held.live, events, held)
+        else:
+            self.selector.register(held.live, events, held)
+        held.events = events
+
+
 class _Server(wsgi.Server):  # type: ignore[misc]
+    ConnectionClass = _GatedConnection
+
+    def __init__(self, *args: Any, limits: Limits, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.limits = limits
+        self.gate: Gate | None = None
+
+    def prepare(self) -> None:
+        """Bind and start the workers as cheroot does, then put the gate in place of cheroot's connection manager."""
+        super().prepare()
+        self._connections.close()  # nothing registered with it but the listening socket, which stays open
+        self.gate = self._connections = Gate(self, self.limits)
+
+    def connection_closed(self, conn: _GatedConnection) -> None:
+        if self.gate is not None:
+            self.gate.connection_closed(conn)
+
     def error_log(self, msg: str = "", level: int = 20, traceback: bool = False) -> None:
         """cheroot's errors to the appliance's log; a client that hangs up mid-answer is not one."""
         import sys
@@ -121,18 +515,24 @@ class _Server(wsgi.Server):  # type: ignore[misc]
 
 
 class WebServer:
-    def __init__(self, wsgi_app: Any, host: str, port: int, cert: Path, key: Path, threads: int = 8):
+    """The console's HTTPS server: cheroot's workers behind the gate, every thread at low priority."""
+
+    def __init__(self, wsgi_app: Any, host: str, port: int, cert: Path, key: Path, threads: int = 8,
+                 limits: Limits | None = None):
         self.host, self.port = host, port
+        limits = limits or Limits(keep_alive_total=KEEP_ALIVE_CONNECTIONS)
         self.server = _Server((host, port), _low_priority(wsgi_app), numthreads=threads, max=threads,
-                              server_name="appliance", shutdown_timeout=2)
-        self.server.keep_alive_conn_limit = KEEP_ALIVE_CONNECTIONS  # fewer TLS handshakes under many clients
+                              server_name="appliance", shutdown_timeout=2, request_queue_size=LISTEN_BACKLOG,
+                              timeout=WORKER_SOCKET_TIMEOUT_S, limits=limits)
+        self.server.max_request_header_size = limits.head_bytes
         adapter = BuiltinSSLAdapter(str(cert), str(key))
-        adapter.context.minimum_version = ssl.TLSVersion.TLSv1_2
+        harden(adapter.context)
         self.server.ssl_adapter = adapter
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         self.server.prepare()  # binds now: an error reaches the caller
+        self.port = int(self.server.bind_addr[1])  # the one bound, when asked for any (0)
 
         def serve() -> None:  # accepts connections and does the TLS handshakes: at low priority too
             lower_priority()
@@ -144,6 +544,11 @@ class WebServer:
         self.server.stop()
         if self._thread is not None:
             self._thread.join(timeout=5)
+
+    def stats(self) -> dict[str, Any]:
+        """Connections held by stage, and those let go (the count since start, by reason)."""
+        gate = self.server.gate
+        return gate.stats() if gate is not None else {"held": {}, "dropped": {}}
 
 
 class WebPart:
@@ -184,6 +589,8 @@ class WebPart:
 
     def status(self) -> dict[str, Any]:
         pacer = getattr(self, "pacer", None)
+        connections = self.server.stats() if self.server is not None else {"held": {}, "dropped": {}}
         return {"enabled": True, "listen": self.host, "port": self.port, "error": self.error,
                 "serving": self.server is not None, "paced": pacer.paced if pacer else 0,
-                "busy_refused": pacer.refused if pacer else 0}
+                "busy_refused": pacer.refused if pacer else 0, "connections": connections["held"],
+                "connections_dropped": connections["dropped"]}

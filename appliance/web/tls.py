@@ -1,6 +1,7 @@
-"""The console's TLS certificate: the configured one, or a self-signed one made on first start.
+"""The console's TLS: its certificate (the configured one, or a self-signed one made on first start), its server
+context, and the steps of a handshake on a non-blocking socket.
 
-Edge module (files).  The self-signed certificate (ECDSA P-256, valid ten years, subject alternative names for the
+Edge module (files, sockets).  The self-signed certificate (ECDSA P-256, valid ten years, subject alternative names for the
 host name, localhost, 127.0.0.1 and ::1 plus the listen address) and its key (mode 0600) are kept under
 ``state_dir`` and reused on later starts, so a browser's exception for it stays valid.
 """
@@ -8,9 +9,11 @@ host name, localhost, 127.0.0.1 and ::1 plus the listen address) and its key (mo
 from __future__ import annotations
 
 import datetime
+import enum
 import ipaddress
 import os
 import socket
+import ssl
 from pathlib import Path
 
 from cryptography import x509
@@ -50,3 +53,66 @@ def ensure_certificate(cert: Path, key: Path, listen: str, now: datetime.datetim
                                       serialization.NoEncryption()))
     cert.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
     return True
+
+
+def harden(context: ssl.SSLContext) -> None:
+    """TLS 1.2 at least, and no renegotiation (a client could make the server redo its costliest work at will)."""
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.options |= ssl.OP_NO_RENEGOTIATION
+
+
+class Opening(enum.Enum):
+    NOTHING_YET = "nothing yet"
+    TLS = "tls"
+    PLAIN_HTTP = "plain http"
+    CLOSED = "closed"
+    OTHER = "other"
+
+
+PLAIN_HTTP_REFUSAL = b"The client sent a plain HTTP request, but this server only speaks HTTPS on this port."
+
+
+def opening(raw: socket.socket) -> Opening:
+    """What a new connection (non-blocking) speaks, from its first byte, peeked so the handshake still reads it."""
+    try:
+        first = raw.recv(1, socket.MSG_PEEK)
+    except (BlockingIOError, InterruptedError):
+        return Opening.NOTHING_YET
+    except OSError:
+        return Opening.CLOSED
+    if not first:
+        return Opening.CLOSED
+    if first == b"\x16":  # RFC 8446 5.1: a TLS record of type handshake (22) carries the ClientHello
+        return Opening.TLS
+    return Opening.PLAIN_HTTP if first.isalpha() else Opening.OTHER
+
+
+def refuse_plain_http(raw: socket.socket) -> None:
+    """Tell a client that spoke HTTP to the HTTPS port what went wrong (best effort: the socket does not block).
+    Its request is read first: closing a socket with unread bytes resets the connection, answer and all."""
+    head = (f"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: {len(PLAIN_HTTP_REFUSAL)}\r\n"
+            "Connection: close\r\n\r\n").encode("ascii")
+    try:
+        raw.recv(64 * 1024)
+        raw.send(head + PLAIN_HTTP_REFUSAL)
+        raw.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+
+
+class Step(enum.Enum):
+    DONE = "done"
+    WANT_READ = "want read"
+    WANT_WRITE = "want write"
+
+
+def handshake_step(tls: ssl.SSLSocket) -> Step:
+    """Advance a server-side handshake on a non-blocking socket as far as the bytes at hand allow.  A failed
+    handshake raises ``ssl.SSLError`` or ``OSError``."""
+    try:
+        tls.do_handshake()
+    except ssl.SSLWantReadError:
+        return Step.WANT_READ
+    except ssl.SSLWantWriteError:
+        return Step.WANT_WRITE
+    return Step.DONE

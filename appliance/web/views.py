@@ -8,7 +8,6 @@ role it needs, and audited.
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 from flask import Blueprint, Response, flash, g, redirect, render_template, request, session, url_for
