@@ -7,6 +7,13 @@ with pysnmp's own instrumentation for the standard objects it keeps (SNMPv2-MIB 
 SNMP-FRAMEWORK-MIB engine objects).  Writes are accepted only for the objects the MIB declares read-write (one:
 forced holdover), only from v3 authPriv users with write access, and go through the appliance's command path, which
 audits them.  Notifications go as traps (or informs) to each configured receiver, v2c or v3.
+
+Responses are bounded (limits.py): the manager's and the agent's largest message, 256 variable bindings, and for
+GETBULK 8 x its request (484 octets at least).  Past that a GET, GETNEXT or SET is answered tooBig and a GETBULK
+with the bindings that fit (RFC 3416 4.2.1, 4.2.3).  The command responders are pysnmp's with that check added,
+and GETBULK redone: pysnmp's own gives up on 65 or more repeaters (it cuts the repetitions to 64 // R, none, then
+fails on its own error: a traceback and no answer).  A request that fails inside pysnmp anyway is answered genErr
+and logged in one line, at most once a minute.
 """
 
 from __future__ import annotations
@@ -18,15 +25,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pyasn1.codec.ber import encoder as ber
+from pyasn1.error import PyAsn1Error
 from pyasn1.type import univ
 from pysnmp.carrier.asyncio.dgram import udp, udp6
 from pysnmp.entity import config, engine
 from pysnmp.entity.rfc3413 import cmdrsp, context, ntforg
 from pysnmp.proto import errind, rfc1902, rfc1905
+from pysnmp.proto.api import v2c
 from pysnmp.smi import error as smi_error
 from pysnmp.smi.instrum import AbstractMibInstrumController
 
 from appliance.edge.pacer import Pacer
+from appliance.snmp import limits
 
 log = logging.getLogger("appliance.snmp")
 
@@ -42,6 +53,8 @@ SNMP_TRAP_OID = (1, 3, 6, 1, 6, 3, 1, 1, 4, 1, 0)
 AUTH_FAILURES = (errind.UnknownCommunityName, errind.UnknownUserName, errind.WrongDigest, errind.DecryptionError,
                  errind.AuthenticationFailure, errind.AuthenticationError, errind.UnsupportedSecurityLevel)
 SYS_UPTIME = (1, 3, 6, 1, 2, 1, 1, 3, 0)
+MAX_MESSAGE_BYTES = 65507  # the largest UDP payload over IPv4: the agent's own bound on a message
+LOG_INTERVAL_S = 60.0  # one log line per kind of refused or cut request per minute, with a count of the rest
 
 
 class SetRefused(Exception):
@@ -112,6 +125,205 @@ def _gated(base: type, gate: AccessGate) -> type:
             if gate.admit(str(transportAddress[0])):
                 super().datagram_received(datagram, transportAddress)
     return Gated
+
+
+class ResponseGuard:
+    """Counts responses refused (tooBig), cut (a GETBULK's tail left out) and failed (genErr), and logs them: one
+    line per kind per minute at most, with the number of those not logged since."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, interval_s: float = LOG_INTERVAL_S):
+        self.clock, self.interval_s = clock, interval_s
+        self.too_big = self.cut = self.failed = 0
+        self._last: dict[str, float] = {}
+        self._quiet: dict[str, int] = {}
+
+    def _log(self, level: int, kind: str, text: str) -> None:
+        now = self.clock()
+        last = self._last.get(kind)
+        if last is not None and now - last < self.interval_s:
+            self._quiet[kind] = self._quiet.get(kind, 0) + 1
+            return
+        self._last[kind] = now
+        quiet = self._quiet.pop(kind, 0)
+        log.log(level, "%s%s", text, f" ({quiet} more since the last such line)" if quiet else "")
+
+    def refused(self, operation: str, source: str, why: str) -> None:
+        self.too_big += 1
+        self._log(logging.WARNING, "too-big", f"SNMP {operation} from {source}: {why}; answered tooBig (a manager "
+                  "splits such a request)")
+
+    def shortened(self, operation: str, source: str, sent: int, asked: int, budget: limits.Budget) -> None:
+        """A GETBULK cut to fit is the RFC's answer, and a walking manager asks for more than fits all the time:
+        the first is logged at info, the next at debug (and counted: bulk_cut in the status)."""
+        self.cut += 1
+        self._log(logging.INFO if self.cut == 1 else logging.DEBUG, "cut",
+                  f"SNMP {operation} from {source}: answered {sent} of the {asked} variable bindings asked for, "
+                  f"within the response bound of {budget.describe()}" +
+                  ("; the next ones are counted (bulk_cut in the SNMP status) and logged at debug level"
+                   if self.cut == 1 else ""))
+
+    def broke(self, operation: str, source: str, exc: BaseException) -> None:
+        self.failed += 1
+        self._log(logging.ERROR, "failed", f"SNMP {operation} from {source} failed inside the agent and was "
+                  f"answered genErr: {type(exc).__name__}: {str(exc)[:200]}")
+
+
+def _binding_bytes(var_bind: Any) -> int:
+    name, value = var_bind
+    return limits.varbind_bytes(len(ber.encode(rfc1902.ObjectName(name))), len(ber.encode(value)))
+
+
+@dataclass(frozen=True)
+class _Pending:
+    budget: limits.Budget
+    source: str
+
+
+class BoundedResponder(cmdrsp.CommandResponderBase):
+    """A pysnmp command responder whose responses stay within the request's budget (see limits.py); a request
+    that fails inside pysnmp is answered genErr and logged by the guard, not left to the event loop's traceback."""
+
+    OPERATION = "request"
+    CHECK_REQUEST_SIZE = True  # a GET or SET answers at least as many octets per binding as it was asked
+    BY_REQUEST = False  # held to limits.REPLY_FACTOR x the request (GETBULK: the manager chooses how much comes back)
+
+    def __init__(self, snmp_engine: Any, snmp_context: Any, guard: ResponseGuard):
+        super().__init__(snmp_engine, snmp_context)
+        self.guard = guard
+        self.pending: dict[Any, _Pending] = {}
+
+    def process_pdu(self, snmpEngine: Any, messageProcessingModel: Any, securityModel: Any, securityName: Any,
+                    securityLevel: Any, contextEngineId: Any, contextName: Any, pduVersion: Any, PDU: Any,
+                    maxSizeResponseScopedPDU: Any, stateReference: Any) -> None:
+        source = "?"
+        try:
+            request = snmpEngine.observer.get_execution_context("rfc3412.receiveMessage:request")
+            address = request.get("transportAddress")
+            source = str(address[0]) if address else "?"
+            self.pending[stateReference] = _Pending(self._budget(
+                request, PDU, int(messageProcessingModel), contextEngineId, contextName, maxSizeResponseScopedPDU),
+                source)
+            super().process_pdu(snmpEngine, messageProcessingModel, securityModel, securityName, securityLevel,
+                                contextEngineId, contextName, pduVersion, PDU, maxSizeResponseScopedPDU,
+                                stateReference)
+        except Exception as exc:  # noqa: BLE001 - one bad request: a genErr and a log line, never a traceback
+            self.guard.broke(self.OPERATION, source, exc)
+            try:
+                self.send_varbinds(snmpEngine, stateReference, "genErr", 0, [])
+            except Exception:  # noqa: BLE001 - the response may be gone with the error (counted above)
+                pass
+        finally:
+            self.pending.pop(stateReference, None)
+            self.release_state_information(stateReference)
+
+    def _budget(self, request: dict[str, Any], pdu: Any, model: int, context_engine_id: Any, context_name: Any,
+                max_scoped_pdu: Any) -> limits.Budget:
+        whole = request.get("wholeMsg") or b""
+        try:
+            pdu_bytes = len(ber.encode(pdu))
+        except PyAsn1Error:
+            pdu_bytes = len(whole)
+        manager = None
+        if model == 3:  # SNMPv3: msgMaxSize, less what the security model keeps; less the scoped PDU's context
+            manager = int(max_scoped_pdu) - len(bytes(context_engine_id or b"")) - \
+                len(bytes(context_name or b"")) - 8
+        return limits.response_budget(len(whole) or pdu_bytes, pdu_bytes, MAX_MESSAGE_BYTES, manager, self.BY_REQUEST)
+
+    def handle_management_operation(self, snmpEngine: Any, stateReference: Any, contextName: Any,
+                                    PDU: Any) -> None:
+        """Refuse before any work what cannot be answered whole: more bindings than a response holds or, for a
+        GET or SET, a request larger than the response may be."""
+        pending = self.pending[stateReference]
+        var_binds = v2c.apiPDU.get_varbinds(PDU)
+        if len(var_binds) > pending.budget.varbinds:
+            self.guard.refused(self.OPERATION, pending.source, f"{len(var_binds)} variable bindings, more than the "
+                               f"{pending.budget.varbinds} one response carries")
+            raise smi_error.TooBigError()
+        if self.CHECK_REQUEST_SIZE:
+            self._check_size(pending, var_binds, "the request alone")
+        super().handle_management_operation(snmpEngine, stateReference, contextName, PDU)
+
+    def _check_size(self, pending: _Pending, var_binds: Sequence[Any], what: str) -> None:
+        sizes = [_binding_bytes(vb) for vb in var_binds]
+        if not limits.Fit(pending.budget).fits_all(sizes):
+            self.guard.refused(self.OPERATION, pending.source, f"{what} ({len(var_binds)} variable bindings, "
+                               f"{limits.pdu_bytes(sum(sizes))} bytes of PDU) is over the response bound of "
+                               f"{pending.budget.describe()}")
+            raise smi_error.TooBigError()
+
+    def send_varbinds(self, snmpEngine: Any, stateReference: Any, errorStatus: Any, errorIndex: Any,
+                      varBinds: Any) -> None:
+        """A response that would not fit is answered tooBig, no bindings (RFC 3416 4.2.1 (4)), instead of being
+        dropped unanswered where the message is built."""
+        pending = self.pending.get(stateReference)
+        if pending is not None and varBinds and errorStatus in (0, "noError"):
+            try:
+                self._check_size(pending, varBinds, "the response")
+            except smi_error.TooBigError:
+                errorStatus, errorIndex, varBinds = "tooBig", 0, []
+        super().send_varbinds(snmpEngine, stateReference, errorStatus, errorIndex, varBinds)
+
+
+class GetResponder(BoundedResponder, cmdrsp.GetCommandResponder):
+    OPERATION = "GET"
+
+
+class NextResponder(BoundedResponder, cmdrsp.NextCommandResponder):
+    OPERATION = "GETNEXT"
+    CHECK_REQUEST_SIZE = False  # the next object's name may be shorter than the one asked
+
+
+class SetResponder(BoundedResponder, cmdrsp.SetCommandResponder):
+    OPERATION = "SET"
+
+
+class BulkResponder(BoundedResponder, cmdrsp.BulkCommandResponder):
+    """GETBULK (RFC 3416 4.2.3): the non-repeaters once, then up to max-repetitions rows of the repeaters, as many
+    bindings as the budget holds, the rest left out; no more rows once every repeater is past the end of the MIB
+    (each further row would only say endOfMibView again).  No more bindings are computed than one response carries,
+    however large max-repetitions (pysnmp's own cut the repetitions to 64 // R: none at all from 65 repeaters)."""
+
+    OPERATION = "GETBULK"
+    BY_REQUEST = True
+
+    def handle_management_operation(self, snmpEngine: Any, stateReference: Any, contextName: Any,
+                                    PDU: Any) -> None:
+        pending = self.pending[stateReference]
+        requested = v2c.apiPDU.get_varbinds(PDU)
+        non_repeaters = min(max(0, int(v2c.apiBulkPDU.get_non_repeaters(PDU))), len(requested))
+        repetitions = max(0, int(v2c.apiBulkPDU.get_max_repetitions(PDU)))
+        read_next = self.snmpContext.get_mib_instrum(contextName).read_next_variables
+        context = dict(snmpEngine=snmpEngine, acFun=self.verify_access, cbCtx=self.cbCtx)
+        fit = limits.Fit(pending.budget)
+        out: list[Any] = []
+
+        def take(asked: list[Any]) -> tuple[list[Any], bool]:
+            """The next bindings of ``asked`` as far as they fit, and whether all did."""
+            row = read_next(*asked[:fit.room], **context) if asked and fit.room else []
+            taken = []
+            for var_bind in row:
+                if not fit.add(_binding_bytes(var_bind)):
+                    break  # the bindings left out are the ones at the end (RFC 3416 4.2.3)
+                taken.append(var_bind)
+            out.extend(taken)
+            return taken, len(taken) == len(asked)
+
+        whole = take(requested[:non_repeaters])[1]
+        cursor = requested[non_repeaters:]
+        for _ in range(repetitions if whole and cursor else 0):
+            row, whole = take(cursor)
+            if not whole or all(value.tagSet == rfc1905.endOfMibView.tagSet for _, value in row):
+                break
+            cursor = row
+        if not whole:
+            asked = non_repeaters + repetitions * (len(requested) - non_repeaters)
+            if not out:
+                self.guard.refused(self.OPERATION, pending.source, "not even the first variable binding fits the "
+                                   f"response bound of {pending.budget.describe()}")
+                raise smi_error.TooBigError()
+            self.guard.shortened(self.OPERATION, pending.source, len(out), asked, pending.budget)
+        self.send_varbinds(snmpEngine, stateReference, 0, 0, out)
+        self.release_state_information(stateReference)
 
 
 class ViewInstrum(AbstractMibInstrumController):
@@ -192,7 +404,9 @@ class Agent:
                  engine_id: bytes | None = None):
         self.listen, self.port, self.gate = listen, port, gate
         self.receivers = list(receivers)
-        self.engine = engine.SnmpEngine(snmpEngineID=univ.OctetString(engine_id) if engine_id else None)
+        self.engine = engine.SnmpEngine(snmpEngineID=univ.OctetString(engine_id) if engine_id else None,
+                                        maxMessageSize=MAX_MESSAGE_BYTES)
+        self.guard = ResponseGuard()
         self._writer = writer
         self._on_auth_failure = on_auth_failure
         self.sent = self.send_errors = 0
@@ -254,9 +468,8 @@ class Agent:
                                      (True, udp6.DOMAIN_NAME, udp6.Udp6AsyncioTransport)):
             if (":" in self.listen) != family and any((":" in r.host) == family for r in self.receivers):
                 config.add_transport(self.engine, domain, kind().open_client_mode())  # notifications only
-        for responder in (cmdrsp.GetCommandResponder, cmdrsp.NextCommandResponder, cmdrsp.BulkCommandResponder,
-                          cmdrsp.SetCommandResponder):
-            responder(self.engine, self.snmp_context)
+        for responder in (GetResponder, NextResponder, BulkResponder, SetResponder):
+            responder(self.engine, self.snmp_context, self.guard)
         self.engine.observer.register_observer(self._auth_observer, "rfc2576.prepareDataElements:sm-failure",
                                                "rfc3412.prepareDataElements:sm-failure")
         self.originator = ntforg.NotificationOriginator()

@@ -305,4 +305,8 @@ class SnmpPart:
         return {"enabled": True, "listen": self.listen, "port": self.port, "error": self.error,
                 "notifications": self.notifications, "send_errors": self.agent.send_errors if self.agent else 0,
                 "denied": self.gate.denied, "rate_limited": self.gate.limited,
-                "paced": self.gate.pacer.paced if self.gate.pacer is not None else 0}
+                "paced": self.gate.pacer.paced if self.gate.pacer is not None else 0,
+                # responses over the bound of limits.py: refused tooBig, GETBULKs cut short, requests answered genErr
+                "too_big": self.agent.guard.too_big if self.agent else 0,
+                "bulk_cut": self.agent.guard.cut if self.agent else 0,
+                "failed": self.agent.guard.failed if self.agent else 0}

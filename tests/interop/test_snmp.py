@@ -4,7 +4,9 @@ The appliance runs on its simulated world with the agent on loopback (v2c commun
 with SHA-256/AES-128), and sends its notifications to an snmptrapd on loopback, v2c and v3.  Walks are compared with
 ``appliance status --json`` taken at the same moment; notifications are produced the way an operator would:
 forced holdover (expiring at once past a 10 ns spec), the sky blocked in the simulated world, spoofing and jamming
-drills, a failed console login.
+drills, a failed console login.  Requests past the agent's response bound (GETBULK with many varbinds or a huge
+max-repetitions, a GET whose response would be too large) are answered within it or tooBig, and the appliance
+writes no traceback all along.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import pytest
 from tests.interop.peers import require
 from tests.interop.procs import ENV, appliance, free_tcp_port, free_udp_port, status, stop, wait_for
 from tests.interop.ptp_appliance import seed_learned_state
+from tests.interop.snmp_wire import request
 
 pytestmark = [pytest.mark.interop]
 REPO = Path(__file__).parents[2]
@@ -33,6 +36,8 @@ AUTH, PRIV = "auth-pass-123", "priv-pass-456"
 ENGINE = "0x8000000001020304"
 V3 = ["-v3", "-l", "authPriv", "-u", "nms", "-a", "SHA-256", "-A", AUTH, "-x", "AES", "-X", PRIV]
 FAST = ["--set", "clock.warmup_s=0", "--set", "clock.qualify_s=3"]
+LOCATION = "Data hall 2, row 14, rack B12, U38-U39; " * 7  # sysLocation as long as it goes: 255 octets
+REPLY_FACTOR, MIN_REPLY_BYTES, MAX_VARBINDS = 8, 484, 256  # the agent's response bound (appliance/snmp/limits.py)
 
 
 class Trapd:
@@ -82,6 +87,7 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, Path,
     proc = appliance("run", "--set", f"state_dir={state}", *FAST, "--set", "snmp.enabled=true",
                      "--set", f"snmp.engine_id={ENGINE[2:]}",
                      "--set", "snmp.listen=127.0.0.1", "--set", f"snmp.port={port}", "--set", "snmp.community=public",
+                     "--set", f"snmp.sys_location={LOCATION}",
                      "--set", f"snmp.trap_receivers=v2c:public@127.0.0.1:{v2.port},v3:nms@127.0.0.1:{v3.port}",
                      "--set", "web.listen=127.0.0.1", "--set", f"web.port={web}",
                      # a holdover spec below the locked bound: a forced holdover expires at once (its trap too)
@@ -102,6 +108,7 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, Path,
         assert code == 0, err
         for secret in (AUTH, PRIV):
             assert secret not in err
+        assert "Traceback" not in err, err[-5000:]
 
 
 def snmp(tool: str, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
@@ -244,3 +251,56 @@ def test_notifications_for_spoofing_and_jamming_raised_and_cleared(agent: tuple)
     for trapd in (v2, v3):
         trapd.wait(r"applianceJammingCleared", timeout_s=40)
     wait_for(state, lambda s: s["integrity"]["level"] == "ok" and s["integrity"]["usable"], timeout_s=30)
+
+
+def sizes(dump: str) -> tuple[int, int]:
+    """The last request's and response's sizes in bytes, from net-snmp's packet dump (-d)."""
+    sent = re.findall(r"^Sending (\d+) bytes", dump, re.M)
+    received = re.findall(r"^Received (\d+) byte packet", dump, re.M)
+    assert sent and received, dump[-2000:]
+    return int(sent[-1]), int(received[-1])
+
+
+def within_bound(sent: int, received: int) -> bool:
+    return received <= max(REPLY_FACTOR * sent, MIN_REPLY_BYTES)
+
+
+@pytest.mark.parametrize("count", [65, 200])
+@pytest.mark.parametrize("auth", [["-v2c", "-c", "public"], V3], ids=["v2c", "v3"])
+def test_getbulk_with_65_or_200_varbinds_is_answered_within_the_bound(agent: tuple, count: int,
+                                                                       auth: list[str]) -> None:
+    port, *_ = agent
+    got = snmp("snmpbulkget", "-d", *auth, "-t", "5", "-r", "0", "-Cr5", f"127.0.0.1:{port}", *["system"] * count)
+    assert got.returncode == 0 and "Timeout" not in got.stderr, got.stderr[-2000:]
+    lines = [line for line in got.stdout.splitlines() if " = " in line]
+    # RFC 3416 4.2.3: cut to fit, the first row first (each repeater's successor: sysDescr.0)
+    assert 0 < len(lines) <= MAX_VARBINDS
+    assert all(line.startswith("SNMPv2-MIB::sysDescr.0 = STRING: GNSS grandmaster") for line in lines[:count])
+    assert within_bound(*sizes(got.stderr)), sizes(got.stderr)
+
+
+def test_getbulk_max_repetitions_10000_is_capped(agent: tuple) -> None:
+    port, *_ = agent
+    got = snmp("snmpbulkget", "-d", "-v2c", "-c", "public", "-Cr10000", f"127.0.0.1:{port}", "system")
+    assert got.returncode == 0, got.stderr[-2000:]
+    sent, received = sizes(got.stderr)
+    assert within_bound(sent, received) and received <= MIN_REPLY_BYTES, (sent, received)
+    names = [line.split(" = ")[0] for line in got.stdout.splitlines() if " = " in line]
+    walk = snmp("snmpwalk", "-v2c", "-c", "public", f"127.0.0.1:{port}", ".1")
+    assert walk.returncode == 0, walk.stderr
+    # what was left out is the end: the answer is the start of the walk, with no gap
+    assert 5 <= len(names) and names == [line.split(" = ")[0] for line in walk.stdout.splitlines()][:len(names)]
+
+
+def test_get_too_large_to_answer_gets_toobig(agent: tuple) -> None:
+    port, state, *_ = agent
+    before = status(state)["outputs"]["snmp"]["too_big"]
+    # net-snmp's snmpget sends at most 128 OIDs: 128 x the longest object fit in one message, and are answered
+    got = snmp("snmpget", "-v2c", "-c", "public", f"127.0.0.1:{port}", *["sysLocation.0"] * 128)
+    assert got.returncode == 0 and got.stdout.count(f"STRING: {LOCATION[:255]}\n") == 128, got.stderr[-2000:]
+    # a bare manager asks more: 256 of them are past the largest message (65507 bytes), 1000 past 256 varbinds
+    for count, oid in ((256, "1.3.6.1.2.1.1.6.0"), (1000, "1.3.6.1.2.1.1.1.0")):
+        answer = request(port, [oid] * count)
+        assert answer is not None, f"no answer to a GET of {count} varbinds"
+        assert (answer.error_status, answer.error_index, answer.varbinds) == ("tooBig", 0, [])
+    assert status(state)["outputs"]["snmp"]["too_big"] == before + 2
