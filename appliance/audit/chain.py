@@ -20,8 +20,9 @@ from typing import Any
 GENESIS = "0" * 64  # prev_hash of record 1
 CHECKPOINT = "checkpoint"
 PRUNED_SEQ, PRUNED_HASH, PRUNED_COUNT = "pruned_through_seq", "pruned_through_hash", "pruned_records"
+# The kinds the appliance writes; others are allowed.
 KINDS = ("clock.state", "reference", "alarm.raised", "alarm.cleared", "config.change", "login", "login.failed",
-         "command", "output", "start", "stop", CHECKPOINT)  # the kinds the appliance writes; others are allowed
+         "command", "output", "start", "stop", "ptp.foreign-master", CHECKPOINT)
 
 
 class AuditError(Exception):

@@ -1,14 +1,15 @@
 """The time outputs as parts of the runtime: NTP, PTP, the serial time string, 1PPS and IRIG-B and their sinks.
 
 Edge wiring.  Each part is built from the settings with the callbacks it needs (the clock map, the status, the alarm
-it raises when it cannot serve) and shows in status only once started, as the outputs always have.
+it raises when it cannot serve, the audit trail for what it is told to do) and shows in status only once started, as
+the outputs always have.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from appliance import leap
 from appliance.config import Config
@@ -18,7 +19,13 @@ from appliance.router import ClockReading
 from appliance.status import TimeStatus
 from appliance.units import NS_PER_MS
 
+if TYPE_CHECKING:
+    from appliance.outputs.ptp.notices import ManagementSet, PortNotice
+
 log = logging.getLogger("appliance")
+Auditor = Callable[[str, str, str, dict[str, Any]], Any]  # kind, actor, text, detail: as runtime.Auditor
+PTP_MANAGED = "ptp-managed"  # a PTP management SET left a setting off its configured value
+PTP_OUTRANKED = "ptp-outranked"  # a foreign grandmaster out-ranks this one: the port is PASSIVE, silent
 
 
 class Output:
@@ -61,12 +68,26 @@ class NtpOutput(Output):
 
 
 class PtpOutput(Output):
-    """The PTP port: its faults and state changes become alarms; it hears the clock's map and quality."""
+    """The PTP port: its faults and state changes become alarms; it hears the clock's map and quality.
+
+    What the port notices becomes an audit record and an alarm.  A management SET is an operator's write: a
+    ``config.change`` record (a refused one a ``command`` record) by actor ``ptp-mgmt:<address>``, and the WARNING
+    alarm ``ptp-managed`` stays raised while a SET has left priority1 or priority2 off its configured value (a SET
+    back to it clears it; so does a restart, which restores the configured values).  A foreign grandmaster that
+    out-ranks this one (the port falls PASSIVE, silent) is a ``ptp.foreign-master`` record by actor
+    ``ptp-master:<address>`` naming it, and the MAJOR alarm ``ptp-outranked``, cleared when the port is MASTER
+    again."""
 
     def __init__(self, service: Any, publish_now: Callable[[], None], alarm: Callable[[Alarm], None],
-                 now_tai_ns: Callable[[], int]):
+                 now_tai_ns: Callable[[], int], audit: Auditor | None = None):
         super().__init__("ptp", service)
         self.publish_now, self.alarm, self.now_tai_ns = publish_now, alarm, now_tai_ns
+        self.audit: Auditor = audit or (lambda kind, actor, text, detail: None)
+        self.managed: dict[str, tuple[int, int, str]] = {}  # name -> (value, configured, who set it), off-config
+
+    def audit_to(self, auditor: Auditor) -> None:
+        """Where its records go (the runtime hands this over as it adds the part: the trail opens later)."""
+        self.audit = auditor
 
     def start(self) -> None:
         super().start()
@@ -78,6 +99,44 @@ class PtpOutput(Output):
             self.alarm(Alarm("ptp-not-serving", Severity.MAJOR, True, f"PTP not served: {text}", now))
         elif kind == "ptp-state" and "-> FAULTY" not in text:
             self.alarm(Alarm("ptp-not-serving", Severity.MAJOR, False, f"PTP port {text}", now))
+
+    def on_notice(self, notice: PortNotice) -> None:
+        """A notice of the port (``outputs/ptp/notices.py``): an audit record, an alarm raised or cleared."""
+        from appliance.outputs.ptp.notices import ManagementSet, MasterAgain, Outranked
+
+        now = self.now_tai_ns()
+        if isinstance(notice, ManagementSet):
+            self._management_set(notice, now)
+        elif isinstance(notice, Outranked):
+            self.audit("ptp.foreign-master", f"ptp-master:{notice.source or 'unknown'}", notice.text,
+                       notice.detail())
+            self.alarm(Alarm(PTP_OUTRANKED, Severity.MAJOR, True, notice.text, now))
+        elif isinstance(notice, MasterAgain):
+            self.alarm(Alarm(PTP_OUTRANKED, Severity.MAJOR, False, notice.text, now))
+
+    def _management_set(self, notice: ManagementSet, now: int) -> None:
+        actor = f"ptp-mgmt:{notice.source}"
+        if notice.refused:
+            self.audit("command", actor, notice.text, {"command": "ptp-management-set", "setting": notice.name,
+                                                       "refused": notice.refused, "source": notice.source})
+            return
+        setting = f"ptp.{notice.name}"
+        text = (f"{setting}: {notice.old} -> {notice.new} by PTP management from {notice.source} "
+                f"(running value only; the configured {notice.configured} returns at restart)")
+        self.audit("config.change", actor, text, {"setting": setting, "old": notice.old, "new": notice.new,
+                                                  "applied": True, "saved": False, "configured": notice.configured,
+                                                  "source": notice.source, "via": "ptp-management"})
+        if notice.new == notice.configured:
+            self.managed.pop(notice.name, None)
+        else:
+            self.managed[notice.name] = (notice.new, notice.configured, notice.source)
+        if self.managed:
+            changed = "; ".join(f"{name} {value} (configured {configured}) set by PTP management from {who}"
+                                for name, (value, configured, who) in sorted(self.managed.items()))
+            self.alarm(Alarm(PTP_MANAGED, Severity.WARNING, True, f"PTP {changed}", now))
+        else:
+            self.alarm(Alarm(PTP_MANAGED, Severity.WARNING, False, f"PTP {notice.name} back to the configured "
+                             f"{notice.configured} by PTP management from {notice.source}", now))
 
     def publish(self, clock_map: ClockMap, status: TimeStatus) -> None:
         if self.running:
@@ -237,7 +296,8 @@ def ptp_output(config: Config, clock_map: ClockMap, status: TimeStatus, publish_
     output = PtpOutput(None, publish_now, alarm, now_tai_ns)
     output.thing = PtpService(port_config, p.interface, clock_map, gm_view(status), p.management_allow,
                               on_event=output.on_event, timestamping=p.timestamping,
-                              served_phc=config.clock.phc_device if config.clock.backend == "phc" else "")
+                              served_phc=config.clock.phc_device if config.clock.backend == "phc" else "",
+                              on_notice=output.on_notice)
     return output
 
 

@@ -86,7 +86,12 @@ class Runtime:
 
     # --- wiring (the composition root calls these while it builds) ------------------------------------------------
     def add(self, part: Part) -> None:
+        """A part started and stopped with the appliance.  One that writes audit records of its own (``audit_to``:
+        the PTP port's management SETs) is handed ``record``, since the audit trail opens after the outputs."""
         self.parts.append(part)
+        audit_to = getattr(part, "audit_to", None)
+        if callable(audit_to):
+            audit_to(self.record)
 
     def add_output(self, status: Callable[[], dict[str, Any]]) -> None:
         """An output's status: a dict of output name -> its state and counters (one output may show as several)."""
@@ -105,6 +110,12 @@ class Runtime:
     def audit_to(self, auditor: Auditor | None) -> None:
         """Where operator commands are recorded (the audit trail), once it is open."""
         self._auditor = auditor
+
+    def record(self, kind: str, actor: str, text: str, detail: dict[str, Any]) -> None:
+        """An audit record a part writes of itself (a PTP management SET, a foreign grandmaster that silenced the PTP
+        port); none while no audit trail is open."""
+        if self._auditor is not None:
+            self._auditor(kind, actor, text, detail)
 
     def cross_check_status(self, status: Callable[[], dict[str, Any]]) -> None:
         self._cross_check = status

@@ -3,8 +3,9 @@
 I/O edge.  The port engine (outputs/ptp/port.py) decides; a ``PortRunner`` (runner.py) runs it: the transport, its
 readers, one timer at the engine's next due time, a transport that cannot open left FAULTY with the reason and tried
 again every ``runner.FAULT_RETRY_S`` seconds.  This module maps the transport's timestamps onto the served clock through
-the same ``ClockMap`` the NTP workers use, hands the port the clock's map and quality (``publish``), and reports
-management SETs.
+the same ``ClockMap`` the NTP workers use, hands the port the clock's map and quality (``publish``), and passes on
+what the port notices besides what it sends (``outputs/ptp/notices.py``): management SETs, a foreign grandmaster that
+out-ranks this one, the port's return to MASTER.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from appliance.edge.ptp.runner import PortHooks, PortRunner, PortSpec
 from appliance.edge.ptp.transport import clock_identity
 from appliance.outputs.ptp.datasets import GrandmasterView
+from appliance.outputs.ptp.notices import ManagementSet, MasterAgain, PortNotice
 from appliance.outputs.ptp.port import PtpPort
 from appliance.protocol.clockmap import ClockMap
 from appliance.protocol.limits import AccessRules
@@ -29,23 +31,25 @@ log = logging.getLogger("appliance.ptp")
 
 class PtpService:
     """``start()`` on a running loop, ``publish(clock_map, view)`` every second and at every state change, ``stop()``,
-    ``status()``.  ``on_event(kind, text)`` hears "ptp-fault", "ptp-state" and "ptp-set"."""
+    ``status()``.  ``on_event(kind, text)`` hears "ptp-fault" and "ptp-state"; ``on_notice(notice)`` hears the
+    port's notices (a management SET, obeyed or refused; a foreign grandmaster that silenced it; MASTER again)."""
 
     def __init__(self, config: PortConfig, iface: str, clock_map: ClockMap, view: GrandmasterView,
                  management_allow: tuple[str, ...] = ("127.0.0.0/8", "::1/128"),
                  on_event: Callable[[str, str], None] | None = None, timestamping: str = "auto",
-                 served_phc: str = ""):
+                 served_phc: str = "", on_notice: Callable[[PortNotice], None] | None = None):
         self.config, self.iface = config, iface
         self.clock_map, self.view = clock_map, view
         self.management_rules = AccessRules(management_allow)
         self.on_event = on_event or (lambda kind, text: None)
+        self.on_notice = on_notice or (lambda notice: None)
         self.port: PtpPort | None = None
         summary = f"{config.profile}, {config.transport}, domain {config.domain}"
         spec = PortSpec(iface, config.transport, config.l2_destination, config.delay_mechanism == "p2p", timestamping,
                         setting="ptp.timestamping", title="PTP port", not_up="not serving", event="ptp",
                         summary=summary, served_phc=served_phc)  # the PHC is read at each publish()
         hooks = PortHooks(self._start_port, self._received, self._transmitted, self._timers, self.served_ns,
-                          self._report_set)
+                          self._take_notices)
         self.runner = PortRunner(spec, hooks, log, lambda kind, text: self.on_event(kind, text))
 
     def start(self) -> None:
@@ -99,10 +103,9 @@ class PtpService:
         """Due timers; what goes out now carries the served clock's time now as its estimate."""
         return self.port.handle_timer(now_ns, self.clock_map.served_tai_ns(time.time_ns())) if self.port else []
 
-    def _report_set(self, actions: list[Send]) -> None:
-        """A PTP management SET (priority1/2) is logged and becomes an event, whoever sent it."""
-        last_set = self.port.take_last_set() if self.port else None
-        if last_set is not None:
-            name, old, new, who = last_set
-            log.warning("PTP management SET from %s: %s %d -> %d", who, name, old, new)
-            self.on_event("ptp-set", f"{name} {old} -> {new} by PTP management from {who}")
+    def _take_notices(self, actions: list[Send]) -> None:
+        """After every call into the port: what it noticed is logged and passed on, whoever caused it."""
+        for notice in self.port.take_notices() if self.port else []:
+            quiet = isinstance(notice, MasterAgain) or (isinstance(notice, ManagementSet) and bool(notice.refused))
+            (log.info if quiet else log.warning)("%s", notice.text)
+            self.on_notice(notice)

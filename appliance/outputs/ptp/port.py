@@ -26,6 +26,7 @@ from appliance.protocol.limits import AccessRules, Limit, RateLimiter
 from appliance.protocol.ptp import codec as c
 from appliance.protocol.ptp.bmca import Candidate, Decision, ForeignMasters, best, decide
 from appliance.outputs.ptp.datasets import AnnouncedQuality, GrandmasterView
+from appliance.outputs.ptp.notices import ManagementSet, MasterAgain, Outranked, PortNotice
 from appliance.protocol.ptp.port_common import (DISABLED, FAULTY, INITIALIZING, LISTENING, MASTER, PASSIVE,
                                                 PORT_STATE_CODES, PRE_MASTER, PortStateMachine, Send, TxTimestamps,
                                                 admit, answer_pdelay_req, from_each, interval_ns, keep_recent,
@@ -34,7 +35,14 @@ from appliance.protocol.ptp.profiles import PortConfig
 from appliance.units import NS_PER_S
 
 MAX_SLAVES_SEEN = 1024
+MAX_NOTICES = 256  # notices the edge has not taken yet; beyond, the oldest go (the edge takes them after every call)
 ALL_PORTS = c.PortIdentity(b"\xff" * 8, 0xFFFF)
+# The managementIds a SET names, for the notice of a refused one (Table 59).
+MANAGEMENT_NAMES = {c.PRIORITY1: "priority1", c.PRIORITY2: "priority2", c.DOMAIN: "domain",
+                    c.SLAVE_ONLY: "slaveOnly", c.LOG_ANNOUNCE_INTERVAL: "logAnnounceInterval",
+                    c.ANNOUNCE_RECEIPT_TIMEOUT: "announceReceiptTimeout", c.LOG_SYNC_INTERVAL: "logSyncInterval",
+                    c.PATH_TRACE_ENABLE: "pathTraceEnable", c.DEFAULT_DATA_SET: "DEFAULT_DATA_SET",
+                    c.TIME_PROPERTIES_DATA_SET: "TIME_PROPERTIES_DATA_SET"}
 
 # The port states a grandmaster port takes (Table 20) and its transitions (Figure 30, without the slave side).
 STATE_CODES = {state: PORT_STATE_CODES[state] for state in (INITIALIZING, FAULTY, DISABLED, LISTENING, PRE_MASTER,
@@ -126,6 +134,8 @@ class PtpPort(PortStateMachine):
         self._timer_seq = itertools.count()
         self._due: dict[tuple[str, Any], int] = {}  # live due time per timer key (older heap entries are stale)
         self.last_set: tuple[str, int, int, str] | None = None  # the latest management SET: (name, old, new, who)
+        self.notices: list[PortNotice] = []  # for the edge: SETs, a foreign master's takeover, MASTER again
+        self.outranked_by: tuple[bytes, c.PortIdentity] | None = None  # the foreign master that made it PASSIVE
         self.log_sync = config.log_sync_interval
         self.log_announce = config.log_announce_interval
 
@@ -135,6 +145,9 @@ class PtpPort(PortStateMachine):
         if not self._transition(event, now_ns, reason):
             return []
         new = self.state
+        if new == MASTER and self.outranked_by is not None:
+            self._notice(MasterAgain(reason, self.outranked_by[0]))
+            self.outranked_by = None
         if new == MASTER:
             self._at(now_ns + self._announce_phase_ns(self.log_sync, self.log_announce), "announce")
             if self.config.multicast:
@@ -178,8 +191,30 @@ class PtpPort(PortStateMachine):
         if d.state == MASTER:
             return self._event("RS_MASTER", now_ns, d.reason)
         if d.state == PASSIVE:
-            return self._event("RS_PASSIVE", now_ns, d.reason)
+            out = self._event("RS_PASSIVE", now_ns, d.reason)
+            self._note_outranked(erbest, d.reason)
+            return out
         return []
+
+    def _note_outranked(self, erbest: Candidate | None, reason: str) -> None:
+        """A foreign grandmaster keeps this port PASSIVE, silent: tell the edge who (once per master and sender)."""
+        if self.state != PASSIVE or erbest is None or (erbest.gm_identity, erbest.sender) == self.outranked_by:
+            return
+        self.outranked_by = (erbest.gm_identity, erbest.sender)
+        entry = self.foreign.masters.get(erbest.sender)
+        self._notice(Outranked(erbest.gm_identity, erbest.gm_priority1, erbest.gm_class, erbest.gm_accuracy,
+                               erbest.gm_variance, erbest.gm_priority2, erbest.steps_removed, erbest.sender,
+                               entry.source if entry is not None else "", reason))
+
+    def _notice(self, notice: PortNotice) -> None:
+        self.notices.append(notice)
+        del self.notices[:-MAX_NOTICES]
+
+    def take_notices(self) -> list[PortNotice]:
+        """What happened since the last call besides what was sent (management SETs, a foreign master's takeover,
+        MASTER again), oldest first, for the edge to log, alarm and audit."""
+        taken, self.notices = self.notices, []
+        return taken
 
     def _d0(self) -> Candidate:
         v = self.view
@@ -218,11 +253,6 @@ class PtpPort(PortStateMachine):
     def pending_tx(self) -> bool:
         """Transmit timestamps awaited (the edge polls for them soon after a send)."""
         return bool(self._pending)
-
-    def take_last_set(self) -> tuple[str, int, int, str] | None:
-        """The management SET done since the last call, if any: (name, old, new, who), for the edge to log."""
-        last, self.last_set = self.last_set, None
-        return last
 
     def next_due_ns(self) -> int | None:
         while self._timers:
@@ -374,7 +404,7 @@ class PtpPort(PortStateMachine):
             self._count("drop_port_not_ready")
             return []
         if isinstance(msg, c.Announce):
-            return self._on_announce(msg, now_ns)
+            return self._on_announce(msg, source, now_ns)
         if isinstance(msg, (c.DelayReq, c.PdelayReq, c.Management, c.Signaling)):
             if self.limiter.check(self.address_key(source), now_ns) is not Limit.PASS:
                 self._count("drop_rate_limited")
@@ -394,12 +424,12 @@ class PtpPort(PortStateMachine):
         self._count("ignored_" + type(msg).__name__.lower())  # Sync/Follow_Up/Delay_Resp of another master
         return []
 
-    def _on_announce(self, msg: c.Announce, now_ns: int) -> list[Send]:
+    def _on_announce(self, msg: c.Announce, source: Any, now_ns: int) -> list[Send]:
         if self.config.path_trace and any(isinstance(t, c.PathTraceTlv) and self.identity.clock_identity in t.path
                                           for t in msg.tlvs):
             self._count("drop_announce_path_loop")  # 16.2.5: our own Announce came back round a loop
             return []
-        newly = self.foreign.on_announce(msg, now_ns)
+        newly = self.foreign.on_announce(msg, now_ns, _address_text(source))
         self._schedule_foreign()
         if self.state == LISTENING:
             return self._run_bmca(now_ns) if newly else []
@@ -510,20 +540,25 @@ class PtpPort(PortStateMachine):
         return c.ManagementTlv(mid, body)
 
     def _management_set(self, tlv: c.ManagementTlv, source: Any) -> Any:
-        mid = tlv.management_id
-        names = {c.PRIORITY1: "priority1", c.PRIORITY2: "priority2"}
-        name = names.get(mid)
+        """PRIORITY1 and PRIORITY2, when the settings and the profile allow it.  Every SET that got this far (its
+        source allowed) becomes a notice, obeyed or refused."""
+        mid, who = tlv.management_id, _address_text(source)
+        name = {c.PRIORITY1: "priority1", c.PRIORITY2: "priority2"}.get(mid)
         if self.config.management != "get-set" or name is None or name not in self.config.management_set:
             self._count("management_set_refused")
+            self._notice(ManagementSet(MANAGEMENT_NAMES.get(mid, f"managementId 0x{mid:04x}"), None, None, None, who,
+                                       "not settable"))
             return c.ManagementErrorStatusTlv(c.NOT_SETABLE, mid)
         try:
             value = c.OneOctetBody.unpack(tlv.data).value
         except c.PtpDecodeError:
+            self._notice(ManagementSet(name, None, None, None, who, "wrong length"))
             return c.ManagementErrorStatusTlv(c.WRONG_LENGTH, mid)
         old = getattr(self, name)
         setattr(self, name, value)
         self._count("management_set")
-        self.last_set = (name, old, value, _address_text(source))
+        self.last_set = (name, old, value, who)
+        self._notice(ManagementSet(name, old, value, getattr(self.config, name), who))
         return c.ManagementTlv(mid, c.OneOctetBody(value).pack())
 
     def _dataset(self, mid: int) -> bytes | None:

@@ -101,6 +101,7 @@ def _compare_g8275(a: Candidate, b: Candidate) -> int:
 class ForeignMaster:
     announce: Announce
     received_ns: list[int] = field(default_factory=list)  # monotonic receipt times inside the window
+    source: str = ""  # the address its latest Announce came from (an alarm and the audit trail name it)
 
     def interval_ns(self) -> int:
         log = self.announce.header.log_interval
@@ -116,8 +117,9 @@ class ForeignMasters:
         self.receipt_timeout = receipt_timeout
         self.masters: dict[PortIdentity, ForeignMaster] = {}
 
-    def on_announce(self, msg: Announce, now_ns: int) -> bool:
-        """Record an Announce; True if it made a new master qualified (the caller then runs the BMCA)."""
+    def on_announce(self, msg: Announce, now_ns: int, source: str = "") -> bool:
+        """Record an Announce (from address ``source``); True if it made a new master qualified (the caller then runs
+        the BMCA)."""
         sender = msg.header.source_port
         if sender.clock_identity == self.own or msg.steps_removed >= MAX_STEPS_REMOVED:
             return False
@@ -128,7 +130,7 @@ class ForeignMasters:
                 del self.masters[oldest]
             entry = self.masters[sender] = ForeignMaster(msg)
         was = self._qualified(entry, now_ns)
-        entry.announce = msg
+        entry.announce, entry.source = msg, source
         entry.received_ns.append(now_ns)
         window = FOREIGN_MASTER_TIME_WINDOW * entry.interval_ns()
         entry.received_ns = [t for t in entry.received_ns if now_ns - t <= window][-FOREIGN_MASTER_TIME_WINDOW:]
