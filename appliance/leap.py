@@ -173,7 +173,8 @@ def _scan(text: str, source: str) -> tuple[int | None, int | None, int | None, l
             fields = line.split("#", 1)[0].split()
             if len(fields) < 2 or not all(f.isascii() and f.isdigit() for f in fields[:2]):
                 raise LeapFileError(f"{source}:{lineno}: expected '<NTP seconds> <TAI-UTC>'")
-            entries.append((int(fields[0]) - NTP_UNIX_OFFSET_S, int(fields[1])))
+            entries.append((_decimal(fields[0], source, lineno) - NTP_UNIX_OFFSET_S,
+                            _decimal(fields[1], source, lineno)))
             linenos.append(lineno)
     return updated, expires, hash_line, entries, linenos
 
@@ -182,8 +183,16 @@ def _ntp_field(rest: str, source: str, lineno: int) -> int:
     """The #$ / #@ value (NTP seconds) as posix_s."""
     value = rest.strip()
     if not (value.isascii() and value.isdigit()):
-        raise LeapFileError(f"{source}:{lineno}: expected an NTP timestamp, got {value!r}")
-    return int(value) - NTP_UNIX_OFFSET_S
+        raise LeapFileError(f"{source}:{lineno}: expected an NTP timestamp, got {value[:40]!r}")
+    return _decimal(value, source, lineno) - NTP_UNIX_OFFSET_S
+
+
+def _decimal(digits: str, source: str, lineno: int) -> int:
+    """An ASCII decimal field as an int; LeapFileError for one longer than int() converts (4300 digits)."""
+    try:
+        return int(digits)
+    except ValueError:
+        raise LeapFileError(f"{source}:{lineno}: a number of {len(digits)} digits is out of range") from None
 
 
 def _check_hash(text: str, source: str, hash_line: int) -> None:

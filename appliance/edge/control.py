@@ -64,17 +64,17 @@ class ControlServer:
         try:
             # Read the request line before any reply: closing with it unread would reset the client's connection,
             # and a refused client would see "broken pipe" instead of the reason.
-            line = await asyncio.wait_for(reader.readline(), timeout=5)
+            line = await asyncio.wait_for(_read_request(reader), timeout=5)
             if not _peer_allowed(writer):
                 log.warning("control socket: refused a connection from another user")
                 await _reply(writer, {"ok": False, "error": "permission denied"})
                 return
-            try:
-                request = json.loads(line)
-                if not isinstance(request, dict):
-                    raise ValueError("request must be a JSON object")
-            except ValueError as exc:
-                await _reply(writer, {"ok": False, "error": f"bad request: {exc}"})
+            if line is None:
+                await _reply(writer, {"ok": False, "error": f"bad request: longer than {MAX_REQUEST_BYTES} bytes"})
+                return
+            request = _parse_request(line)
+            if isinstance(request, str):
+                await _reply(writer, {"ok": False, "error": f"bad request: {request}"})
                 return
             try:
                 result = self._handler(request)
@@ -85,12 +85,41 @@ class ControlServer:
                 log.exception("control socket: handler failed")
                 reply = _encode({"ok": False, "error": "internal error (see the appliance log)"})
             await _send(writer, reply)
-        except (asyncio.TimeoutError, asyncio.LimitOverrunError, ConnectionError, ValueError) as exc:
+        except (asyncio.TimeoutError, ConnectionError) as exc:
             log.info("control socket: dropped a client: %s", exc)
         except Exception:  # nor may anything else that goes wrong with one client
             log.exception("control socket: connection failed")
         finally:
             writer.close()
+
+
+async def _read_request(reader: asyncio.StreamReader) -> bytes | None:
+    """The request line (what came before the end of the stream, if it has no line end); None when it runs past
+    MAX_REQUEST_BYTES, after reading the rest of it (up to 16 times the limit), so that the refusal reaches the client
+    instead of a reset."""
+    try:
+        return await reader.readuntil(b"\n")
+    except asyncio.IncompleteReadError as exc:
+        return exc.partial
+    except asyncio.LimitOverrunError:  # the line is left in the buffer: drop it, to its end
+        for _ in range(16):
+            chunk = await reader.read(MAX_REQUEST_BYTES)
+            if not chunk or b"\n" in chunk:
+                break
+        return None
+
+
+def _parse_request(line: bytes) -> dict[str, Any] | str:
+    """The request object, or why it is not one (JSON, or JSON nested past the parser's recursion limit)."""
+    try:
+        request = json.loads(line)
+    except RecursionError:
+        return "JSON nested too deeply"
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+        return str(exc)[:200]
+    if not isinstance(request, dict):
+        return "request must be a JSON object"
+    return request
 
 
 def _encode(message: dict[str, Any]) -> bytes:
@@ -151,7 +180,7 @@ def request(path: Path, message: dict[str, Any], timeout_s: float = 5.0) -> dict
         raise ControlError(f"cannot reach the appliance at {path}: {exc}") from None
     try:
         reply = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's recursion limit
         raise ControlError(f"the appliance sent an unreadable reply ({len(data)} bytes)") from None
     if not isinstance(reply, dict):
         raise ControlError(f"the appliance sent an unexpected reply (a JSON {type(reply).__name__}, not an object)")

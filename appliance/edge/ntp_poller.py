@@ -66,8 +66,9 @@ def parse_server(server: str, default_port: int = 123) -> tuple[str, int]:
 
 
 def _port(server: str, text: str) -> int:
-    if not text.isdigit() or not 0 < int(text) < 65536:
-        raise ValueError(f"NTP server {server!r}: bad port {text!r}")
+    # Five ASCII digits at most: str.isdigit() also takes '²', and int() refuses that and over 4300 digits.
+    if not (text.isascii() and text.isdigit() and len(text) <= 5) or not 0 < int(text) < 65536:
+        raise ValueError(f"NTP server {server!r}: bad port {text[:10]!r}")
     return int(text)
 
 

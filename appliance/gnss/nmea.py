@@ -298,8 +298,16 @@ def _gsv(talker: str, d: list[str]) -> ViewRecord:
             continue
         const, prn = classify_satellite(talker, int(prn_text))
         el, az, cn0 = (_opt_int(body[i + k].strip()) for k in (1, 2, 3))
+        if not (_within(el, -90, 90) and _within(az, 0, 359) and _within(cn0, 0, 99)):
+            # NMEA 0183: elevation 00-90 degrees, azimuth 000-359, C/N0 00-99 dB-Hz.  A sentence that passed its
+            # checksum with one of these out of range is a broken receiver: drop the whole sentence, not a field.
+            raise ValueError(f"GSV satellite {prn_text}: elevation {el}, azimuth {az} or C/N0 {cn0} out of range")
         sats.append((const, prn, el, az, cn0))
     return ViewRecord(talker, signal.strip(), part, parts, total, tuple(sats))
+
+
+def _within(value: int | None, low: int, high: int) -> bool:
+    return value is None or low <= value <= high
 
 
 def _txt(talker: str, d: list[str]) -> TextRecord:

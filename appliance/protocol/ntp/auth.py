@@ -142,7 +142,9 @@ def _parse_line(fields: list[str], where: str, problems: list[str]) -> Key | Non
         problems.append(f"{where}: expected 'ID TYPE KEY', found {len(fields)} fields")
         return None
     key_id, key_type, secret = None, _TYPE_NAMES.get(fields[1].upper()), None
-    if fields[0].isascii() and fields[0].isdigit() and MIN_KEY_ID <= int(fields[0]) <= MAX_KEY_ID:
+    # At most 5 digits before int(): it refuses over 4300 with a ValueError no problem list would hold.
+    if fields[0].isascii() and fields[0].isdigit() and len(fields[0]) <= 5 and \
+            MIN_KEY_ID <= int(fields[0]) <= MAX_KEY_ID:
         key_id = int(fields[0])
     else:
         problems.append(f"{where}: key ID must be a decimal number in {MIN_KEY_ID}..{MAX_KEY_ID}")
