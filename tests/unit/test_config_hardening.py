@@ -9,16 +9,7 @@ from pathlib import Path
 import pytest
 
 from appliance import config as cfg
-from appliance.cli import main
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
+from tests.unit.test_cli_config import run
 
 
 @pytest.mark.parametrize("value", ["a\nb", "a\rb", "tab\there", "nul\x00", "del\x7f", "esc\x1b[31m"])

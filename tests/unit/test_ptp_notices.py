@@ -29,6 +29,7 @@ from appliance.protocol.ptp.profiles import load_profile, resolve
 from appliance.runtime.outputs import PTP_MANAGED, PTP_OUTRANKED, PtpOutput
 from appliance.runtime.platforms import simulated
 from appliance.sched import SimScheduler
+from tests.unit.test_ptp_hardware_timestamps import _FakeTransport
 
 S = 1_000_000_000
 OWN = bytes.fromhex("0200aafffe000001")
@@ -206,32 +207,17 @@ def test_an_outranking_master_is_a_major_alarm_and_a_record_naming_it_cleared_wh
 
 
 # --- through the service and its runner, on a stand-in link ----------------------------------------------------------
-class _Link:
-    """A transport whose socket is a pipe: ``deliver`` queues a datagram and wakes the loop's reader."""
+class _Link(_FakeTransport):
+    """The hardware-timestamps tests' stand-in transport, made readable: ``deliver`` queues a datagram and wakes the
+    loop's reader through its pipe."""
 
     def __init__(self) -> None:
-        self.hardware, self.mac, self.send_errors = False, bytes.fromhex("0200aa000001"), 0
-        self._r, self._w = os.pipe()
-        self.timestamped_fd = self._r
-        self.sent: list[bytes] = []
+        super().__init__(hardware=False)
         self.inbox: list[tuple[bytes, object, int | None]] = []
-        self._reports: list[tuple[int, int]] = []
 
     def deliver(self, data: bytes, source: object) -> None:
         self.inbox.append((data, source, None))
         os.write(self._w, b"!")
-
-    def fds(self) -> list[int]:
-        return [self._r]
-
-    def send(self, data: bytes, event: bool, to: object, peer: bool, token: int | None) -> None:
-        self.sent.append(data)
-        if token is not None:
-            self._reports.append((token, 1_000 * len(self.sent)))
-
-    def tx_timestamps(self) -> list[tuple[int, int]]:
-        reports, self._reports = self._reports, []
-        return reports
 
     def address_key(self, source: object) -> object:
         return source[0] if isinstance(source, tuple) else source
@@ -240,10 +226,6 @@ class _Link:
         os.read(self._r, 4096)
         inbox, self.inbox = self.inbox, []
         return inbox
-
-    def close(self) -> None:
-        os.close(self._r)
-        os.close(self._w)
 
 
 def test_a_rogue_announce_through_the_runner_raises_the_alarm_and_the_record_and_master_again_clears_it(
