@@ -88,7 +88,7 @@ class AccessGate:
         self.networks = [ipaddress.ip_network(n, strict=False) for n in allow]
         self.rate, self.burst, self.clock = rate_per_s, burst, clock
         self._buckets: dict[str, tuple[float, float]] = {}
-        self.denied = self.limited = 0
+        self.denied = self.limited = self.malformed = 0
         self.pacer, self.max_wait_s = pacer, max_wait_s  # all sources together: the agent's thread waits its turn
 
     def admit(self, address: str) -> bool:
@@ -122,6 +122,12 @@ class AccessGate:
 def _gated(base: type, gate: AccessGate) -> type:
     class Gated(base):  # type: ignore[misc, valid-type]
         def datagram_received(self, datagram: bytes, transportAddress: Any) -> None:
+            # Every SNMP message (v1, v2c, v3) is a BER SEQUENCE: anything else is dropped here, since pyasn1 raises
+            # a TypeError (not its own error, which pysnmp would catch) on some other constructed tags, and asyncio
+            # would log a traceback for each such datagram.
+            if datagram[:1] != b"\x30":
+                gate.malformed += 1
+                return
             if gate.admit(str(transportAddress[0])):
                 super().datagram_received(datagram, transportAddress)
     return Gated

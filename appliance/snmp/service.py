@@ -304,7 +304,7 @@ class SnmpPart:
     def status(self) -> dict[str, Any]:
         return {"enabled": True, "listen": self.listen, "port": self.port, "error": self.error,
                 "notifications": self.notifications, "send_errors": self.agent.send_errors if self.agent else 0,
-                "denied": self.gate.denied, "rate_limited": self.gate.limited,
+                "denied": self.gate.denied, "rate_limited": self.gate.limited, "malformed": self.gate.malformed,
                 "paced": self.gate.pacer.paced if self.gate.pacer is not None else 0,
                 # responses over the bound of limits.py: refused tooBig, GETBULKs cut short, requests answered genErr
                 "too_big": self.agent.guard.too_big if self.agent else 0,
