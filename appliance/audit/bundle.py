@@ -12,7 +12,6 @@ Fingerprints are the SHA-256 of the key's DER SubjectPublicKeyInfo, which
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
@@ -29,6 +28,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from appliance.audit.chain import AuditError, AuditRecord, VerifyResult, canonical_json, verify_chain
 from appliance.audit.store import AuditStore
+from appliance.edge.persist import fsync_directory
 
 KEY_FILE, PUBLIC_KEY_FILE = "audit-signing.key", "audit-signing.pub"
 BUNDLE_FORMAT, BUNDLE_VERSION = "appliance-audit-bundle", 1
@@ -90,7 +90,7 @@ def _create_key(state_dir: Path, key_path: Path) -> Ed25519PrivateKey:
         return _parse_private_key(key_path.read_bytes(), key_path)  # another process created it first
     finally:
         temp.unlink(missing_ok=True)
-    _fsync_directory(state_dir)
+    fsync_directory(state_dir)
     return key
 
 
@@ -300,15 +300,4 @@ def _replace_file(path: Path, data: bytes, mode: int) -> None:
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
-    _fsync_directory(directory)
-
-
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    except OSError as exc:
-        if exc.errno != errno.EINVAL:  # some filesystems cannot fsync a directory
-            raise
-    finally:
-        os.close(fd)
+    fsync_directory(directory)

@@ -5,8 +5,15 @@ including its sequence number and the previous record's hash, so altering, remov
 breaks the chain at that record.  Retention removes the oldest records and appends a ``checkpoint`` record whose
 detail carries the sequence number and hash of the last record removed: the remaining chain verifies from there.
 
-A hash chain detects edits of records in place; it cannot stop someone who can write the store from rewriting its
-whole tail.  That is what signed export bundles (``appliance.audit.bundle``) and remote syslog copies are for.
+A hash chain detects edits of records in place, but not a store cut short: deleting the newest records leaves a
+chain that verifies.  The store therefore keeps its head (seq, hash) in a second place, a head file, and
+``head_mismatch`` says when a store does not reach it.  When the appliance finds its store cut short or rewritten it
+keeps that store as evidence and starts a new one whose first record, of kind ``audit.truncated`` (``TRUNCATED``),
+carries the head the old store should have reached and links to that head's hash: sequence numbers go on after it,
+never reused, and ``restart_notice`` reports the loss each time the chain is verified while that record stands.
+
+A hash chain cannot stop someone who can write both the store and its head file from rewriting the whole tail.  That
+is what signed export bundles (``appliance.audit.bundle``) and remote syslog copies are for.
 """
 
 from __future__ import annotations
@@ -20,9 +27,12 @@ from typing import Any
 GENESIS = "0" * 64  # prev_hash of record 1
 CHECKPOINT = "checkpoint"
 PRUNED_SEQ, PRUNED_HASH, PRUNED_COUNT = "pruned_through_seq", "pruned_through_hash", "pruned_records"
+TRUNCATED = "audit.truncated"  # first record of a store that replaced one found cut short or rewritten
+HEAD_NOTE = "audit.head"  # the appliance (re)wrote a head file the store did not have
+HEAD_SEQ, HEAD_HASH, FOUND_SEQ, FOUND_HASH, EVIDENCE = "head_seq", "head_hash", "found_seq", "found_hash", "evidence"
 # The kinds the appliance writes; others are allowed.
 KINDS = ("clock.state", "reference", "alarm.raised", "alarm.cleared", "config.change", "login", "login.failed",
-         "command", "output", "start", "stop", "ptp.foreign-master", CHECKPOINT)
+         "command", "output", "start", "stop", "ptp.foreign-master", CHECKPOINT, TRUNCATED, HEAD_NOTE)
 
 
 class AuditError(Exception):
@@ -53,6 +63,8 @@ class VerifyResult:
     reason: str
     signer_fingerprint: str | None = None  # bundles only: SHA-256 of the signing key
     signer_trusted: bool = False  # bundles only: the signature was checked against a key the caller trusts
+    warnings: tuple[str, ...] = ()  # stores only: one line each, for what is suspicious without being a break
+    earlier: int = 0  # stores only: records an earlier check verified, spot-checked now rather than re-hashed
 
 
 def canonical_json(value: Any) -> bytes:
@@ -156,11 +168,16 @@ def _anchor_name(anchor_seq: int | None, anchor_hash: str) -> str:
     return f"the anchor after record {anchor_seq}" if anchor_seq else f"the anchor {anchor_hash[:16]}..."
 
 
-def find_anchor(first_seq: int | None, checkpoints: Iterable[AuditRecord]) -> tuple[int, str] | None:
-    """(seq, hash) the stored chain starts from: GENESIS when it starts at record 1 (or is empty), else the
-    pruned record named by a checkpoint; None when records are gone and no checkpoint accounts for them."""
+def find_anchor(first_seq: int | None, checkpoints: Iterable[AuditRecord],
+                first: AuditRecord | None = None) -> tuple[int, str] | None:
+    """(seq, hash) the stored chain starts from: GENESIS when it starts at record 1 (or is empty), the recorded head
+    when its first record ``first`` restarts the chain after a truncation, else the pruned record named by a
+    checkpoint; None when records are gone and nothing accounts for them."""
     if first_seq is None or first_seq == 1:
         return 0, GENESIS
+    restart = restart_anchor(first) if first is not None and first.seq == first_seq else None
+    if restart is not None:
+        return restart
     for record in checkpoints:
         pruned_seq, pruned_hash = record.detail.get(PRUNED_SEQ), record.detail.get(PRUNED_HASH)
         if record.kind == CHECKPOINT and pruned_seq == first_seq - 1 and isinstance(pruned_hash, str):
@@ -169,9 +186,10 @@ def find_anchor(first_seq: int | None, checkpoints: Iterable[AuditRecord]) -> tu
 
 
 def verify_stored(records: list[AuditRecord]) -> VerifyResult:
-    """Check a whole stored chain (oldest first): from GENESIS, or from the checkpoint that records its pruning."""
+    """Check a whole stored chain (oldest first): from GENESIS, from the checkpoint that records its pruning, or
+    from the head a restarted chain names."""
     first_seq = records[0].seq if records else None
-    anchor = find_anchor(first_seq, (r for r in records if r.kind == CHECKPOINT))
+    anchor = find_anchor(first_seq, (r for r in records if r.kind == CHECKPOINT), records[0] if records else None)
     if anchor is None:
         return unanchored(first_seq or 0)
     return verify_chain(records, anchor[1], anchor[0])
@@ -186,3 +204,94 @@ def unanchored(first_seq: int) -> VerifyResult:
 def checkpoint_detail(pruned_seq: int, pruned_hash: str, pruned_count: int) -> dict[str, Any]:
     """Detail of the checkpoint record retention appends after removing records up to ``pruned_seq``."""
     return {PRUNED_SEQ: pruned_seq, PRUNED_HASH: pruned_hash, PRUNED_COUNT: pruned_count}
+
+
+# --- the head kept beside the store, and chains restarted after a truncation ------------------------------------
+
+
+def head_mismatch(head_seq: int, head_hash: str, newest_seq: int, first_seq: int | None,
+                  hash_at_head_seq: str | None) -> VerifyResult | None:
+    """Why a store does not reach the head its head file records, or None when it does.
+
+    ``newest_seq`` is the store's newest record (0 when empty), ``first_seq`` its oldest, ``hash_at_head_seq`` the
+    hash of its record ``head_seq`` (None when it has none).  A store *ahead* of the head file is fine: the head file
+    is written after the store commits, so a crash between the two leaves it a step behind.
+    """
+    head = f"seq {head_seq} (hash {_short(head_hash)})"
+    if newest_seq < head_seq:
+        where = "the store is empty" if newest_seq == 0 else f"the store ends at record {newest_seq}"
+        return VerifyResult(False, 0, newest_seq + 1,
+                            f"{_records(newest_seq + 1, head_seq)} missing: the head file records {head} but {where}")
+    if hash_at_head_seq is None:
+        if first_seq is not None and head_seq < first_seq:
+            return None  # pruned since the head file was written: the chain's own anchor accounts for it
+        return VerifyResult(False, 0, head_seq, f"record {head_seq} is missing: the head file records {head}")
+    if hash_at_head_seq != head_hash:
+        return VerifyResult(False, 0, head_seq, f"record {head_seq} was rewritten: its hash is "
+                                                f"{_short(hash_at_head_seq)} but the head file records {head}")
+    return None
+
+
+def restart_detail(head_seq: int, head_hash: str, found_seq: int, found_hash: str | None,
+                   evidence: str) -> dict[str, Any]:
+    """Detail of the ``TRUNCATED`` record that starts a new store: the head the old store should have reached, where
+    it really ended, and the file it is kept in."""
+    return {HEAD_SEQ: head_seq, HEAD_HASH: head_hash, FOUND_SEQ: found_seq, FOUND_HASH: found_hash,
+            EVIDENCE: evidence}
+
+
+def restart_seq(head_seq: int, found_seq: int) -> int:
+    """The seq of the record that restarts the chain: after every number either the head file or the store used."""
+    return max(head_seq, found_seq) + 1
+
+
+def restart_anchor(record: AuditRecord) -> tuple[int, str] | None:
+    """(seq, hash) a ``TRUNCATED`` record chains from (the seq before it, the recorded head's hash), or None when
+    ``record`` is not one or its detail does not fit its place."""
+    fields = _restart_fields(record)
+    if fields is None:
+        return None
+    head_seq, head_hash, found_seq = fields
+    if record.seq != restart_seq(head_seq, found_seq):
+        return None
+    return record.seq - 1, head_hash
+
+
+def restart_notice(record: AuditRecord) -> VerifyResult | None:
+    """The loss a ``TRUNCATED`` record stands for, as a failed result naming the records lost; None when ``record``
+    is not one."""
+    fields = _restart_fields(record)
+    if fields is None:
+        return None
+    head_seq, head_hash, found_seq = fields
+    evidence = record.detail.get(EVIDENCE)
+    kept = f"; the old store is kept as {evidence}" if isinstance(evidence, str) and evidence else ""
+    head = f"{head_seq} (hash {_short(head_hash)})"
+    restarted = f"record {record.seq} restarts the chain from the recorded head{kept}"
+    if found_seq < head_seq:
+        where = "found empty" if found_seq == 0 else f"found ending at record {found_seq}"
+        return VerifyResult(False, 0, found_seq + 1, f"{_records(found_seq + 1, head_seq)} missing: the store was "
+                                                     f"{where} where the head file recorded {head}; {restarted}")
+    return VerifyResult(False, 0, head_seq, f"record {head_seq} was rewritten: the store no longer held the hash the "
+                                            f"head file recorded for record {head}; {restarted}")
+
+
+def _restart_fields(record: AuditRecord) -> tuple[int, str, int] | None:
+    if record.kind != TRUNCATED:
+        return None
+    head_seq, head_hash, found_seq = (record.detail.get(k) for k in (HEAD_SEQ, HEAD_HASH, FOUND_SEQ))
+    if not (_is_count(head_seq) and _is_count(found_seq) and isinstance(head_hash, str)):
+        return None
+    return head_seq, head_hash, found_seq
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _records(first: int, last: int) -> str:
+    return f"record {last} is" if first == last else f"records {first}..{last} are"
+
+
+def _short(digest: str) -> str:
+    return digest[:12] + "..."

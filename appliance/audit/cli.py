@@ -4,6 +4,12 @@ Edge module: parses times (reading the host clock for "now" and relative times),
 files, prints.  The composition of the main parser is the caller's: ``add_parser`` adds the ``audit`` command to its
 subparsers and ``run`` executes a parsed command.  Exit status: 0 fine, 1 the chain or bundle is broken, 2 the
 command could not be carried out (no store, a bad time, an unreadable file).
+
+``audit verify`` always checks the store in full (structure, every record re-hashed, the head file): a new process
+has no earlier check to go on from, so there is no quick mode.  It fails (1) for a store cut short or rewritten
+behind the head file, for a head file deleted from a store that had one, and while the record that restarted the
+chain after such a loss stands; a store from before head files passes with a warning line.  A store that is gone
+while its head file is there is broken (1), not merely absent (2).
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from pathlib import Path
 from appliance import leap
 from appliance.audit import bundle
 from appliance.audit.chain import AuditError, AuditRecord, VerifyResult
-from appliance.audit.store import STORE_FILE, AuditStore
+from appliance.audit.store import STORE_FILE, AuditStore, head_path_of, read_head
 from appliance.leap import LeapTable
 from appliance.units import NS_PER_S
 
@@ -28,6 +34,7 @@ _RELATIVE = re.compile(r"-(\d+)([smhdw])")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
 _UTC_OFFSETS = ("Z", "+00:00", "+0000", "-00:00", "-0000")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_AT_RECORD = re.compile(r"record \d+: ")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
@@ -100,17 +107,33 @@ def _open_store(state_dir: Path) -> AuditStore:
 
 
 def _verify_store(state_dir: Path) -> int:
+    gone = _store_gone(state_dir / STORE_FILE)
+    if gone:
+        print(f"audit chain BROKEN: {gone}")
+        return EXIT_BROKEN
     with _open_store(state_dir) as store:
-        result = store.verify()
+        result = store.verify(full=True)
         head = store.head()
     if not result.ok:
         print(_broken("audit chain", result))
-        return EXIT_BROKEN
-    if head is None:
+    elif head is None:
         print("audit chain OK: 0 records (the store is empty)")
     else:
         print(f"audit chain OK: {result.checked} records, head seq {head.seq} hash {head.hash}")
-    return EXIT_OK
+    for warning in result.warnings:
+        print(f"audit chain warning: {warning}")
+    return EXIT_OK if result.ok else EXIT_BROKEN
+
+
+def _store_gone(path: Path) -> str:
+    """Why a missing store is a broken one: its head file says it held records ("" when there is no store and no
+    head file either, or the store is there)."""
+    head_path = head_path_of(path)
+    if path.exists() or not head_path.exists():
+        return ""
+    head, unreadable = read_head(head_path)
+    recorded = f"records seq {head.seq} (hash {head.hash[:12]}...)" if head else f"is unreadable ({unreadable})"
+    return f"the store {path} is missing but its head file {head_path} {recorded}"
 
 
 def _verify_bundle(args: argparse.Namespace) -> int:
@@ -127,8 +150,9 @@ def _verify_bundle(args: argparse.Namespace) -> int:
 
 
 def _broken(what: str, result: VerifyResult) -> str:
-    # Reasons naming a record start "record N: ...", which reads as "BROKEN at record N: ...".
-    if result.first_bad_seq is not None:
+    # Reasons naming a record start "record N: ...", which reads as "BROKEN at record N: ..."; others (e.g.
+    # "records 41..60 are missing: ...") read as they are.
+    if result.first_bad_seq is not None and _AT_RECORD.match(result.reason):
         return f"{what} BROKEN at {result.reason}"
     return f"{what} BROKEN: {result.reason}"
 

@@ -4,6 +4,15 @@ Edge module (SQLite files, UDP syslog, timers on the event loop).  ``AuditPart``
 events (through ``subscribe``) and its operator commands (``on_command``), appends what ``recorder.entry_for`` keeps, forwards each record to syslog when
 configured, and once a second adds a time-quality sample (flushed every ``FLUSH_S``; pruned and compacted hourly).
 A record that cannot be written (a full disk) is logged and counted, never raised into the engines.
+
+The store's head file (``appliance.audit.store``) is checked at start, before anything is appended, and the store
+checks it again on every append.  A store found cut short or rewritten behind it (at start, or while running: someone
+deleted records with sqlite3) is never written on: the trail keeps it as ``audit.sqlite.truncated-<n>``, starts a new
+store whose first record (``audit.truncated``) continues the numbering from the recorded head, logs it as critical and
+raises the MAJOR alarm ``audit-truncated`` (until the appliance restarts; ``appliance audit verify`` reports the loss
+as long as that record stands).  The time service goes on throughout.  A head file that is missing or unreadable is
+written anew with an ``audit.head`` record saying why; when the store had one before (deleted, or unreadable), the
+WARNING alarm ``audit-head-missing`` is raised too, since a store cut short can then no longer be ruled out.
 """
 
 from __future__ import annotations
@@ -17,26 +26,33 @@ from pathlib import Path
 from typing import Any
 
 from appliance import leap
-from appliance.audit.chain import AuditError, AuditRecord
+from appliance.audit.chain import HEAD_NOTE, AuditError, AuditRecord
 from appliance.audit.recorder import entry_for
-from appliance.audit.store import AuditStore
+from appliance.audit.store import (HEAD_DELETED, HEAD_MISSING, HEAD_TRUNCATED, HEAD_UNREADABLE, AuditStore,
+                                   AuditTruncated, HeadCheck)
+from appliance.events import Alarm, Severity
 from appliance.status import TimeStatus
 
 log = logging.getLogger("appliance.audit")
 FLUSH_S = 10
 HOUSEKEEPING_S = 3600
+AUDIT_TRUNCATED = "audit-truncated"  # alarm: the store was found cut short or rewritten; a new chain goes on
+AUDIT_HEAD_MISSING = "audit-head-missing"  # alarm: the head file of a store that had one was gone or unreadable
 
 
 class AuditPart:
     """``status``, ``now_tai_ns`` and ``utc_table`` read the running appliance; ``subscribe(listener)`` hands the
-    listener every routed event and returns the function that stops it."""
+    listener every routed event and returns the function that stops it; ``alarm`` raises an alarm on the appliance
+    (called on the loop)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, store: AuditStore, status: Callable[[], TimeStatus],
                  now_tai_ns: Callable[[], int], utc_table: Callable[[], leap.LeapTable],
                  subscribe: Callable[[Callable[[object], None]], Callable[[], None]], quality: Any = None,
-                 forwarder: Any = None):
+                 forwarder: Any = None, alarm: Callable[[Alarm], None] | None = None):
         self.loop, self.store, self.quality, self.forwarder = loop, store, quality, forwarder
         self.status_of, self.now_tai_ns, self.utc_table, self.subscribe = status, now_tai_ns, utc_table, subscribe
+        self.alarm = alarm
+        self.restarted = ""  # the text of the record that restarted the chain in this run ("" none)
         self._unsubscribe: Callable[[], None] | None = None
         self.closed = False
         self.failures = 0
@@ -53,7 +69,7 @@ class AuditPart:
         if self.closed:
             return None
         try:
-            record = self.store.append(at_tai_ns, kind, actor, text, detail or {})
+            record = self._append_past_truncation(at_tai_ns, kind, actor, text, detail or {})
         except (AuditError, ValueError, sqlite3.Error) as exc:
             with self._lock:
                 self.failures += 1
@@ -61,6 +77,70 @@ class AuditPart:
                 self._last_error = str(exc)
             (log.error if first else log.debug)("audit record %s not written: %s", kind, exc)
             return None
+        self._forward(record)
+        return record
+
+    def _append_past_truncation(self, at_tai_ns: int, kind: str, actor: str, text: str,
+                                detail: dict[str, Any]) -> AuditRecord:
+        """Append; a store found cut short while running is set aside and the chain restarted first (once: a second
+        refusal is an error like any other)."""
+        try:
+            return self.store.append(at_tai_ns, kind, actor, text, detail)
+        except AuditTruncated as exc:
+            self._restart(exc.check)
+        return self.store.append(at_tai_ns, kind, actor, text, detail)
+
+    def _restart(self, check: HeadCheck) -> None:
+        """Keep the store that ``check`` found cut short, start a new chain after its recorded head, say so loudly."""
+        now = self.now_tai_ns()
+        restarted = self.store.restart_chain(now, check)
+        if restarted is None:
+            return  # another thread restarted it a moment ago
+        marker, evidence = restarted
+        log.critical("audit: %s (%s)", check.problem, marker.text)
+        with self._lock:
+            self.restarted = marker.text
+        self._raise(Alarm(AUDIT_TRUNCATED, Severity.MAJOR, True, marker.text, now))
+        self._forward(marker)
+
+    def _check_head(self) -> None:
+        """At start, before any record: how the store stands against its head file, and what follows from it."""
+        try:
+            check = self.store.check_head()
+        except AuditError as exc:
+            self._note(f"head check: {exc}")
+            return
+        if check.state == HEAD_TRUNCATED:
+            try:
+                self._restart(check)
+            except AuditError as exc:
+                self._note(f"cannot restart the chain of a store cut short: {exc}")  # appends stay refused
+            return
+        if check.state in (HEAD_DELETED, HEAD_UNREADABLE):
+            why = "deleted" if check.state == HEAD_DELETED else "unreadable"
+            log.error("audit: %s", check.problem)
+            self._raise(Alarm(AUDIT_HEAD_MISSING, Severity.WARNING, True, check.problem, self.now_tai_ns()))
+            self.append(self.now_tai_ns(), HEAD_NOTE, "system", f"audit head file written anew: it was {why}",
+                        {"reason": why})
+        elif check.state == HEAD_MISSING:
+            log.warning("audit: %s", check.problem)
+            self.append(self.now_tai_ns(), HEAD_NOTE, "system", "audit head file written for the first time",
+                        {"reason": "new"})
+
+    def _raise(self, alarm: Alarm) -> None:
+        """Raise ``alarm`` on the loop: an append that finds the store cut short may run in a web thread."""
+        if self.alarm is None:
+            return
+        try:
+            on_loop = asyncio.get_running_loop() is self.loop
+        except RuntimeError:
+            on_loop = False
+        if on_loop or self.loop is None:
+            self.alarm(alarm)
+        else:
+            self.loop.call_soon_threadsafe(self.alarm, alarm)
+
+    def _forward(self, record: AuditRecord) -> None:
         if self.forwarder is not None:
             self.forwarder.send(record, self.label(record.at_tai_ns))
         for listener in self.record_listeners:
@@ -68,7 +148,6 @@ class AuditPart:
                 listener(record)
             except Exception:  # noqa: BLE001 - a listener's failure must not lose the record or the caller
                 log.exception("audit record listener failed")
-        return record
 
     def label(self, tai_ns: int) -> str:
         u = leap.tai_to_utc(tai_ns, self.utc_table())
@@ -85,7 +164,8 @@ class AuditPart:
 
     # --- lifecycle ----------------------------------------------------------------------------------------
     def start(self) -> None:
-        self._unsubscribe = self.subscribe(self.on_event)
+        self._unsubscribe = self.subscribe(self.on_event)  # first, so the alarms the head check raises are recorded
+        self._check_head()  # before the start record: nothing may be appended on a store cut short
         status = self.status_of()
         self.append(self.now_tai_ns(), "start", "system", f"appliance {status.version} started ({status.mode})",
                     {"version": status.version, "mode": status.mode})
@@ -150,7 +230,8 @@ class AuditPart:
         head = self.store.head()
         out: dict[str, Any] = {"enabled": True, "records": head.seq if head else 0,
                                "head_hash": head.hash if head else "", "failures": self.failures,
-                               "error": self._last_error}
+                               "error": self._last_error, "head_file_error": self.store.head_error,
+                               "chain_restarted": self.restarted}
         if self.forwarder is not None:
             fs = self.forwarder.status()
             out["syslog"] = {k: getattr(fs, k) for k in getattr(fs, "__dataclass_fields__", {})}

@@ -1,10 +1,34 @@
-"""The audit log on disk: an append-only, hash-chained SQLite table with retention.
+"""The audit log on disk: an append-only, hash-chained SQLite table with retention, and its head file.
 
-Edge module: SQLite file I/O.  It reads no clock: every instant (a record's time, the retention cutoff) is passed in.
+Edge module: SQLite and head-file I/O.  It reads no clock: every instant (a record's time, the retention cutoff) is
+passed in, and the shared verification is handed the caller's clock.
 
 Durability: WAL journal with ``synchronous=FULL``, and each append is its own committed transaction, so a record that
 ``append`` returned survives a kill -9 or a power cut.  Retention (``prune``) deletes the oldest records and appends
 the checkpoint that anchors the rest in the same transaction, so no crash leaves a chain that does not verify.
+
+Head file: a chain verifies just as well without its newest records, so the newest record's (seq, hash) is also kept
+in ``<store>.head`` (JSON, mode 0600), replaced atomically (temp file, fsync, rename, fsync of the directory) after
+each committed append or prune.  Someone editing the database with sqlite3 does not update it.  The database commits
+first, so after a crash the head file may be one transaction behind: a store *ahead* of its head file is fine, one
+that ends before the head file's record, or holds another hash there, was cut short or rewritten (``check_head``,
+``verify``).  The store also refuses to append on top of a store that no longer reaches the head it last wrote or
+read (``AuditTruncated``): sequence numbers are never reused.  ``restart_chain`` is the way on: it keeps the store
+as ``<store>.truncated-<n>`` (renamed, never deleted; a copy of the head file beside it as
+``<store>.truncated-<n>.head``) and starts a new one whose first record (``audit.truncated``) continues the
+numbering from the recorded head and links to its hash.
+
+A missing head file is a warning for a store that never had one (a store written before head files: the appliance
+writes one at its next start), and a failure for a store that did: the first head file written marks the store
+(table ``audit_meta``), so a head file deleted later is told apart.  Someone who can edit the database can clear
+that mark too, as they can rewrite the head file; the signed bundles and syslog copies are the answer to that.
+
+Verification: ``verify(full=True)`` checks the file's structure and re-hashes every record; ``verify(full=False)``
+re-hashes only the records after the newest one an earlier check of this store object verified, after checking
+that this record still holds the hash it had and that no record is missing (a count); either checks the head
+file.  An edit in place of an older record is found by a full check only.  ``verify_shared`` is the incremental
+check for untrusted callers (the console): one at a time, at most once per ``VERIFY_MIN_INTERVAL_S`` (longer after
+a long check), the last result otherwise.
 
 Threads: one connection guarded by a lock serves appends (from the event loop) and short reads (from web threads);
 ``verify`` and export snapshots read on a connection of their own, so a long check never holds up an append.
@@ -16,18 +40,29 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from appliance.audit.chain import (CHECKPOINT, GENESIS, AuditError, AuditRecord, VerifyResult, build_record,
-                                   checkpoint_detail, find_anchor, unanchored, verify_chain)
+from appliance.audit.chain import (CHECKPOINT, GENESIS, HEAD_NOTE, TRUNCATED, AuditError, AuditRecord, VerifyResult,
+                                   build_record, checkpoint_detail, content_matches, find_anchor, head_mismatch,
+                                   restart_detail, restart_notice, restart_seq, unanchored, verify_chain)
+from appliance.audit.headfile import (EVIDENCE_INFIX, HEAD_SUFFIX, Head, copy_private, evidence_path, head_path_of,
+                                      read_head, write_head)
+from appliance.audit.shared_verify import SharedReport, SharedVerify
+from appliance.edge.persist import fsync_directory
 from appliance.units import NS_PER_S
 
-__all__ = ["STORE_FILE", "AuditError", "AuditStore"]
+__all__ = ["STORE_FILE", "AuditError", "AuditStore", "AuditTruncated", "Head", "HeadCheck", "SharedReport", "EVIDENCE_INFIX", "HEAD_SUFFIX", "head_path_of", "read_head"]
 
 STORE_FILE = "audit.sqlite"
+META_TABLE, HEAD_KEPT_KEY = "audit_meta", "head_file_since_seq"
+# Head check states: a head file the store reaches; no head file and no record; no head file, never had one; no head
+# file though the store had one; a head file that cannot be read; a store that does not reach its head file.
+HEAD_OK, HEAD_NONE, HEAD_MISSING, HEAD_DELETED, HEAD_UNREADABLE, HEAD_TRUNCATED = (
+    "ok", "none", "missing", "deleted", "unreadable", "truncated")
 APPLICATION_ID = 0x41554454  # "AUDT" in the SQLite header: marks the file as ours
 FORMAT_VERSION = 1  # PRAGMA user_version
 TABLE = "audit_record"
@@ -44,6 +79,30 @@ _INT64 = 2**63
 _FILE_MODE, _DIR_MODE = 0o600, 0o700
 
 
+@dataclass(frozen=True)
+class HeadCheck:
+    """How the store stands against its head file.  ``problem`` is one line ("" when all is well)."""
+
+    state: str  # HEAD_OK, HEAD_NONE, HEAD_MISSING, HEAD_DELETED, HEAD_UNREADABLE or HEAD_TRUNCATED
+    problem: str
+    head: Head | None  # what the head file (or, for an append, this store object) recorded
+    found: Head | None  # the store's newest record
+    first_bad_seq: int | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.state in (HEAD_DELETED, HEAD_UNREADABLE, HEAD_TRUNCATED)
+
+
+class AuditTruncated(AuditError):
+    """The store no longer reaches the head it recorded: appending would reuse sequence numbers (see
+    ``AuditStore.restart_chain``)."""
+
+    def __init__(self, message: str, check: HeadCheck):
+        super().__init__(message)
+        self.check = check
+
+
 class AuditStore:
     """Append-only hash-chained audit records in one SQLite file."""
 
@@ -54,8 +113,13 @@ class AuditStore:
         if max_records is not None and max_records < 1:
             raise ValueError(f"max_records must be >= 1, not {max_records}")
         self.path = Path(path)
+        self.head_path = head_path_of(self.path)
         self.max_age_s, self.max_records = max_age_s, max_records
+        self.head_error = ""  # why the head file could not be written last time ("" once it could)
         self._lock = threading.Lock()
+        self._verified_lock = threading.Lock()
+        self._verified: Head | None = None  # newest record a check of this object verified (incremental verify)
+        self._shared = SharedVerify(lambda: self.verify(full=False))
         if not self.path.exists():
             if not create:
                 raise AuditError(f"no audit store at {self.path}")
@@ -64,9 +128,13 @@ class AuditStore:
         try:
             with self._errors("cannot open it"):
                 _prepare(self._conn, self.path)
+                self._head_kept = _head_kept_since(self._conn) is not None
         except BaseException:
             self._conn.close()
             raise
+        # The head appends are checked against: the head file's, then each one this object writes.  An unreadable
+        # or missing head file gives none (check_head says why; the appliance writes a new one at start).
+        self._head, _ = read_head(self.head_path)
 
     # --- writing ---------------------------------------------------------------------------------------------
 
@@ -75,31 +143,122 @@ class AuditStore:
         """Chain a record onto the head and commit it; the record returned is durable.  ValueError for a bad
         field (an instant outside int64, an empty kind, a detail that is not JSON-able)."""
         _check_fields(at_tai_ns, kind, actor, text)
-        with self._lock, self._errors("cannot append"), self._write_transaction():
-            return self._append_locked(at_tai_ns, kind, actor, text, detail)
+        with self._lock, self._errors("cannot append"):
+            with self._write_transaction():
+                newest = _newest(self._conn)
+                self._check_head_locked(newest)
+                record = self._chain_locked(newest, at_tai_ns, kind, actor, text, detail)
+            self._committed_locked(record)
+        return record
 
     def prune(self, now_tai_ns: int) -> int:
         """Remove the records retention no longer keeps (older than max_age_s, beyond max_records; oldest first)
         and, if any were removed, append a checkpoint naming the last one.  Returns how many were removed."""
         _check_fields(now_tai_ns, CHECKPOINT, "system", "")
-        with self._lock, self._errors("cannot prune"), self._write_transaction():
-            last = self._last_to_prune(now_tai_ns)
-            if last is None:
-                return 0
-            pruned_hash = self._conn.execute(f"SELECT hash FROM {TABLE} WHERE seq = ?", (last,)).fetchone()[0]
-            removed = self._conn.execute(f"DELETE FROM {TABLE} WHERE seq <= ?", (last,)).rowcount
-            text = f"retention removed {removed} record(s) up to record {last}"
-            self._append_locked(now_tai_ns, CHECKPOINT, "system", text, checkpoint_detail(last, pruned_hash, removed))
+        with self._lock, self._errors("cannot prune"):
+            with self._write_transaction():
+                # Checked before deleting: retention must not destroy what is left of a store cut short.
+                newest = _newest(self._conn)
+                self._check_head_locked(newest)
+                last = self._last_to_prune(now_tai_ns)
+                if last is None:
+                    return 0
+                pruned_hash = self._conn.execute(f"SELECT hash FROM {TABLE} WHERE seq = ?", (last,)).fetchone()[0]
+                removed = self._conn.execute(f"DELETE FROM {TABLE} WHERE seq <= ?", (last,)).rowcount
+                text = f"retention removed {removed} record(s) up to record {last}"
+                # Chained after the newest record as it was: when retention removed every record (all older than
+                # max_age_s) the checkpoint still takes the next seq, never record 1 again.
+                record = self._chain_locked(newest, now_tai_ns, CHECKPOINT, "system", text,
+                                            checkpoint_detail(last, pruned_hash, removed))
+            self._committed_locked(record)
             return removed
 
-    def _append_locked(self, at_tai_ns: int, kind: str, actor: str, text: str,
-                       detail: Mapping[str, Any] | None) -> AuditRecord:
-        head = self._conn.execute(f"SELECT seq, hash FROM {TABLE} ORDER BY seq DESC LIMIT 1").fetchone()
-        prev_seq, prev_hash = head if head is not None else (0, None)
-        record = build_record(prev_hash or GENESIS, prev_seq + 1, at_tai_ns, kind, actor, text, detail)
+    def restart_chain(self, at_tai_ns: int, check: HeadCheck) -> tuple[AuditRecord, Path] | None:
+        """Keep a store that ``check`` found cut short or rewritten as ``<store>.truncated-<n>`` (renamed, never
+        deleted) and start a new one whose first record (``audit.truncated``) carries the head the old one should
+        have reached, links to its hash and takes the next seq after both.  Returns that record and where the old
+        store went, or None when the store has changed since ``check`` (another caller restarted it already).
+        A crash between setting the store aside and committing the new first record leaves the head file as it was
+        and an empty store: the next start sets that aside too (an empty ``truncated-<n+1>``) and restarts again."""
+        if check.state != HEAD_TRUNCATED or check.head is None:
+            raise ValueError(f"restart_chain needs a truncated store, not one whose head check is {check.state!r}")
+        with self._lock, self._errors("cannot restart the chain"):
+            if _newest(self._conn) != check.found:
+                return None
+            found_seq = check.found.seq if check.found else 0
+            evidence = self._set_aside_locked()
+            detail = restart_detail(check.head.seq, check.head.hash, found_seq,
+                                    check.found.hash if check.found else None, evidence.name)
+            seq = restart_seq(check.head.seq, found_seq)
+            record = build_record(check.head.hash, seq, at_tai_ns, TRUNCATED, "system", _restart_text(detail, seq),
+                                  detail)
+            with self._write_transaction():
+                self._insert_locked(record)
+            self._committed_locked(record)
+        with self._verified_lock:
+            self._verified = None
+        self._shared.forget()
+        return record, evidence
+
+    def _set_aside_locked(self) -> Path:
+        """Rename the store (with its -wal and -shm, if another connection keeps them) to the first free
+        ``<store>.truncated-<n>`` and open a new, empty store in its place."""
+        self._conn.close()  # the last connection to close folds the WAL into the file
+        evidence = evidence_path(self.path)
+        try:
+            for suffix in ("", "-wal", "-shm"):
+                source = Path(f"{self.path}{suffix}")
+                if source.exists():
+                    os.rename(source, Path(f"{evidence}{suffix}"))
+            # A copy of the head file goes with it, so that the kept store verified on its own names its loss; the
+            # head file itself stays until the new chain's first record replaces it.
+            copy_private(self.head_path, head_path_of(evidence))
+            fsync_directory(self.path.parent)
+        except OSError as exc:
+            raise AuditError(f"audit store {self.path}: cannot keep it as {evidence.name}: "
+                             f"{exc.strerror or exc}") from None
+        finally:
+            _create_file(self.path)  # the old file is gone (moved) or, when the rename failed, still there
+            self._conn = self._connect()
+            _prepare(self._conn, self.path)
+        self._head_kept = _head_kept_since(self._conn) is not None
+        return evidence
+
+    def _chain_locked(self, after: Head | None, at_tai_ns: int, kind: str, actor: str, text: str,
+                      detail: Mapping[str, Any] | None) -> AuditRecord:
+        """Insert the record that follows ``after`` (None: the first record of all)."""
+        prev_seq, prev_hash = (after.seq, after.hash) if after is not None else (0, GENESIS)
+        record = build_record(prev_hash, prev_seq + 1, at_tai_ns, kind, actor, text, detail)
+        self._insert_locked(record)
+        return record
+
+    def _insert_locked(self, record: AuditRecord) -> None:
         self._conn.execute(f"INSERT INTO {TABLE} ({', '.join(COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                            _row_of(record))
-        return record
+
+    def _check_head_locked(self, newest: Head | None) -> None:
+        """Refuse to write on a store that no longer reaches the head last written or read: a record appended now
+        would reuse the seq of one that was removed (and overwrite the head file, the evidence)."""
+        if self._head is None or newest == self._head:
+            return  # the common case costs nothing more than the head read the append needs anyway
+        problem = _mismatch(self._conn, self._head, newest)
+        if problem is not None:
+            check = HeadCheck(HEAD_TRUNCATED, problem.reason, self._head, newest, problem.first_bad_seq)
+            raise AuditTruncated(f"audit store {self.path}: {problem.reason}", check)
+
+    def _committed_locked(self, record: AuditRecord) -> None:
+        """After a commit: ``record`` is the head.  The head file is written now; failing to write it does not undo
+        the committed record (``head_error`` says why, the next append tries again)."""
+        self._head = Head(record.seq, record.hash)
+        try:
+            write_head(self.head_path, record, self.path.name)
+            if not self._head_kept:  # once per store, and only once a head file exists: see the module docstring
+                with self._write_transaction():
+                    _mark_head_kept(self._conn, record.seq)
+                self._head_kept = True
+            self.head_error = ""
+        except (OSError, sqlite3.Error) as exc:
+            self.head_error = f"cannot write the head file {self.head_path}: {getattr(exc, 'strerror', None) or exc}"
 
     def _last_to_prune(self, now_tai_ns: int) -> int | None:
         first, last, total = self._conn.execute(f"SELECT MIN(seq), MAX(seq), COUNT(*) FROM {TABLE}").fetchone()
@@ -168,21 +327,68 @@ class AuditStore:
             rows = conn.execute(f"{_SELECT} WHERE seq BETWEEN ? AND ? ORDER BY seq", (first, last)).fetchall()
             return [_record_of(row) for row in rows], head
 
-    def verify(self) -> VerifyResult:
-        """Check the SQLite file's structure (tables and indexes), then the whole stored chain, from GENESIS or from
-        the checkpoint that records its pruning."""
+    def check_head(self) -> HeadCheck:
+        """How the store stands against its head file (read now, before the store: a store can only be newer)."""
+        head, unreadable = read_head(self.head_path)
+        with self._lock, self._errors("cannot read"):
+            return _head_check(self._conn, self.head_path, head, unreadable)
+
+    def verify(self, full: bool = True) -> VerifyResult:
+        """Check the store against its head file, then the chain: with ``full``, the SQLite file's structure
+        (tables and indexes) and every record from GENESIS or from the checkpoint that records its pruning; without,
+        only the records after the newest one an earlier check verified (the module docstring says what that still
+        covers), or every record when there is none.  A chain restarted after a truncation is reported as long as
+        the record that restarted it stands."""
+        head, unreadable = read_head(self.head_path)  # first: the snapshot below is at least as new as it
         with self._reader() as conn:
-            damage = [" ".join(row[0].split()) for row in conn.execute("PRAGMA quick_check(3)")]
-            if damage != ["ok"]:
-                return VerifyResult(False, 0, None, f"the database file is damaged: {'; '.join(damage)}")
-            first = conn.execute(f"SELECT MIN(seq) FROM {TABLE}").fetchone()[0]
-            checkpoints = (_record_of(row) for row in
-                           conn.execute(f"{_SELECT} WHERE kind = ? ORDER BY seq", (CHECKPOINT,)).fetchall())
-            anchor = find_anchor(first, checkpoints)
-            if anchor is None:
-                return unanchored(first)
-            rows = conn.execute(f"{_SELECT} ORDER BY seq")  # streamed: a large store is not loaded at once
-            return verify_chain((_record_of(row) for row in rows), anchor[1], anchor[0])
+            if full:
+                damage = [" ".join(row[0].split()) for row in conn.execute("PRAGMA quick_check(3)")]
+                if damage != ["ok"]:
+                    return VerifyResult(False, 0, None, f"the database file is damaged: {'; '.join(damage)}")
+            check = _head_check(conn, self.head_path, head, unreadable)
+            chain, last = self._verify_chain(conn, full)
+            restarts = [notice for notice in (restart_notice(r) for r in _of_kind(conn, TRUNCATED)) if notice]
+            notes = [_head_note(r) for r in _of_kind(conn, HEAD_NOTE)]
+        with self._verified_lock:
+            self._verified = last if chain.ok else None  # a failed chain is checked in full again next time
+        return _combined(check, restarts, chain, [n for n in notes if n] + ([self.head_error] if self.head_error
+                                                                            else []))
+
+    def _verify_chain(self, conn: sqlite3.Connection, full: bool) -> tuple[VerifyResult, Head | None]:
+        """The chain's result and its newest record verified (None: none)."""
+        first = conn.execute(f"SELECT MIN(seq) FROM {TABLE}").fetchone()[0]
+        first_record = _one(conn, first)
+        checkpoints = (_record_of(row) for row in
+                       conn.execute(f"{_SELECT} WHERE kind = ? ORDER BY seq", (CHECKPOINT,)).fetchall())
+        anchor = find_anchor(first, checkpoints, first_record)
+        if anchor is None:
+            return unanchored(first), None
+        with self._verified_lock:
+            verified = self._verified
+        if not full and verified is not None and _still_verified(conn, verified, first):
+            newest: list[AuditRecord] = []
+            rows = conn.execute(f"{_SELECT} WHERE seq > ? ORDER BY seq", (verified.seq,))
+            result = verify_chain(_tracking(rows, newest), verified.hash, verified.seq)
+            earlier = verified.seq - first + 1
+            if result.ok:
+                result = replace(result, reason=f"{result.checked} new record(s) chained after record {verified.seq}"
+                                 f"; the {earlier} up to it were verified by an earlier check (a full check "
+                                 "re-hashes them)")
+            return replace(result, earlier=earlier), _last_of(newest, verified)
+        newest = []
+        rows = conn.execute(f"{_SELECT} ORDER BY seq")  # streamed: a large store is not loaded at once
+        return verify_chain(_tracking(rows, newest), anchor[1], anchor[0]), _last_of(newest, None)
+
+    def verify_shared(self, clock_s: Callable[[], float]) -> SharedReport | None:
+        """The incremental check for callers that must not be able to burn CPU with it (the console): one at a time
+        for every caller together, and not again before ``VERIFY_MIN_INTERVAL_S`` (or ``VERIFY_DUTY_FACTOR`` times
+        the last check's duration) has passed on ``clock_s``; meanwhile the last report (``fresh`` False).  None
+        while the first check runs."""
+        return self._shared.run(clock_s)
+
+    def shared_wait_s(self, now_s: float) -> float:
+        """Seconds until ``verify_shared`` computes a new result (for a Retry-After)."""
+        return self._shared.wait_s(now_s)
 
     @contextmanager
     def _reader(self) -> Iterator[sqlite3.Connection]:
@@ -326,3 +532,120 @@ def _record_of(row: Sequence[Any]) -> AuditRecord:
     if not isinstance(detail, dict):
         detail = {"unreadable detail": detail_text}
     return AuditRecord(seq, at_tai_ns, kind, actor, text, detail, prev_hash, digest)
+
+
+def _head_kept_since(conn: sqlite3.Connection) -> int | None:
+    """The seq at which this store's first head file was written, None when it never had one."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (META_TABLE,)).fetchone() is None:
+        return None  # a store written before head files (older releases ignore the table: it is added on use)
+    row = conn.execute(f"SELECT value FROM {META_TABLE} WHERE key = ?", (HEAD_KEPT_KEY,)).fetchone()
+    return None if row is None else int(row[0])
+
+
+def _mark_head_kept(conn: sqlite3.Connection, seq: int) -> None:
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {META_TABLE} (key TEXT PRIMARY KEY, value INTEGER NOT NULL)")
+    conn.execute(f"INSERT OR IGNORE INTO {META_TABLE} (key, value) VALUES (?, ?)", (HEAD_KEPT_KEY, seq))
+
+
+def _head_check(conn: sqlite3.Connection, head_path: Path, head: Head | None, unreadable: str) -> HeadCheck:
+    newest = _newest(conn)
+    if unreadable:
+        return HeadCheck(HEAD_UNREADABLE, f"the head file {head_path} is unreadable ({unreadable}): a store cut "
+                                          "short cannot be ruled out", None, newest)
+    if head is None:
+        if newest is None:
+            return HeadCheck(HEAD_NONE, "", None, None)
+        since = _head_kept_since(conn)
+        if since is not None:
+            return HeadCheck(HEAD_DELETED, f"the head file {head_path} is missing, though this store has kept one "
+                                           f"since record {since}: a store cut short cannot be ruled out", None, newest)
+        return HeadCheck(HEAD_MISSING, f"no head file {head_path} yet (a store from before head files; the appliance "
+                                       "writes one at its next start): a store cut short cannot be detected", None,
+                         newest)
+    problem = None if newest == head else _mismatch(conn, head, newest)
+    if problem is not None:
+        return HeadCheck(HEAD_TRUNCATED, problem.reason, head, newest, problem.first_bad_seq)
+    return HeadCheck(HEAD_OK, "", head, newest)
+
+
+def _mismatch(conn: sqlite3.Connection, head: Head, newest: Head | None) -> VerifyResult | None:
+    row = conn.execute(f"SELECT hash FROM {TABLE} WHERE seq = ?", (head.seq,)).fetchone()
+    first = conn.execute(f"SELECT MIN(seq) FROM {TABLE}").fetchone()[0]
+    return head_mismatch(head.seq, head.hash, newest.seq if newest else 0, first, None if row is None else row[0])
+
+
+def _newest(conn: sqlite3.Connection) -> Head | None:
+    row = conn.execute(f"SELECT seq, hash FROM {TABLE} ORDER BY seq DESC LIMIT 1").fetchone()
+    return None if row is None else Head(row[0], row[1])
+
+
+def _restart_text(detail: Mapping[str, Any], seq: int) -> str:
+    head_seq, found_seq, evidence = detail["head_seq"], detail["found_seq"], detail["evidence"]
+    if found_seq < head_seq:
+        lost = f"record {head_seq}" if found_seq + 1 == head_seq else f"records {found_seq + 1}..{head_seq}"
+        what = f"found cut short: {lost} missing (it ended at record {found_seq}; the head file recorded {head_seq})"
+    else:
+        what = f"found rewritten: record {head_seq} no longer had the hash the head file recorded"
+    return f"audit store {what}; kept as {evidence}; the chain restarts at record {seq} from the recorded head"
+
+
+# --- verification helpers ---------------------------------------------------------------------------------------
+
+
+def _one(conn: sqlite3.Connection, seq: int | None) -> AuditRecord | None:
+    row = None if seq is None else conn.execute(f"{_SELECT} WHERE seq = ?", (seq,)).fetchone()
+    return None if row is None else _record_of(row)
+
+
+def _of_kind(conn: sqlite3.Connection, kind: str) -> list[AuditRecord]:
+    return [_record_of(row) for row in conn.execute(f"{_SELECT} WHERE kind = ? ORDER BY seq", (kind,)).fetchall()]
+
+
+def _still_verified(conn: sqlite3.Connection, verified: Head, first: int) -> bool:
+    """Whether the part of the chain an earlier check verified (up to ``verified``) still stands, as far as a few
+    cheap reads tell: that record holds the same hash and content, and no record is missing (a count, which SQLite
+    answers without reading the records).  An edit in place of an older record needs a full check."""
+    if verified.seq < first:
+        return False  # retention removed it since: check in full
+    record = _one(conn, verified.seq)
+    if record is None or record.hash != verified.hash or not content_matches(record):
+        return False
+    total, last = conn.execute(f"SELECT COUNT(*), MAX(seq) FROM {TABLE}").fetchone()
+    return bool(total == last - first + 1)
+
+
+def _tracking(rows: Iterable[Sequence[Any]], newest: list[AuditRecord]) -> Iterator[AuditRecord]:
+    """The records of ``rows``, keeping the latest one yielded in ``newest`` (what the check reached)."""
+    for row in rows:
+        record = _record_of(row)
+        newest[:] = [record]
+        yield record
+
+
+def _last_of(newest: list[AuditRecord], otherwise: Head | None) -> Head | None:
+    return Head(newest[0].seq, newest[0].hash) if newest else otherwise
+
+
+def _head_note(record: AuditRecord) -> str:
+    """A warning for a head file the appliance had to write anew because it was gone or unreadable ("" for the
+    first one of a store from before head files)."""
+    why = record.detail.get("reason")
+    if why not in ("deleted", "unreadable"):
+        return ""
+    return (f"record {record.seq}: the head file was found {why} at start and written anew, so records removed "
+            "from the end of the store before that could have gone unnoticed")
+
+
+def _combined(check: HeadCheck, restarts: list[VerifyResult], chain: VerifyResult,
+              warnings: list[str]) -> VerifyResult:
+    """One result: the head file's verdict, the losses restarted chains stand for, then the chain's own."""
+    failures = ([VerifyResult(False, 0, check.first_bad_seq, check.problem)] if check.failed else []) + restarts
+    if check.state == HEAD_MISSING:
+        warnings = [check.problem, *warnings]
+    if not chain.ok:
+        failures.append(chain)
+    if not failures:
+        return replace(chain, warnings=tuple(warnings))
+    first_bad = next((f.first_bad_seq for f in failures if f.first_bad_seq is not None), None)
+    return VerifyResult(False, chain.checked, first_bad, "; ".join(f.reason for f in failures),
+                        warnings=tuple(warnings), earlier=chain.earlier)

@@ -40,7 +40,7 @@ def save_state(state_dir: Path, learned: LearnedState) -> Path:
     _remove_stale_temps(state_dir)
     try:
         _write_and_rename(state_dir, final, payload)
-        _fsync_directory(state_dir)  # the rename itself is durable only once the directory entry is on disk
+        fsync_directory(state_dir)  # the rename itself is durable only once the directory entry is on disk
     except OSError as exc:
         raise OSError(exc.errno, f"cannot save learned clock state to {final}: {exc.strerror or exc}") from exc
     return final
@@ -77,7 +77,8 @@ def _write_and_rename(state_dir: Path, final: Path, payload: bytes) -> None:
         raise
 
 
-def _fsync_directory(state_dir: Path) -> None:
+def fsync_directory(state_dir: Path) -> None:
+    """Make a rename in ``state_dir`` durable (fsync the directory; a filesystem that cannot is left as it is)."""
     fd = os.open(state_dir, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)

@@ -36,7 +36,7 @@ def audit_trail(config: Config, runtime: Runtime, loop: asyncio.AbstractEventLoo
     except AuditError as exc:
         raise ValueError(str(exc)) from None
     part = AuditPart(loop, store, runtime.status, runtime.now_tai_ns, lambda: runtime.router.utc.table,
-                     runtime.subscribe, quality, forwarder)
+                     runtime.subscribe, quality, forwarder, alarm=runtime.alarm)
     runtime.audit_to(part.on_command)
     return part
 

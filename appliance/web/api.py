@@ -16,7 +16,7 @@ import numpy as np
 from flask import Blueprint, Response, current_app, jsonify, request
 
 from appliance.units import NS_PER_S
-from appliance.web.app import audit, ctx_of, needs
+from appliance.web.app import audit, audit_verified, ctx_of, needs
 from appliance.web.openapi import document
 
 bp = Blueprint("api", __name__)
@@ -95,11 +95,23 @@ def audit_records() -> Any:
 
 @bp.route("/audit/verify")
 def audit_verify() -> Any:
-    if ctx_of().audit is None:
+    """The store's incremental check (``AuditStore.verify_shared``), shared by every client: at most one runs per
+    10 s (longer after a long one); a request in between gets the last result, ``fresh`` false and ``age_s`` old.
+    429 with Retry-After while the first check is still running.  ``appliance audit verify`` is the full check."""
+    ctx = ctx_of()
+    if ctx.audit is None:
         return _error(503, "the audit trail is not kept by this appliance")
-    result = ctx_of().audit.verify()
+    report = ctx.audit.verify_shared(ctx.wall_s)
+    if report is None:
+        response = _error(429, "an audit chain check is running: ask again in a few seconds")
+        response.headers["Retry-After"] = str(max(1, math.ceil(ctx.audit.shared_wait_s(ctx.wall_s()))))
+        return response
+    result = report.result
+    if report.fresh:  # one record per check made (one per 10 s at most): asking cannot flood the store
+        audit_verified(result)
     return jsonify({"ok": result.ok, "checked": result.checked, "first_bad_seq": result.first_bad_seq,
-                    "reason": result.reason})
+                    "reason": result.reason, "earlier": result.earlier, "warnings": list(result.warnings),
+                    "fresh": report.fresh, "age_s": round(max(0.0, ctx.wall_s() - report.at_s), 3)})
 
 
 @bp.route("/audit/export")

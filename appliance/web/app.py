@@ -253,6 +253,18 @@ def audit(kind: str, text: str, detail: dict[str, Any] | None = None, actor: str
                          {"client": request.remote_addr, **(detail or {})})
 
 
+def audit_verified(result: Any) -> None:
+    """The record of an audit chain check made for a console or API user.  A store that cannot take it (found cut
+    short, say: the check's own answer says so) costs the record, not the answer."""
+    from appliance.audit.chain import AuditError
+
+    try:
+        audit("audit.verify", f"audit chain verified: {'OK' if result.ok else 'BROKEN'} "
+              f"({result.checked + result.earlier} records)", {"ok": result.ok, "first_bad_seq": result.first_bad_seq})
+    except AuditError as exc:
+        logging.getLogger("appliance.web").warning("audit check not recorded: %s", exc)
+
+
 def _refuse(code: int, message: str) -> Any:
     if request.path.startswith("/api/") or request.endpoint == "metrics" or request.accept_mimetypes.best == \
             "application/json":

@@ -56,7 +56,11 @@ def document() -> dict[str, Any]:
                 {"name": "kind", "in": "query", "schema": {"type": "string"}, "description": "kinds, comma-separated"},
                 {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}},
                 {"name": "before_seq", "in": "query", "schema": {"type": "integer"}}])},
-            "/audit/verify": {"get": _op("Walk the audit chain; names the first broken record")},
+            "/audit/verify": {"get": _op(
+                "Check the audit chain and its head file (incremental; shared by every client: at most one check per "
+                "10 s, the last result with fresh=false and age_s in between); names the first broken record",
+                responses={"429": {"description": "the first check is still running (see Retry-After)",
+                                   "content": _JSON}})},
             "/audit/export": {"get": _op("A signed bundle of the audit records in a range (all by default)",
                                          role="operator", params=_RANGE)},
             "/config": {"get": _op("Every setting: value, default, bounds, whether a change needs a restart")},

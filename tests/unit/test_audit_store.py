@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from appliance.audit.chain import CHECKPOINT, GENESIS
-from appliance.audit.store import AuditError, AuditStore
+from appliance.audit.store import AuditError, AuditStore, AuditTruncated
 
 ROOT = Path(__file__).resolve().parents[2]
 S = 1_000_000_000
@@ -161,15 +161,19 @@ def test_a_deleted_record_and_a_broken_detail_are_named(tmp_path: Path) -> None:
     assert result.first_bad_seq == 5 and "no checkpoint" in result.reason
 
 
-def test_a_store_whose_last_record_was_tampered_still_opens(tmp_path: Path) -> None:
+def test_a_store_whose_last_record_was_tampered_still_opens_but_is_not_written_on(tmp_path: Path) -> None:
     path = tmp_path / "audit.sqlite"
     filled(path, 5).close()
     raw(path, "UPDATE audit_record SET hash = ? WHERE seq = 5", "ab" * 32)
     with AuditStore(path) as store:
         assert store.head().hash == "ab" * 32  # type: ignore[union-attr]
-        store.append(T0 + 9 * S, "start", "system", "restarted")
+        # Appending would chain onto the forged hash and overwrite the head file that shows the forgery.
+        with pytest.raises(AuditTruncated, match="record 5 was rewritten: its hash is abababababab"):
+            store.append(T0 + 9 * S, "start", "system", "restarted")
+        assert store.count() == 5
         result = store.verify()
     assert (result.ok, result.first_bad_seq) == (False, 5)
+    assert result.reason.startswith("record 5 was rewritten") and "record 5: hash does not match" in result.reason
 
 
 def test_prune_by_count_writes_a_checkpoint_and_keeps_the_chain_verifiable(tmp_path: Path) -> None:
@@ -201,6 +205,7 @@ def test_prune_by_age_removes_only_the_old_prefix(tmp_path: Path) -> None:
         assert store.prune(T0 + 100 * S) == 7  # everything is old now: only the checkpoint remains
         remaining = store.records(limit=None)
         assert [r.kind for r in remaining] == [CHECKPOINT] and remaining[0].detail["pruned_through_seq"] == 12
+        assert remaining[0].seq == 13  # the next seq, not record 1 again: numbers are never reused
         assert store.verify().ok
 
 

@@ -51,6 +51,8 @@ EDGES = {
     "edge.irig.wavout": "writes the live IRIG-B AM output to WAV segment files or a FIFO, from a writer thread",
     "edge.irig.input": "IRIG-B input: a thread reading a WAV stream or GPIO edge events; host clock anchors",
     "audit.store": "the hash-chained audit records in SQLite (one connection and a lock, for the web threads)",
+    "audit.headfile": "the audit store's head file beside it (atomic replace, fsync)",
+    "audit.shared_verify": "one audit check at a time for the web threads (a lock)",
     "audit.bundle": "writes and reads signed audit bundles and the signing key",
     "audit.syslog": "forwards audit records over UDP syslog",
     "audit.cli": "appliance audit verify/export/show: files, the host clock for 'now'",

@@ -8,6 +8,8 @@ import itertools
 import json
 import re
 import sqlite3
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -173,24 +175,94 @@ def test_audit_records_newest_first_with_paging_and_filters(api: tuple[ConsoleEn
     assert client.get("/api/v1/audit?limit=many", headers=auth).status_code == 400
 
 
+def _verify(client: Any, auth: dict[str, str]) -> Any:
+    return client.get("/api/v1/audit/verify", headers=auth)
+
+
 def test_audit_verify_names_an_altered_record(api: tuple[ConsoleEnv, Any, dict[str, str]]) -> None:
     env, client, auth = api
     _fill_audit(env)
-    ok = client.get("/api/v1/audit/verify", headers=auth).get_json()
-    assert ok == {"ok": True, "checked": 5, "first_bad_seq": None, "reason": ok["reason"]}
-
     with sqlite3.connect(env.ctx.audit.path) as db:  # someone edits the file by hand
         db.execute("UPDATE audit_record SET text = 'nothing happened' WHERE seq = 3")
     db.close()
-    broken = client.get("/api/v1/audit/verify", headers=auth).get_json()
+    broken = _verify(client, auth).get_json()
     assert broken["ok"] is False and broken["first_bad_seq"] == 3 and "record 3" in broken["reason"]
+    assert broken["fresh"] is True
 
-    viewer = env.login("viewer")  # the page's button says the same
+    viewer = env.login("viewer")  # the page's button says the same: the result of that check, made a moment ago
     done = viewer.form("/audit/verify", {}, follow_redirects=True)
     assert done.status_code == 200
-    assert re.search(r'id="verify-result"[^>]*>Chain BROKEN at record 3:', done.get_data(as_text=True))
-    (verified,) = env.records("audit.verify")
-    assert verified.detail["ok"] is False and verified.detail["first_bad_seq"] == 3
+    page = done.get_data(as_text=True)
+    assert re.search(r'id="verify-result"[^>]*>Chain BROKEN at record 3:', page)
+    assert re.search(r"The result of the check made \d+ s ago", page)  # the real clock: the login took a moment
+    (verified,) = env.records("audit.verify")  # the check made (through the API), not the result shown again
+    assert (verified.detail["ok"], verified.detail["first_bad_seq"]) == (False, 3)
+
+
+def test_audit_verify_is_one_check_per_10_s_for_everyone_and_incremental(console_env: Any) -> None:
+    clock = [time.time()]
+    env = console_env(wall_s=lambda: clock[0])
+    client, auth = env.browser().client, {"Authorization": f"Bearer {env.token('operator')}"}
+    _fill_audit(env)
+    ok = _verify(client, auth).get_json()
+    assert ok == {"ok": True, "checked": 5, "first_bad_seq": None, "reason": ok["reason"], "earlier": 0,
+                  "warnings": [], "fresh": True, "age_s": 0.0}
+
+    _fill_audit(env)
+    clock[0] += 4
+    again = _verify(client, auth).get_json()  # within 10 s: the last result, not a new computation
+    assert again == {**ok, "fresh": False, "age_s": 4.0}
+    viewer = env.login("viewer")  # another user is no different
+    page = viewer.form("/audit/verify", {}, follow_redirects=True).get_data(as_text=True)
+    assert "Chain OK: 5 records verified." in page and "The result of the check made 4 s ago" in page
+    assert len(env.records("audit.verify")) == 1  # only the check made is recorded: clicks cannot flood the store
+
+    clock[0] += 6
+    total = env.ctx.audit.count()
+    later = _verify(client, auth).get_json()  # a new check, of the records added since only
+    assert (later["ok"], later["fresh"], later["earlier"], later["checked"]) == (True, True, 5, total - 5)
+    assert later["reason"].startswith(f"{total - 5} new record(s) chained after record 5")
+    page = viewer.form("/audit/verify", {}, follow_redirects=True).get_data(as_text=True)
+    assert f"Chain OK: {total} records verified." in page
+
+    with sqlite3.connect(env.ctx.audit.path) as db:  # the newest records deleted by hand: caught every time
+        db.execute("DELETE FROM audit_record WHERE seq > 8")
+    db.close()
+    clock[0] += 10
+    cut = _verify(client, auth).get_json()
+    assert (cut["ok"], cut["fresh"], cut["first_bad_seq"]) == (False, True, 9)
+    assert re.match(r"records 9\.\.\d+ are missing: the head file records seq \d+ \(hash [0-9a-f]{12}\.\.\.\) but "
+                    "the store ends at record 8", cut["reason"])
+
+
+def test_audit_verify_while_the_first_check_still_runs(env: ConsoleEnv) -> None:
+    auth = {"Authorization": f"Bearer {env.token('operator')}"}
+    viewer = env.login("viewer")
+    store = env.ctx.audit
+    entered, release = threading.Event(), threading.Event()
+    real = store.verify
+
+    def slow(full: bool = True) -> Any:
+        entered.set()
+        release.wait(10)
+        return real(full=full)
+
+    store.verify = slow  # the shared check calls it: a long check of a large store
+    answers: list[Any] = []
+    first = threading.Thread(target=lambda: answers.append(_verify(env.browser().client, auth)))
+    first.start()
+    try:
+        assert entered.wait(10)
+        busy = _verify(env.browser().client, auth)
+        assert busy.status_code == 429 and int(busy.headers["Retry-After"]) >= 1
+        assert "running" in busy.get_json()["error"]
+        page = viewer.form("/audit/verify", {}, follow_redirects=True).get_data(as_text=True)
+        assert "A check of the audit chain is running" in page and 'id="verify-result"' not in page
+    finally:
+        release.set()
+        first.join(10)
+    assert answers[0].status_code == 200 and answers[0].get_json()["fresh"] is True
+    assert _verify(env.browser().client, auth).get_json()["fresh"] is False
 
 
 def test_audit_backup_is_a_bundle_that_verifies(env: ConsoleEnv, tmp_path: Path) -> None:
