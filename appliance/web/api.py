@@ -32,6 +32,9 @@ def _error(code: int, message: str) -> Any:
     return response
 
 
+MAX_INSTANT_NS = 2**62  # the year 2116 in TAI nanoseconds: room below SQLite's 64-bit integers for any arithmetic
+
+
 def _range() -> tuple[int, int]:
     """``since`` and ``until`` as seconds relative to now (-3600) or absolute TAI ns; default: the last hour."""
     now = ctx_of().now_tai_ns()
@@ -41,7 +44,10 @@ def _range() -> tuple[int, int]:
         if text is None or text == "":
             return default
         value = int(text)  # ValueError: answered as a 400
-        return now + value * NS_PER_S if abs(value) < 10 ** 10 else value
+        value = now + value * NS_PER_S if abs(value) < 10 ** 10 else value
+        if not 0 <= value <= MAX_INSTANT_NS:  # the stores keep 64-bit instants, and look back a little before since
+            raise ValueError(f"{name} must be seconds from now or TAI nanoseconds in 0..{MAX_INSTANT_NS}")
+        return value
     since, until = instant("since", now - 3600 * NS_PER_S), instant("until", now)
     if not since < until or until - since > MAX_RANGE_S * NS_PER_S:
         raise ValueError(f"since must be before until, at most {MAX_RANGE_S // 86_400} days apart")
@@ -84,8 +90,10 @@ def audit_records() -> Any:
     try:
         limit = max(1, min(1000, int(request.args.get("limit", 100))))
         before = int(request.args["before_seq"]) if "before_seq" in request.args else None
+        if before is not None and not 0 <= before <= 2**62:
+            raise ValueError("out of range")
     except ValueError:
-        return _error(400, "limit and before_seq are integers")
+        return _error(400, "limit and before_seq are integers (before_seq 0..2^62)")
     kinds = [k for k in request.args.get("kind", "").split(",") if k] or None
     if ctx.audit is None:
         return _error(503, "the audit trail is not kept by this appliance")

@@ -205,6 +205,14 @@ def create_app(ctx: WebContext, secret_key: bytes) -> Flask:
     def csrf_refused(exc: CSRFError) -> Any:
         return _refuse(400, f"refused: {exc.description} (reload the page and try again)")
 
+    @app.errorhandler(404)
+    def not_found(_exc: Exception) -> Any:
+        return _refuse(404, f"no such page or API route: {request.path[:200]}")
+
+    @app.errorhandler(405)
+    def wrong_method(_exc: Exception) -> Any:
+        return _refuse(405, f"{request.method} is not allowed on {request.path[:200]}")
+
     @app.errorhandler(413)
     def too_large(_exc: Exception) -> Any:
         return _refuse(413, f"refused: the request body is larger than {app.config['MAX_CONTENT_LENGTH']} bytes")
