@@ -260,7 +260,7 @@ class IrigDecoder:
         for edge in edges:
             try:
                 raw_ns, level = int(edge[0]), bool(edge[1])
-            except (TypeError, ValueError, IndexError):
+            except (TypeError, ValueError, IndexError, OverflowError):  # OverflowError: an infinite float time
                 self.bad_input += 1
                 continue
             if self._last_edge_ns is not None and raw_ns < self._last_edge_ns:

@@ -182,10 +182,7 @@ def test_the_live_decoder_takes_junk_edges(junk: list) -> None:
     check_decoder(decoder, decoder.feed_edges(junk), set())
 
 
-@pytest.mark.xfail(strict=True, raises=OverflowError,
-                   reason="bug in appliance/refs/irig_in.py IrigDecoder.feed_edges: int(inf) raises OverflowError, "
-                          "which the bad-input check (TypeError, ValueError, IndexError) does not catch")
-def test_an_infinite_edge_time_is_counted_as_bad_input() -> None:
+def test_an_infinite_edge_time_is_counted_as_bad_input() -> None:  # int(inf) raises OverflowError
     decoder = IrigDecoder("irig", CodedExpression(0), TABLE, 2016)
     assert decoder.feed_edges([(float("inf"), 0), (float("-inf"), 1)]) == []
     assert decoder.bad_input == 2
@@ -308,21 +305,15 @@ def test_the_wav_file_reader_reads_or_raises_irig_file_error(data: bytes) -> Non
         samples, rate = read_wav_bytes(data)
     except files.IrigFileError:
         return
-    except RuntimeError:  # the known bug below; any other exception fails
-        event("wav file: RuntimeError (known bug)")
-        return
     assert isinstance(rate, int) and all(-32768 <= v <= 32767 for v in samples)
 
 
 # A fmt chunk whose size (0x110) runs past the end of the file: the standard library's wave module raises a bare
-# RuntimeError from its chunk reader (wave._Chunk.seek), which read_wav does not turn into IrigFileError.
+# RuntimeError from its chunk reader (wave._Chunk.seek), which read_wav turns into IrigFileError.
 CHUNK_PAST_THE_END = (b"RIFF\x14\x01\x00\x00WAVEfmt \x10\x01\x00\x00\x01\x00\x01\x00@\x1f\x00\x00\x80>\x00\x00"
                       b"\x02\x00\x10\x00data\xf0\x00\x00\x00" + bytes(16))
 
 
-@pytest.mark.xfail(strict=True, raises=RuntimeError,
-                   reason="bug in appliance/edge/irig/files.py read_wav: a chunk size past the end of the file "
-                          "raises RuntimeError (from wave._Chunk.seek), not IrigFileError")
 def test_a_wav_chunk_past_the_end_of_the_file_is_an_irig_file_error() -> None:
     with pytest.raises(files.IrigFileError):
         read_wav_bytes(CHUNK_PAST_THE_END)

@@ -66,7 +66,8 @@ def read_wav(path: str | Path) -> tuple[list[int], int]:
         with wave.open(str(path), "rb") as w:
             channels, width, rate = w.getnchannels(), w.getsampwidth(), w.getframerate()
             data = w.readframes(w.getnframes())
-    except (OSError, EOFError, wave.Error) as exc:
+    except (OSError, EOFError, wave.Error, RuntimeError) as exc:
+        # RuntimeError: the wave module's chunk reader, for a chunk whose size runs past the end of the file
         raise IrigFileError(f"{path}: not a readable WAV file: {exc}") from None
     if width != 2:
         raise IrigFileError(f"{path}: {8 * width}-bit samples; IRIG-B AM files are 16-bit")
