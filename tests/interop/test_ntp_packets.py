@@ -78,7 +78,9 @@ def test_basic_request_gets_a_correct_reply(server):
     stats = ntplib.NTPClient().request("127.0.0.1", version=4, port=server.port, timeout=2)
     server.note_datagram()
     assert (stats.leap, stats.stratum, stats.mode, stats.ref_id) == (0, 1, 4, 0x47505300)
-    assert abs(stats.offset) < 0.005 and 0 <= stats.delay < 0.05
+    # Served clock = host clock: the offset is within half this exchange's own round trip (and the bound it
+    # advertises), however long a busy host made that round trip.
+    assert stats.delay >= 0 and abs(stats.offset) <= stats.delay / 2 + stats.root_dispersion + 1e-4
 
 
 BAD = {  # datagram -> the counter its drop goes to

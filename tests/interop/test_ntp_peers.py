@@ -144,8 +144,10 @@ def test_ntplib_decodes_every_field(gm: Grandmaster) -> None:
         # Root dispersion is the bound rounded UP to the NTP short format (1/65536 s).
         assert r.root_dispersion * 2**16 in {math.ceil(b * 2**16 / 1e9) for b in (bound_before, bound_after)}
         assert 0 <= r.dest_time - r.ref_time <= 2.5  # the reference timestamp is the current second
-        assert abs(r.orig_time - sent) < 0.01  # our transmit timestamp, echoed (ntplib gives POSIX times)
-        assert abs(r.offset) < 0.003 and 0 <= r.delay < 0.05
+        assert sent - 1e-6 <= r.orig_time <= r.dest_time  # our transmit timestamp, echoed (ntplib gives POSIX times)
+        # The served clock is the host's within its advertised bound: the offset is within half this exchange's own
+        # round trip plus that bound, however long a busy host made the round trip.
+        assert r.delay >= 0 and abs(r.offset) <= r.delay / 2 + r.root_dispersion + 1e-4
         slack = 0.001  # between two clocks that agree to far better than this
         assert r.orig_time - slack <= r.recv_time <= r.tx_time <= r.dest_time + slack
     raw = exchange("127.0.0.1", gm.port, request())

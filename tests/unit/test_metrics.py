@@ -14,7 +14,6 @@ predicted, and the mean within 0.1 % of sigma/sqrt(n).)
 from __future__ import annotations
 
 import math
-import time
 
 import allantools
 import numpy as np
@@ -246,12 +245,13 @@ def test_check_uses_the_callers_taus_and_refuses_a_too_short_record() -> None:
         check(np.zeros(3), 1.0, MASKS["PRTC-A"])
 
 
-# --- speed --------------------------------------------------------------------------------------------
+# --- a day of data ---------------------------------------------------------------------------------------
 
-def test_mtie_and_tdev_of_a_day_at_1_hz_are_fast() -> None:
+def test_mtie_and_tdev_of_a_day_at_1_hz() -> None:
+    # How long it takes is bench/locked_te.py's to print (a busy host is slow, not wrong); here: a whole day goes
+    # through, one finite value per tau, MTIE never falling as tau grows.
     x = np.cumsum(np.random.default_rng(SEED).normal(0, 0.1, 86_400))
     taus = default_taus_s(x.size, 1.0)
-    start = time.perf_counter()
-    mtie_ns(x, 1.0, taus)
-    tdev_ns(x, 1.0, taus)
-    assert time.perf_counter() - start < 5.0  # ~0.02 s measured; generous for loaded CI machines
+    mtie, tdev = np.asarray(mtie_ns(x, 1.0, taus)), np.asarray(tdev_ns(x, 1.0, taus))
+    assert mtie.shape == tdev.shape == (len(taus),) and np.isfinite(mtie).all() and np.isfinite(tdev).all()
+    assert (np.diff(mtie) >= 0).all()

@@ -139,7 +139,7 @@ def test_a_silent_server_is_an_error_after_the_timeout() -> None:
         elapsed_s = time.monotonic() - started_s
     assert sample.error and (sample.offset_ns, sample.uncertainty_ns) == (0, 0)
     assert seen == [sample]
-    assert TIMEOUT_S * 0.9 <= elapsed_s < TIMEOUT_S + 1.0
+    assert TIMEOUT_S * 0.9 <= elapsed_s < 2 * TIMEOUT_S  # it waited the timeout, and once: a retry would be twice
     assert silent.requests == 1
 
 
@@ -251,12 +251,15 @@ def _poller_threads() -> list[threading.Thread]:
 
 def test_start_polls_at_once_and_stop_is_prompt(server: FakeNtpServer) -> None:
     got = threading.Event()
-    p = NtpCrossCheckPoller([f"127.0.0.1:{server.port}"], 30.0, TIMEOUT_S, host_time, lambda _: got.set())
-    p.start()
-    assert got.wait(2), "no sample right after start"
+    interval_s = 30.0
+    p = NtpCrossCheckPoller([f"127.0.0.1:{server.port}"], interval_s, TIMEOUT_S, host_time, lambda _: got.set())
     started_s = time.monotonic()
+    p.start()
+    assert got.wait(interval_s / 2), "no sample right after start"  # at once, not at the first interval's end
+    stopping_s = time.monotonic()
     p.stop()
-    assert time.monotonic() - started_s < 0.5
+    assert time.monotonic() - stopping_s < interval_s / 2  # the stop does not wait out the interval
+    assert stopping_s - started_s < interval_s / 2
     assert _poller_threads() == []
     assert server.requests == 1
 
@@ -274,6 +277,7 @@ def test_one_request_per_server_per_interval_even_when_it_fails() -> None:
         assert _poller_threads() == []
     assert silent.requests == good.requests == 3
     gaps_s = [b - a for a, b in zip(silent.request_times_s, silent.request_times_s[1:])]
-    assert all(0.45 < gap < 0.7 for gap in gaps_s), gaps_s  # retried at the next interval, not at once
+    # Retried at the next interval, not at once (a busy host may be late for one, never early).
+    assert all(gap > 0.45 for gap in gaps_s), gaps_s
     assert [bool(s.error) for s in seen] == [True, False] * 3
     assert p.status()[f"127.0.0.1:{silent.port}"]["failures"] == 3
