@@ -12,7 +12,11 @@ Both ends share one kernel clock, so the true offset is 0: the figures are the t
 grandmaster as the slave measures it.  The slave records every Sync (TIME_STATUS_NP polled over its Unix socket).
 Printed: rms and max|offset| per grandmaster and the ratios candidate / reference (lower is better), and the ratio
 of the 99th percentiles of |offset|, which single scheduling spikes (tens of microseconds, about one in a thousand
-Syncs on a shared VM, for ptp4l as much as for anything else) do not move; with ``--rounds N`` the two alternate
+Syncs on a shared VM, for ptp4l as much as for anything else) do not move; then the statistics a stall cannot
+decide: the median of the rms of each 10 s window and the p99|offset| of the pooled samples, each as a ratio with a
+95 % bootstrap interval (whole windows resampled), and each grandmaster's mean per round with its standard error and
+the means of alternate Syncs (ptp4l sends every other Sync beside its Announce, every 2 s, and that Sync reads about
+1 us apart from the others: its mean is not a reference to within ±50 ns); with ``--rounds N`` the two alternate
 N times and the medians are printed (a shared host varies from run to run).  With ``--together`` the two are
 measured at once instead, each grandmaster on its own veth pair (two more namespaces) with its own measuring slave,
 over one common window: a stalled vCPU or a busy neighbour then falls on both, where taking turns leaves it to chance
@@ -106,6 +110,7 @@ def measure(net: NetnsPair, start_gm, transport: str, rate: float, args: argpars
         result["gm_identity"] = slave.selected_gm()
         result["ok"] = result["count"] > 0
         result["offsets"] = [[round(t - offsets[0][0], 4), o] for t, o, _ in offsets] if args.keep_series else None
+        result["windows"] = window_stats([float(o) for _, o, _ in offsets], rate)
     except AssertionError as exc:  # no slave state, a process died: reported, the other runs go on
         result["error"] = str(exc)[-3000:]
     finally:
@@ -114,6 +119,77 @@ def measure(net: NetnsPair, start_gm, transport: str, rate: float, args: argpars
         if gm is not None:
             gm.stop()
     return result
+
+
+WINDOW_S = 10  # the rms of each 10 s of samples: a stall decides its window, not the median of the windows
+
+
+def window_stats(xs: list[float], rate: float) -> dict[str, Any]:
+    """Per-window rms and p99|offset| (windows of WINDOW_S seconds of Syncs), the mean with its standard error, and
+    the means of alternate Syncs (a grandmaster whose every other Sync leaves beside an Announce shows two)."""
+    size = max(8, int(round(WINDOW_S * rate)))
+    windows = [xs[i:i + size] for i in range(0, len(xs) - size + 1, size)]
+    out: dict[str, Any] = {"size": size, "rms_ns": [math.sqrt(sum(x * x for x in w) / len(w)) for w in windows],
+                           "p99_abs_ns": [_p99_abs(w) for w in windows], "samples": xs}
+    if len(xs) >= 2:
+        out["mean_ns"] = statistics.fmean(xs)
+        out["mean_se_ns"] = statistics.stdev(xs) / math.sqrt(len(xs))
+        out["alternate_means_ns"] = [statistics.fmean(xs[0::2]), statistics.fmean(xs[1::2])]
+    return out
+
+
+def _p99_abs(xs: list[float]) -> float:
+    ordered = sorted(abs(x) for x in xs)
+    return ordered[min(len(ordered) - 1, int(math.ceil(0.99 * len(ordered))) - 1)] if ordered else math.nan
+
+
+def bootstrap_ratio(ref: list[list[float]], cand: list[list[float]], statistic, draws: int = 2000,
+                    seed: int = 1) -> tuple[float, float, float]:
+    """The ratio statistic(candidate) / statistic(reference) and its 95 % bootstrap interval, resampling whole
+    windows (lists of values) of each with replacement: windows, not samples, since samples in a window are not
+    independent (a stall spans several)."""
+    import random
+
+    rng = random.Random(seed)
+    point = statistic(cand) / statistic(ref)
+    ratios = sorted(statistic(rng.choices(cand, k=len(cand))) / statistic(rng.choices(ref, k=len(ref)))
+                    for _ in range(draws))
+    return point, ratios[int(0.025 * draws)], ratios[int(0.975 * draws) - 1]
+
+
+def print_windows(res: dict[str, Any]) -> None:
+    """The statistics a shared host's stalls do not decide, over every round's windows: the median of the windows'
+    rms and the p99|offset| of the pooled samples, each as a candidate / ptp4l ratio with a 95 % bootstrap interval
+    (windows resampled), and the means with their standard errors and alternate-Sync split."""
+    wins = {name: [w for r in res["rounds"] if r[name].get("windows") for w in _chunks(r[name]["windows"])]
+            for name in ("reference", "candidate")}
+    if not wins["reference"] or not wins["candidate"]:
+        return
+
+    def median_rms(windows: list[list[float]]) -> float:
+        return statistics.median(math.sqrt(sum(x * x for x in w) / len(w)) for w in windows)
+
+    def pooled_p99(windows: list[list[float]]) -> float:
+        return _p99_abs([x for w in windows for x in w])
+
+    size = res["rounds"][0]["reference"]["windows"]["size"]
+    for label, statistic in (("median window rms", median_rms), ("p99|offset|", pooled_p99)):
+        point, low, high = bootstrap_ratio(wins["reference"], wins["candidate"], statistic)
+        print(f"  {res['transport']:9} {res['rate']:6g}  {label} candidate/ptp4l {point:.2f} "
+              f"[{low:.2f} .. {high:.2f}] ({len(wins['candidate'])} / {len(wins['reference'])} windows of {size})")
+    for name, label in (("reference", "ptp4l"), ("candidate", "candidate")):
+        stats = [r[name]["windows"] for r in res["rounds"] if r[name].get("windows", {}).get("mean_se_ns")]
+        if stats:
+            means = ", ".join(f"{w['mean_ns']:+.0f} +/- {w['mean_se_ns']:.0f}" for w in stats)
+            alternate = ", ".join(f"{w['alternate_means_ns'][0]:+.0f} / {w['alternate_means_ns'][1]:+.0f}"
+                                  for w in stats)
+            print(f"  {res['transport']:9} {res['rate']:6g}  {label:11} mean ns per round {means}; "
+                  f"alternate Syncs {alternate}")
+
+
+def _chunks(windows: dict[str, Any]) -> list[list[float]]:
+    xs, size = windows["samples"], windows["size"]
+    return [xs[i:i + size] for i in range(0, len(xs) - size + 1, size)]
 
 
 def attribute_stalls(trace: str, dev: str, offsets: list[tuple[float, int, float]]) -> dict[str, Any]:
@@ -211,6 +287,7 @@ def measure_together(nets: dict[str, NetnsPair], starters: dict[str, Any], trans
             result["ok"] = result["count"] > 0
             result["offsets"] = ([[round(t - offsets[0][0], 4), o] for t, o, _ in offsets]
                                  if args.keep_series and offsets else None)
+            result["windows"] = window_stats([float(o) for _, o, _ in offsets], rate)
             if trace is not None:
                 result["kernel"] = attribute_stalls(trace, nets[name].if_a, offsets)
     except AssertionError as exc:
@@ -397,6 +474,7 @@ def main() -> int:
         res["ratio_p99_abs"] = cand["p99_abs_ns"] / ref["p99_abs_ns"] if ref["p99_abs_ns"] else math.nan
         print(f"  {res['transport']:9} {res['rate']:6g}  ratio candidate/ptp4l: rms {res['ratio_rms']:.2f}, "
               f"max|offset| {res['ratio_max_abs']:.2f}, p99|offset| {res['ratio_p99_abs']:.2f}")
+        print_windows(res)
         if tracer is not None:
             print_stalls(res)
     if args.json:
