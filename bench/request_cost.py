@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from appliance import settings  # noqa: E402
+from tests.interop.snmp_wire import encode_request  # noqa: E402
 
 WEB_BUDGET_PER_S = settings.WebSettings.__dataclass_fields__["max_requests_per_s"].default
 SNMP_BUDGET_PER_S = settings.SnmpSettings.__dataclass_fields__["max_requests_per_s"].default
@@ -134,24 +135,6 @@ class Client:
         self.conn.close()
 
 
-def getbulk_datagram(community: str, request_id: int) -> bytes:
-    from pyasn1.codec.ber import encoder
-    from pysnmp.proto import api
-
-    v2c = api.PROTOCOL_MODULES[api.SNMP_VERSION_2C]
-    pdu = v2c.GetBulkRequestPDU()
-    v2c.apiBulkPDU.set_defaults(pdu)
-    v2c.apiBulkPDU.set_request_id(pdu, request_id)
-    v2c.apiBulkPDU.set_non_repeaters(pdu, 0)
-    v2c.apiBulkPDU.set_max_repetitions(pdu, 10)
-    v2c.apiBulkPDU.set_varbinds(pdu, [((1, 3, 6, 1, 2, 1, 1), v2c.Null(""))])
-    message = v2c.Message()
-    v2c.apiMessage.set_defaults(message)
-    v2c.apiMessage.set_community(message, community)
-    v2c.apiMessage.set_pdu(message, pdu)
-    return bytes(encoder.encode(message))
-
-
 def http_window(app: Appliance, path: str, requests: int) -> tuple[int, float, int]:
     """(CPU ns of the appliance, wall s, requests answered 200) for ``requests`` GETs of ``path``."""
     if path.endswith(NEW_TLS):
@@ -220,7 +203,8 @@ def main() -> int:
         app = Appliance(Path(tmp))
         try:
             app.wait_ready()
-            datagram = getbulk_datagram("bench", 4242)
+            datagram = encode_request([(1, 3, 6, 1, 2, 1, 1)], "bench", bulk=True, max_repetitions=10,
+                                      request_id=4242)  # the system group, 10 at a time
             costs: dict[str, list[float]] = {kind: [] for kind in KINDS}
             idle: list[float] = []
             failures = 0

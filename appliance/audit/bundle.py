@@ -16,7 +16,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from appliance.audit.chain import AuditError, AuditRecord, VerifyResult, canonical_json, verify_chain
 from appliance.audit.store import AuditStore
-from appliance.edge.persist import fsync_directory
+from appliance.edge.persist import fsync_directory, replace_file, write_temp
 
 KEY_FILE, PUBLIC_KEY_FILE = "audit-signing.key", "audit-signing.pub"
 BUNDLE_FORMAT, BUNDLE_VERSION = "appliance-audit-bundle", 1
@@ -83,7 +82,7 @@ def _create_key(state_dir: Path, key_path: Path) -> Ed25519PrivateKey:
     key = Ed25519PrivateKey.generate()
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                             serialization.NoEncryption())
-    temp = _write_temp(state_dir, pem, _KEY_MODE)
+    temp = write_temp(state_dir, pem, _KEY_MODE, prefix=".audit-")
     try:
         os.link(temp, key_path)  # atomic and exclusive: never a half-written key, never two different keys
     except FileExistsError:
@@ -101,7 +100,7 @@ def _ensure_public_file(path: Path, public: Ed25519PublicKey) -> None:
             return
     except FileNotFoundError:
         pass
-    _replace_file(path, pem, _PUBLIC_MODE)
+    replace_file(path, pem, _PUBLIC_MODE, prefix=".audit-")
 
 
 def public_key_pem(public: Ed25519PublicKey) -> bytes:
@@ -142,7 +141,7 @@ def export_bundle(store: AuditStore, since_tai_ns: int, until_tai_ns: int, key: 
     signature = key.sign(canonical_json(document))
     document["signature"] = {"algorithm": SIGNATURE_ALGORITHM, "value": signature.hex()}
     text = json.dumps(document, sort_keys=True, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
-    _replace_file(Path(path), text.encode("utf-8"), _PUBLIC_MODE)
+    replace_file(Path(path), text.encode("utf-8"), _PUBLIC_MODE, prefix=".audit-")
     return ExportResult(Path(path), len(records), records[0].seq, records[-1].seq, key_fingerprint(key.public_key()))
 
 
@@ -271,33 +270,3 @@ def _is_int(value: Any) -> bool:
 
 def _shorten(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
-
-
-# --- files ---------------------------------------------------------------------------------------------------
-
-
-def _write_temp(directory: Path, data: bytes, mode: int) -> Path:
-    fd, name = tempfile.mkstemp(prefix=".audit-", suffix=".tmp", dir=directory)
-    temp = Path(name)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            os.fchmod(handle.fileno(), mode)
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    return temp
-
-
-def _replace_file(path: Path, data: bytes, mode: int) -> None:
-    """Write ``path`` atomically (temp file in the same directory, fsync, rename, fsync the directory)."""
-    directory = path.parent if str(path.parent) else Path(".")
-    temp = _write_temp(directory, data, mode)
-    try:
-        os.replace(temp, path)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    fsync_directory(directory)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from appliance.audit.chain import AuditRecord
-from appliance.edge.persist import fsync_directory
+from appliance.edge.persist import replace_file
 
 HEAD_SUFFIX = ".head"  # audit.sqlite.head
 EVIDENCE_INFIX = ".truncated-"  # audit.sqlite.truncated-1: a store found cut short, kept as it was
@@ -67,16 +67,7 @@ def write_head(path: Path, record: AuditRecord, store_name: str) -> None:
     document = {"format": HEAD_FORMAT, "version": HEAD_VERSION, "store": store_name, "seq": record.seq,
                 "hash": record.hash, "at_tai_ns": record.at_tai_ns}
     data = (json.dumps(document, sort_keys=True) + "\n").encode("ascii")
-    temp = path.with_name(path.name + ".tmp")  # one writer (the appliance) under the store's lock: a fixed name
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, _FILE_MODE)
-    try:
-        os.fchmod(fd, _FILE_MODE)  # a temp file left by a crash keeps its mode; make sure
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(temp, path)
-    fsync_directory(path.parent)
+    replace_file(path, data, _FILE_MODE, prefix=f".{path.name}.")
 
 
 def copy_private(source: Path, target: Path) -> None:

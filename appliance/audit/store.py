@@ -55,7 +55,8 @@ from appliance.audit.shared_verify import SharedReport, SharedVerify
 from appliance.edge.persist import fsync_directory
 from appliance.units import NS_PER_S
 
-__all__ = ["STORE_FILE", "AuditError", "AuditStore", "AuditTruncated", "Head", "HeadCheck", "SharedReport", "EVIDENCE_INFIX", "HEAD_SUFFIX", "head_path_of", "read_head"]
+__all__ = ["STORE_FILE", "AuditError", "AuditStore", "AuditTruncated", "Head", "HeadCheck", "SharedReport",
+           "EVIDENCE_INFIX", "HEAD_SUFFIX", "head_path_of", "read_head"]
 
 STORE_FILE = "audit.sqlite"
 META_TABLE, HEAD_KEPT_KEY = "audit_meta", "head_file_since_seq"

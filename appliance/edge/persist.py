@@ -39,8 +39,7 @@ def save_state(state_dir: Path, learned: LearnedState) -> Path:
     payload = (json.dumps(dataclasses.asdict(learned), allow_nan=False, indent=2) + "\n").encode()
     _remove_stale_temps(state_dir)
     try:
-        _write_and_rename(state_dir, final, payload)
-        fsync_directory(state_dir)  # the rename itself is durable only once the directory entry is on disk
+        replace_file(final, payload, prefix=_TEMP_PREFIX, suffix=_TEMP_SUFFIX)
     except OSError as exc:
         raise OSError(exc.errno, f"cannot save learned clock state to {final}: {exc.strerror or exc}") from exc
     return final
@@ -61,20 +60,34 @@ def ensure_state_dir(state_dir: Path) -> None:
     os.chmod(state_dir, _DIR_MODE)  # mkdir's mode passes through the umask; the state is nobody else's business
 
 
-def _write_and_rename(state_dir: Path, final: Path, payload: bytes) -> None:
-    # mkstemp: unique name, O_EXCL, mode 0600 - in the same directory, because rename is atomic only there.
-    fd, temp_name = tempfile.mkstemp(prefix=_TEMP_PREFIX, suffix=_TEMP_SUFFIX, dir=state_dir)
-    temp = Path(temp_name)
+def write_temp(directory: Path, data: bytes, mode: int = _FILE_MODE, prefix: str = ".tmp-",
+               suffix: str = ".tmp") -> Path:
+    """``data`` in a new temp file of ``directory`` (unique name, O_EXCL), ``mode`` whatever the umask, fsynced."""
+    fd, name = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=directory)
+    temp = Path(name)
     try:
         with os.fdopen(fd, "wb") as handle:
-            os.fchmod(handle.fileno(), _FILE_MODE)  # mkstemp's 0600 is also filtered by the umask
-            handle.write(payload)
+            os.fchmod(handle.fileno(), mode)  # mkstemp's 0600 is also filtered by the umask
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())  # the data must be on disk before the rename can expose it
-        os.replace(temp, final)
+    except BaseException:
+        _discard(temp)
+        raise
+    return temp
+
+
+def replace_file(path: Path, data: bytes, mode: int = _FILE_MODE, prefix: str = ".tmp-", suffix: str = ".tmp") -> None:
+    """Write ``path`` atomically: a temp file in the same directory (rename is atomic only there), fsync, rename,
+    fsync the directory.  A crash leaves the old file or the new one, and at most a temp file."""
+    directory = path.parent if str(path.parent) else Path(".")
+    temp = write_temp(directory, data, mode, prefix, suffix)
+    try:
+        os.replace(temp, path)
     except BaseException:
         _discard(temp)  # the old file is untouched; only our temp needs to go
         raise
+    fsync_directory(directory)  # the rename itself is durable only once the directory entry is on disk
 
 
 def fsync_directory(state_dir: Path) -> None:

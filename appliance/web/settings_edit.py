@@ -25,6 +25,7 @@ from typing import Any
 import tomli_w
 
 from appliance import config as cfg
+from appliance.edge import persist
 
 OVERRIDES_FILE = cfg.CONSOLE_FILE
 REJECTED_SUFFIX = ".rejected"
@@ -70,7 +71,8 @@ class SettingsEditor:
 
     def rows(self) -> list[dict[str, Any]]:
         with self._lock:
-            return [{"name": s.name, "type": s.type, "value": cfg.shown(s, self.pending.get(s.name, self.config[s.name])),
+            return [{"name": s.name, "type": s.type,
+                     "value": cfg.shown(s, self.pending.get(s.name, self.config[s.name])),
                      "running": cfg.shown(s, self.config[s.name]), "default": s.default, "help": s.help,
                      "restart": s.restart, "allowed": s.allowed(), "pending_restart": s.name in self.pending,
                      "origin": self.config.origins.get(s.name, "default"), "secret": s.secret}
@@ -128,11 +130,4 @@ class SettingsEditor:
         text = render(values)
         if cfg.flatten(tomllib.loads(text)) != {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}:
             raise ValueError("the setting cannot be saved: it does not read back as written")
-        tmp = self.path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, _FILE_MODE)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            os.fchmod(f.fileno(), _FILE_MODE)  # an older temp file, or the umask: 0600 whatever
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        persist.replace_file(self.path, text.encode("utf-8"), _FILE_MODE, prefix=f".{self.path.name}.")

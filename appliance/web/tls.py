@@ -1,8 +1,8 @@
 """The console's TLS: its certificate (the configured one, or a self-signed one made on first start), its server
 context, and the steps of a handshake on a non-blocking socket.
 
-Edge module (files, sockets).  The self-signed certificate (ECDSA P-256, valid ten years, subject alternative names for the
-host name, localhost, 127.0.0.1 and ::1 plus the listen address) and its key (mode 0600) are kept under
+Edge module (files, sockets).  The self-signed certificate (ECDSA P-256, valid ten years, subject alternative names
+for the host name, localhost, 127.0.0.1 and ::1 plus the listen address) and its key (mode 0600) are kept under
 ``state_dir`` and reused on later starts, so a browser's exception for it stays valid.
 """
 
