@@ -53,7 +53,11 @@ def test_spoofing_drill_from_the_command_line(tmp_path: Path, chrony_port: int) 
                      and "offset_ms" in (s["integrity"]["ntp"] or {}), timeout_s=120)
         steps = s["clock"]["steps"]
         assert s["integrity"]["level"] == "ok" and s["integrity"]["usable"]
-        assert abs(s["integrity"]["ntp"]["offset_ms"]) < 2.0  # chronyd serves the host clock, the world's truth
+        # chronyd serves the host clock, the world's truth, which the served clock follows to far better than 0.1 ms:
+        # the offset is within half its exchange's own round trip, the uncertainty it came with (chronyd advertises
+        # no root delay or dispersion), however long a busy host made that round trip; 0.1 ms for ntplib's floats.
+        ntp = s["integrity"]["ntp"]
+        assert abs(ntp["offset_ms"]) <= ntp["uncertainty_ms"] + 0.1, ntp
         assert "NTP check" in cli(state, "status").stdout
 
         out = cli(state, "world", "spoof-step", "2000")

@@ -176,8 +176,10 @@ def test_published_maps_are_followed_and_requests_counted_once(server):
             client.send(request(4, 6))
             assert fields(client.query(request(2))).version == 2
             server.publish(host_map(leap_indicator=1, leap_delta_s=1, leap_at_tai_ns=0, generation=3))
+            sent = time.time_ns()
             h, now = fields(client.query(request())), time.time_ns()  # a leap pending at no instant: no shift
-            assert h.leap == 1 and abs(ntp64_to_posix_ns(h.receive_ts, now) - now) < 5_000_000
+            # Served clock = host clock: received within the exchange, however long a busy host made it.
+            assert h.leap == 1 and sent - 2_000_000 <= ntp64_to_posix_ns(h.receive_ts, now) <= now + 2_000_000
     finally:
         server.publish(host_map(generation=4))
     assert delta(server.settled(), before) == {"requests": 4, "replies": 3, "drop_control_query": 1}
@@ -220,9 +222,10 @@ def test_interleaved_reply_carries_the_kernel_transmit_time(server, key_id):
         assert c.origin_ts == local_rx_b and c.receive_ts != b.receive_ts and c.receive_ts & 1 == 1
         now = time.time_ns()
         kernel_tx_b = ntp64_to_posix_ns(c.transmit_ts, now)
-        # b's kernel transmit time: after a's daemon transmit time (which b carried), by about one round trip of
-        # this client (a fraction of a millisecond alone, more beside other tests on a shared CPU)
-        assert c.transmit_ts != b.transmit_ts and 0 < kernel_tx_b - ntp64_to_posix_ns(b.transmit_ts, now) < 50_000_000
+        # b's kernel transmit time: after a's daemon transmit time (which b carried), and before b's reply was back
+        # here (local_rx_b), however long a busy host made that round trip
+        assert c.transmit_ts != b.transmit_ts and 0 < kernel_tx_b - ntp64_to_posix_ns(b.transmit_ts, now)
+        assert kernel_tx_b <= ntp64_to_posix_ns(local_rx_b, now)
         assert kernel_tx_b < ntp64_to_posix_ns(c.receive_ts, now)
         again = request(origin=b.receive_ts, receive=local_rx_b)
         assert fields(client.query(sign(again))).origin_ts == int.from_bytes(again[40:48], "big")  # only once
@@ -241,6 +244,7 @@ def test_a_request_answering_a_reply_of_the_same_batch_gets_its_kernel_timestamp
         a = fields(client.recv())
         client.send(request(origin=a.receive_ts, receive=5))
         worker.step()
+        b_sent = time.time_ns()  # b's reply, and with it its kernel transmit timestamp, is out by now
         b = fields(client.recv())  # interleaved with a's daemon time: a asked for no kernel timestamp
         client.send(request(origin=b.receive_ts, receive=6))
         worker.step()
@@ -248,8 +252,9 @@ def test_a_request_answering_a_reply_of_the_same_batch_gets_its_kernel_timestamp
     now = time.time_ns()
     assert (b.origin_ts, b.transmit_ts) == (5, a.transmit_ts)
     assert c.origin_ts == 6 and c.transmit_ts != b.transmit_ts
-    # b's reply left after a's daemon time, and not long after (a busy shared host took 4.4 ms between the steps)
-    assert 0 < ntp64_to_posix_ns(c.transmit_ts, now) - ntp64_to_posix_ns(b.transmit_ts, now) < 100_000_000
+    # b's reply left after a's daemon time, and before the step that sent it had returned (however long a busy
+    # shared host made the steps)
+    assert ntp64_to_posix_ns(b.transmit_ts, now) < ntp64_to_posix_ns(c.transmit_ts, now) <= b_sent
 
 
 def test_replies_are_never_larger_than_requests(server):

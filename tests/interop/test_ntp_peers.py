@@ -34,6 +34,10 @@ REFIDS = {b"GNSS", b"GPS", b"GAL", b"BDS", b"GLO", b"QZSS", b"IRNS"}
 HOLDOVER = ["--set", "clock.holdover_spec_ns=60", "--set", "clock.holdover_temp_k=20"]  # locked: ~20 + 3 rms ns
 KEYS = (Key(1, "MD5", os.urandom(20)), Key(2, "SHA1", os.urandom(20)), Key(3, "AES128", os.urandom(16)))
 DENIED = "127.0.0.3"
+PROBE_INTERVAL_S = 0.1  # how often the fixture asks for stratum 1 while the appliance locks
+# The lock is decided on a second's time message, which the simulated receiver sends in three pieces 5 ms apart from
+# 80 ms after the edge (sim/world.py); locked_since_ns names the edge.  The simulation's timing, not this host's.
+MESSAGE_AFTER_EDGE_S = 0.09
 
 
 @dataclass
@@ -41,6 +45,9 @@ class Grandmaster:
     port: int
     state: Path
     lock_seen_late_s: float = math.nan  # from the LOCKED transition to the first stratum-1 reply (polled at 10 Hz)
+    # From sending the last probe answered without the lock to receiving the first answer with it (host clock): how
+    # late a probe could notice the lock, as this run's probes were actually spaced.
+    lock_window_s: float = math.nan
 
     def status(self) -> dict:
         s = status(self.state)
@@ -90,14 +97,21 @@ def _grandmaster(base: Path, learned: bool):
                     "--set", f"ntp.port={port}", "--set", "ntp.workers=1", "--set", f"ntp.keys_file={base / 'keys'}",
                     "--set", f"ntp.deny={DENIED}/32", "--set", "ntp.deny_action=deny")
     try:
+        stale_sent_ns = math.nan  # monotonic: when the last probe answered without the lock was sent
+
         def first_stratum_1() -> int | None:  # its receive timestamp: served time, POSIX ns
+            nonlocal stale_sent_ns
+            sent_ns = time.monotonic_ns()
             a = exchange("127.0.0.1", port, request(), source="127.0.0.60", timeout_s=0.2)
+            if a is not None and a.stats.stratum != 1:
+                stale_sent_ns = sent_ns
             received = int.from_bytes(a.data[32:40], "big") if a and a.stats.stratum == 1 else None
             return None if received is None else ntp64_to_posix_ns(received, time.time_ns())
-        seen_ns = eventually(first_stratum_1, 60, "stratum 1 on the wire", interval_s=0.1)
+        seen_ns = eventually(first_stratum_1, 60, "stratum 1 on the wire", interval_s=PROBE_INTERVAL_S)
+        window_s = (time.monotonic_ns() - stale_sent_ns) / 1e9
         s = wait_for(state, lambda s: s["clock"]["state"] == "LOCKED")
         locked_ns = s["clock"]["locked_since_ns"] - s["leap"]["tai_utc_s"] * 10**9
-        yield Grandmaster(port, state, (seen_ns - locked_ns) / 1e9)
+        yield Grandmaster(port, state, (seen_ns - locked_ns) / 1e9, window_s)
     finally:
         code, err = stop(app)
     assert code == 0, err
@@ -297,31 +311,50 @@ def test_ntpdig_and_sntp_on_port_123_across_namespaces(tmp_path: Path) -> None:
     for binary in ("ntpdig", "sntp"):
         require(binary)
     state = tmp_path / "state"
+    bounds_ns = []  # the error bound the appliance advertises (its root dispersion), around the queries
     with netns_pair() as net:
         app = subprocess.Popen(net.exec(net.ns1, sys.executable, "-m", "appliance", "run", "--set",
                                         f"state_dir={state}", *FAST, "--set", f"ntp.listen={net.addr1}", "--set",
                                         "ntp.port=123"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                env=ENV)
         try:
-            wait_for(state, lambda s: s["clock"]["state"] == "LOCKED", timeout_s=60)
+            s = wait_for(state, lambda s: s["clock"]["state"] == "LOCKED", timeout_s=60)
+            bounds_ns.append(s["clock"]["error_bound_ns"])
             time.sleep(0.2)  # the NTP workers' map follows a state change as soon as the appliance reports it
             # Query and print only: never -s or -S, which would set this machine's clock.
             dig = run(*net.exec(net.ns2, "ntpdig", "-j", "-t", "3", net.addr1))
             sntp = run(*net.exec(net.ns2, "sntp", "-t", "3", net.addr1))
+            s = status(state)
+            bounds_ns.append(None if s is None else s["clock"]["error_bound_ns"])
         finally:
             code, err = stop(app)
+    assert all(b is not None for b in bounds_ns), bounds_ns
+    bound_s = max(bounds_ns) / 1e9
+    # Neither tool prints the round trip itself, but both print the exchange's synchronisation distance (ntpsec's
+    # ntp/packet.py synchd(): half the round trip, plus 15 ppm of it and the server's precision), which ntpdig's
+    # JSON calls "precision" and its text output (and sntp's, here the same program) "+/-".  The served clock is the
+    # host's within the bound the appliance advertises, so each offset is within that distance plus that bound,
+    # however long a busy host made the round trip; 100 us of slack for their printing to the microsecond.
     reply = json.loads(dig.stdout)
     assert reply["stratum"] == 1 and reply["leap"] == "no-leap" and reply["adjusted"] is False
-    assert abs(reply["offset"]) < 0.003 and reply["ip"] == net.addr1
+    assert reply["ip"] == net.addr1
+    assert abs(reply["offset"]) <= reply["precision"] + bound_s + 1e-4, (reply, bound_s)
     # "2026-12-02 15:57:54.631668 (+0000) -0.000013 +/- 0.000281 10.213.199.1 s1 no-leap"
     fields = sntp.stdout.split()
-    assert fields[-3:] == [net.addr1, "s1", "no-leap"], sntp.stdout
-    assert abs(float(fields[3])) < 0.003, sntp.stdout
+    assert fields[-3:] == [net.addr1, "s1", "no-leap"] and fields[4] == "+/-", sntp.stdout
+    assert abs(float(fields[3])) <= float(fields[5]) + bound_s + 1e-4, (sntp.stdout, bound_s)
     assert code == 0, err
 
 
 def test_clients_see_the_lock_as_soon_as_the_appliance_reports_it(gm: Grandmaster) -> None:
-    assert -0.05 <= gm.lock_seen_late_s < 0.3
+    # The appliance decides the lock when the second's time message is in, MESSAGE_AFTER_EDGE_S after the edge it
+    # names, and publishes it then, not with the next second's map.  A probe notices it within the probes' spacing
+    # as this run measured it around the lock (at least PROBE_INTERVAL_S, longer on a busy host); one more such
+    # spacing is the appliance's to handle the message, as promptly as the host runs the probes.  Idle, ~0.29 s;
+    # a lock published a second late still fails.
+    bound_s = MESSAGE_AFTER_EDGE_S + 2 * gm.lock_window_s
+    assert gm.lock_window_s >= PROBE_INTERVAL_S, gm  # a stale probe was seen: the window was measured
+    assert -0.05 <= gm.lock_seen_late_s < bound_s, (gm, bound_s)
 
 
 # --- 7. holdover as clients see it ----------------------------------------------------------------------------------

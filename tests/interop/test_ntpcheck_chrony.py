@@ -3,7 +3,8 @@
 chronyd runs through ``peers.Chronyd`` (``setpriv --bounding-set -sys_time chronyd -x``: it can neither adjust nor
 gain the right to adjust this machine's clock), here as a server: ``local stratum 1`` at a free port on 127.0.0.1 (and
 ::1 where the host has it).  Its time is then the host clock, so the poller's offset against a served time equal to
-the host clock must be near zero, and a served time carried 50 ms away must show as -50 ms and alarm the detector.
+the host clock must be zero within half the exchange's own round trip (chronyd advertises no further bound), and a
+served time carried 50 ms away must show as -50 ms within the same and alarm the detector.
 A missing chronyd fails the test under CI=true and skips it elsewhere (``peers.require``).
 """
 
@@ -18,6 +19,7 @@ import pytest
 
 from appliance.gnss.integrity import Level, NtpCrossCheck
 from appliance.edge.ntp_poller import NtpCrossCheckPoller, NtpSample
+from appliance.units import NS_PER_S
 from tests.interop.peers import Chronyd, eventually
 from tests.interop.procs import free_udp_port
 
@@ -25,6 +27,10 @@ pytestmark = [pytest.mark.interop]
 MS = 1_000_000
 TIMEOUT_S = 1.0
 SPOOFED_BY_NS = 50 * MS
+# ntplib carries timestamps as float seconds since 1900 (about a microsecond apart): the slack on a bound made of what
+# the exchange itself measured, as tests/interop/test_ntp_packets.py allows; not an allowance for a busy host.
+SLACK_NS = 100_000
+NTP_SHORT_NS = NS_PER_S / 2**16  # the resolution of the root delay and dispersion on the wire
 
 
 def _has_ipv6_loopback() -> bool:
@@ -61,22 +67,29 @@ def _poll(port: int, served_ahead_ns: int = 0, host: str = "127.0.0.1") -> list[
 def _assert_sane(sample: NtpSample) -> None:
     assert sample.error == "", sample
     assert sample.stratum == 1
-    # chronyd's local reference has no root delay and ~no dispersion: what remains is half a loopback round trip
-    # through two Python calls, well under a millisecond.
-    assert 0 < sample.uncertainty_ns < 5 * MS, sample
+    # chronyd's local reference advertises no root delay and no root dispersion (at most a unit of the NTP short
+    # format): the uncertainty is half this exchange's own round trip, however long a busy host made it.
+    assert sample.delay_ns is not None and sample.delay_ns > 0, sample
+    assert 0 < sample.uncertainty_ns and abs(sample.uncertainty_ns - sample.delay_ns / 2) <= NTP_SHORT_NS + 1, sample
+
+
+def _assert_offset(sample: NtpSample, expected_ns: int) -> None:
+    # chronyd serves the host clock and stamps the request and its reply inside our exchange: the offset is within
+    # half the exchange's round trip of the truth, plus what chronyd advertises: the sample's uncertainty.
+    assert abs(sample.offset_ns - expected_ns) <= sample.uncertainty_ns + SLACK_NS, sample
 
 
 def test_offset_against_the_host_clock_is_near_zero(chrony_port: int) -> None:
     for sample in _poll(chrony_port):
         _assert_sane(sample)
-        assert abs(sample.offset_ns) < 3 * MS, sample
+        _assert_offset(sample, 0)
         assert NtpCrossCheck().update(sample.offset_ns, sample.uncertainty_ns).verdict is Level.OK
 
 
 def test_a_served_time_carried_away_shows_and_alarms(chrony_port: int) -> None:
     for sample in _poll(chrony_port, served_ahead_ns=SPOOFED_BY_NS):
         _assert_sane(sample)
-        assert abs(sample.offset_ns + SPOOFED_BY_NS) < 3 * MS, sample  # NTP minus served: behind by 50 ms
+        _assert_offset(sample, -SPOOFED_BY_NS)  # NTP minus served: behind by 50 ms
         assert NtpCrossCheck().update(sample.offset_ns, sample.uncertainty_ns).verdict is Level.SPOOFED
 
 
@@ -88,7 +101,7 @@ def test_ipv6_server_in_brackets(chrony_port: int) -> None:
         pytest.skip(message)
     for sample in _poll(chrony_port, host="::1"):
         _assert_sane(sample)
-        assert abs(sample.offset_ns) < 3 * MS, sample
+        _assert_offset(sample, 0)
 
 
 def test_the_thread_polls_chronyd_and_stops(chrony_port: int) -> None:
@@ -110,4 +123,10 @@ def test_the_thread_polls_chronyd_and_stops(chrony_port: int) -> None:
     assert not any(t.name == "ntpcheck" for t in threading.enumerate())
     row = p.status()[server]
     assert row["polls"] == len(seen) >= 2 and row["failures"] == 0 and row["error"] == ""
-    assert abs(row["offset_ms"]) < 3 and 0 < row["uncertainty_ms"] < 5 and row["stratum"] == 1
+    for sample in seen:
+        _assert_sane(sample)
+        _assert_offset(sample, 0)
+    # the status shows the last sample, with the uncertainty it came with
+    last = seen[-1]
+    assert (row["offset_ms"], row["uncertainty_ms"]) == (last.offset_ns / 1e6, last.uncertainty_ns / 1e6)
+    assert row["stratum"] == 1

@@ -161,18 +161,21 @@ def test_asyncio_scheduler_fires_roughly_on_time_and_cancel_prevents_it():
         handle = sched.call_later(10 * MS, lambda: fired.setdefault("cancelled", 0))
         handle.cancel()
         await asyncio.sleep(0.08)
-        return fired
+        return fired, time.monotonic_ns() - start
 
-    fired = asyncio.run(scenario())
+    fired, ran_ns = asyncio.run(scenario())
     assert set(fired) == {"on-time"}
-    assert 25 * MS <= fired["on-time"] <= 500 * MS
+    # Not early; late only as the loop was (before the 80 ms sleep ended, however long a busy host made that).
+    assert 25 * MS <= fired["on-time"] <= ran_ns
 
 
 def test_asyncio_scheduler_uses_the_given_clock():
     async def scenario():
         offset = 37 * S
         sched = AsyncioScheduler(asyncio.get_running_loop(), lambda: time.time_ns() + offset)
-        assert abs(sched.now_ns() - (time.time_ns() + offset)) < 100 * MS
+        before_ns = time.time_ns()
+        now_ns = sched.now_ns()
+        assert before_ns + offset <= now_ns <= time.time_ns() + offset  # the given clock, read between ours
         done = asyncio.Event()
         handle = sched.call_at(sched.now_ns() + 20 * MS, done.set)
         await asyncio.wait_for(done.wait(), 2)
