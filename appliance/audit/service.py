@@ -242,13 +242,7 @@ def open_stores(state_dir: Path, config: Any, table: leap.LeapTable) -> tuple[Au
     """The audit store, the time-quality log (or None) and the syslog forwarder (or None) the settings ask for."""
     store = AuditStore(state_dir / "audit.sqlite", config.audit.max_age_days * 86_400,
                        config.audit.max_records)
-    quality = None
-    if config.quality.enabled:
-        from appliance.audit.tqlog import TimeQualityLog
-
-        keep_s = config.quality.keep_days * 86_400
-        quality = TimeQualityLog(state_dir / "quality.sqlite", min(86_400, keep_s), min(30 * 86_400, keep_s),
-                                 keep_s, leap_table=table)
+    quality = open_quality(state_dir, config, table) if config.quality.enabled else None
     forwarder = None
     target = config.audit.syslog
     if target:
@@ -259,3 +253,12 @@ def open_stores(state_dir: Path, config: Any, table: leap.LeapTable) -> tuple[Au
             raise ValueError(f"audit.syslog {target!r}: expected HOST:PORT")
         forwarder = SyslogForwarder(host.strip("[]"), int(port), config.audit.syslog_facility)
     return store, quality, forwarder
+
+
+def open_quality(state_dir: Path, config: Any, table: leap.LeapTable) -> Any:
+    """The time-quality log with the retention the settings ask for (the console process opens it to read)."""
+    from appliance.audit.tqlog import TimeQualityLog
+
+    keep_s = config.quality.keep_days * 86_400
+    return TimeQualityLog(state_dir / "quality.sqlite", min(86_400, keep_s), min(30 * 86_400, keep_s), keep_s,
+                          leap_table=table)

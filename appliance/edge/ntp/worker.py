@@ -31,6 +31,7 @@ from appliance.protocol.ntp import auth
 from appliance.protocol.clockmap import ClockMap, not_ready
 from appliance.outputs.ntp.server import LOW_BIT, Drop, NtpServer, ServerConfig
 from appliance.edge.ntp.shm import ClockReader
+from appliance.edge.proc import die_with_parent
 
 log = logging.getLogger("appliance.ntp.worker")
 SO_TIMESTAMPING = 37
@@ -48,7 +49,6 @@ SO_EE_ORIGIN_TIMESTAMPING = 4
 ANC_SIZE = socket.CMSG_SPACE(48) + socket.CMSG_SPACE(64)
 RECV_SIZE = 1100  # larger than the largest request we accept, so oversize is seen as such
 BATCH = 64
-PR_SET_PDEATHSIG = 1
 SO_ATTACH_REUSEPORT_CBPF = 51
 SKF_NET_OFF = -0x100000  # classic BPF: loads relative to the network (IP) header
 ORIGIN_END = 32  # the origin timestamp is bytes 24-31 of a request
@@ -237,7 +237,7 @@ def worker_main(index: int, shm_name: str, listen: str, port: int, config: dict[
                 fast_path: bool, workers: int = 1) -> None:
     """Entry point of a worker process (spawned by the appliance); ``workers``: how many share the port."""
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s %(levelname)s ntp-worker-{index}: %(message)s")
-    _die_with_parent()
+    die_with_parent()
     stopping = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stopping.update(now=True))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the appliance decides when workers stop
@@ -259,13 +259,6 @@ def worker_main(index: int, shm_name: str, listen: str, port: int, config: dict[
     finally:
         sock.close()
         reader.close()
-
-
-def _die_with_parent() -> None:
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
 
 
 def config_dict(config: ServerConfig) -> dict[str, Any]:
