@@ -4,9 +4,10 @@ core the shipped budgets let them take from time serving.
     python bench/request_cost.py [--windows 7] [--requests 200] [--snmp-requests 300] [--idle-s 2]
 
 Runs ``appliance run`` on its embedded default (simulated receiver and OCXO) with the console and the SNMP agent on
-loopback, and measures the CPU time of the appliance's own process (every thread: the event loop that runs the SNMP
-agent, the console's connection gate and workers) from the kernel's per-thread accounting, in nanoseconds
-(``/proc/<pid>/task/*/schedstat``; its NTP worker is another process and is not counted).  A window sends one kind
+loopback, and measures the CPU time of the appliance's own process (every thread: the event loop that serves PTP
+and runs the SNMP agent and the console's calls) and, apart, of its console process (``appliance.web.process``,
+at SCHED_IDLE: TLS, Flask, SQLite reads) from the kernel's per-thread accounting, in nanoseconds
+(``/proc/<pid>/task/*/schedstat``; the NTP workers are other processes and are not counted).  A window sends one kind
 of request back to back, ``--requests`` of them over one kept-alive HTTPS connection (or ``--snmp-requests`` SNMP
 GETBULKs of 10 repetitions from one UDP socket), and its cost per request is the window's CPU time less what the
 process spent, per second, in the idle windows beside it (reference: the same process, the same run, asked nothing),
@@ -16,7 +17,9 @@ The windows of every kind and the idle ones are interleaved, ``--windows`` round
 falls on all of them.  Printed per kind: the median cost per request over the windows with a 95 % bootstrap
 interval, and the ratio to the idle process's CPU per second.
 
-Then the arithmetic: the shipped budgets cap what all clients together can ask (``web.max_requests_per_s`` = 20
+Then the arithmetic: what the console takes from time serving is its cost in the appliance's process (the status
+it is published, the calls it makes); its own process runs only when no time-serving task wants the CPU.  The shipped
+budgets cap what all clients together can ask (``web.max_requests_per_s`` = 20
 console requests/s, ``snmp.max_requests_per_s`` = 100 SNMP requests/s; beyond them requests wait their turn), so the
 worst case is the dearest console request at its budget plus the dearest SNMP request at its, as a share of one core,
 printed against the 5 % target.  The console's budget paces requests, not TLS handshakes, so the new-connection
@@ -84,6 +87,7 @@ class Appliance:
         self.log = open(base / "appliance.log", "w")
         self.proc = subprocess.Popen(command, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT)
         self.token = ""
+        self.console_ns = 0  # the console process's CPU in the last HTTP window
 
     def wait_ready(self) -> None:
         deadline = time.monotonic() + 60
@@ -135,15 +139,34 @@ class Client:
         self.conn.close()
 
 
+def console_pid(app: Appliance) -> int | None:
+    """The appliance's console process, if it runs one."""
+    for child in Path(f"/proc/{app.proc.pid}/task").glob("*/children"):
+        for pid in child.read_text().split():
+            try:
+                if b"appliance.web.process" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    return int(pid)
+            except OSError:
+                continue
+    return None
+
+
+def console_cpu_ns(app: Appliance) -> int:
+    pid = console_pid(app)
+    return process_cpu_ns(pid) if pid is not None else 0
+
+
 def http_window(app: Appliance, path: str, requests: int) -> tuple[int, float, int]:
-    """(CPU ns of the appliance, wall s, requests answered 200) for ``requests`` GETs of ``path``."""
+    """(CPU ns of the appliance, wall s, requests answered 200) for ``requests`` GETs of ``path``; the console
+    process's CPU ns over the same window is added to ``app.console_ns``."""
     if path.endswith(NEW_TLS):
         return new_connection_window(app, path.removesuffix(NEW_TLS), requests)
     client = Client(app.web_port, app.token)
     try:
         client.get(path)  # the connection's handshake is not the request's cost
-        cpu0, t0 = process_cpu_ns(app.proc.pid), time.perf_counter()
+        cpu0, con0, t0 = process_cpu_ns(app.proc.pid), console_cpu_ns(app), time.perf_counter()
         ok = sum(client.get(path) == 200 for _ in range(requests))
+        app.console_ns = console_cpu_ns(app) - con0
         return process_cpu_ns(app.proc.pid) - cpu0, time.perf_counter() - t0, ok
     finally:
         client.close()
@@ -151,7 +174,7 @@ def http_window(app: Appliance, path: str, requests: int) -> tuple[int, float, i
 
 def new_connection_window(app: Appliance, path: str, requests: int) -> tuple[int, float, int]:
     """As http_window, each request on a connection of its own (TCP, TLS handshake, request, close)."""
-    cpu0, t0 = process_cpu_ns(app.proc.pid), time.perf_counter()
+    cpu0, con0, t0 = process_cpu_ns(app.proc.pid), console_cpu_ns(app), time.perf_counter()
     ok = 0
     for _ in range(requests):
         client = Client(app.web_port, app.token)
@@ -159,6 +182,7 @@ def new_connection_window(app: Appliance, path: str, requests: int) -> tuple[int
             ok += client.get(path) == 200
         finally:
             client.close()
+    app.console_ns = console_cpu_ns(app) - con0
     return process_cpu_ns(app.proc.pid) - cpu0, time.perf_counter() - t0, ok
 
 
@@ -206,6 +230,7 @@ def main() -> int:
             datagram = encode_request([(1, 3, 6, 1, 2, 1, 1)], "bench", bulk=True, max_repetitions=10,
                                       request_id=4242)  # the system group, 10 at a time
             costs: dict[str, list[float]] = {kind: [] for kind in KINDS}
+            console: dict[str, list[float]] = {kind: [] for kind in KINDS if not kind.startswith("snmp")}
             idle: list[float] = []
             failures = 0
             for _ in range(2):  # warm up: templates, caches, the MIB view
@@ -220,6 +245,8 @@ def main() -> int:
                     cpu_ns, wall_s, ok = (snmp_window(app, n, datagram) if kind.startswith("snmp")
                                           else http_window(app, kind, n))
                     measured[kind] = (cpu_ns, wall_s, ok, n)
+                    if kind in console:
+                        console[kind].append(app.console_ns / max(ok, 1))
                     failures += n - ok
                 after = idle_window(app, args.idle_s)
                 idle_ns_per_s = (before + after) / 2
@@ -242,6 +269,10 @@ def main() -> int:
         medians[kind] = med
         print(f"{kind:<26} {med / 1e3:>13.0f} us {low / 1e3:>9.0f} .. {high / 1e3:>6.0f} us "
               f"{med / idle_med if idle_med else float('nan'):>17.3f}")
+    print("\nthe console process's own CPU per request (SCHED_IDLE: it runs when time serving leaves the CPU):")
+    for kind, values in console.items():
+        low, high = bootstrap_median(values)
+        print(f"{kind:<26} {statistics.median(values) / 1e3:>13.0f} us {low / 1e3:>9.0f} .. {high / 1e3:>6.0f} us")
     web_worst = max(medians[k] for k in KINDS if not k.startswith("snmp"))
     web_high = max(bootstrap_median(costs[k])[1] for k in KINDS if not k.startswith("snmp"))
     snmp_cost, snmp_high = medians["snmp getbulk"], bootstrap_median(costs["snmp getbulk"])[1]
