@@ -54,8 +54,9 @@ def web_console(config: Config, runtime: Runtime, loop: asyncio.AbstractEventLoo
         log.warning("web console: no users yet: made user 'admin'; its password is in %s (change it, then delete "
                     "the file)", made)
 
-    def audit_append(kind: str, actor: str, text: str, detail: dict[str, Any]) -> int:
-        return int(audit.append(runtime.now_tai_ns(), kind, actor, text, detail).seq)
+    def audit_append(kind: str, actor: str, text: str, detail: dict[str, Any]) -> int | None:
+        record = audit.append(runtime.now_tai_ns(), kind, actor, text, detail)  # None: refused (logged)
+        return None if record is None else int(record.seq)
 
     cert = Path(w.cert).expanduser() if w.cert else state_dir / "web-cert.pem"
     key = Path(w.key).expanduser() if w.key else state_dir / "web-key.pem"

@@ -87,6 +87,8 @@ class ConsoleProcess:
 
     def _spawn(self) -> None:
         self._restart_handle = None
+        if self.proc is not None:
+            self.proc.wait()  # the one _lost found dead or killed a pause ago: reaped at once
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self.proc = subprocess.Popen([sys.executable, "-m", "appliance.web.process", str(theirs.fileno())],
@@ -133,13 +135,12 @@ class ConsoleProcess:
         self._close_link()
         if self._stopping:
             return
-        code = None
-        if self.proc is not None:
-            try:
-                code = self.proc.wait(1.0)
-            except subprocess.TimeoutExpired:
+        code: int | str | None = None
+        if self.proc is not None:  # never wait on the loop: one still running is killed, and reaped at the restart
+            code = self.proc.poll()
+            if code is None:
                 self.proc.kill()
-                code = self.proc.wait()
+                code = "killed"
         if time.monotonic() - self._started_mono > RESTART_RESET_S:
             self._restart_s = RESTART_FIRST_S
         self.error = f"console process stopped ({reason}; exit status {code}): restarting in {self._restart_s:g} s"
@@ -290,12 +291,6 @@ class Feed:
     def posix_ms(self, tai_ns: int) -> int:
         return leap.tai_to_posix_ns(tai_ns, self.table)[0] // 1_000_000
 
-    def start(self) -> None:  # the part's publisher: the appliance publishes, nothing to start or stop here
-        pass
-
-    def stop(self) -> None:
-        pass
-
 
 def console_context(start: dict[str, Any], feed: Feed, channel: Channel) -> Any:
     """The WebContext of the console process: its own readers of the state files, calls for everything else."""
@@ -386,7 +381,7 @@ def child_main(fd: int) -> int:
     logging.basicConfig(level=first.get("log_level", logging.INFO), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     feed = Feed(first["publication"])
-    part = WebPart(console_context(first, feed, channel), feed, first["listen"], int(first["port"]),
+    part = WebPart(console_context(first, feed, channel), first["listen"], int(first["port"]),
                    Path(first["cert"]), Path(first["key"]), Path(first["state_dir"]))
     part.start()
     stopped = threading.Event()

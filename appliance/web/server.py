@@ -1,13 +1,12 @@
-"""Serving the console: cheroot (a production WSGI server) with TLS in a thread, fed by the appliance's loop.
+"""Serving the console: cheroot (a production WSGI server) with TLS in threads of the console process.
 
-Edge module (sockets, threads).  ``WebPart`` is started and stopped with the runner's other parts.  Twice a second,
-on the appliance's event loop, it publishes the status as a plain dict; the web threads read that dict and never
-touch the engines.  Operator commands go the other way: posted to the loop, answered through a future.
+Edge module (sockets, threads).  ``WebPart`` runs in the console's own process (``web/process.py``), which the
+appliance feeds with its status twice a second; the web threads read that dict and never touch the engines.
+Operator commands go the other way, as calls the appliance runs on its event loop.
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import errno
 import logging
@@ -32,7 +31,6 @@ from appliance.web.app import WebContext, create_app
 from appliance.web.tls import Opening, Step, ensure_certificate, handshake_step, harden, opening, refuse_plain_http
 
 log = logging.getLogger("appliance.web")
-PUBLISH_S = 0.5
 
 
 def secret_key(state_dir: Path) -> bytes:
@@ -49,37 +47,6 @@ def secret_key(state_dir: Path) -> bytes:
     with os.fdopen(fd, "wb") as f:
         f.write(data)
     return data
-
-
-class Publisher:
-    """The latest status as a dict, refreshed on the loop; read from any thread."""
-
-    def __init__(self, status: Any, loop: asyncio.AbstractEventLoop):
-        from appliance.status import to_dict
-
-        self._status, self._to_dict, self.loop = status, to_dict, loop
-        self.latest: dict[str, Any] = to_dict(status())
-        self.at_mono_ns = time.monotonic_ns()
-        self._handle: asyncio.TimerHandle | None = None
-
-    def start(self) -> None:
-        self._tick()
-
-    def _tick(self) -> None:
-        self.latest, self.at_mono_ns = self._to_dict(self._status()), time.monotonic_ns()
-        self._handle = self.loop.call_later(PUBLISH_S, self._tick)
-
-    def stop(self) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
-
-    def now_tai_ns(self) -> int:
-        return int(self.latest["at_tai_ns"]) + time.monotonic_ns() - self.at_mono_ns
-
-    def run_on_loop(self, fn: Any, *args: Any, timeout_s: float = 5.0) -> Any:
-        async def call() -> Any:
-            return fn(*args)
-        return asyncio.run_coroutine_threadsafe(call(), self.loop).result(timeout_s)
 
 
 WEB_NICE = 19  # the console's threads yield the CPU to NTP, PTP and the clock (see lower_priority)
@@ -552,17 +519,16 @@ class WebServer:
 
 
 class WebPart:
-    """The console, started and stopped with the appliance; a port it cannot bind is logged, not fatal."""
+    """The console server of the console process; a port it cannot bind is logged and reported, not fatal."""
 
-    def __init__(self, ctx: WebContext, publisher: Publisher, host: str, port: int, cert: Path, key: Path,
+    def __init__(self, ctx: WebContext, host: str, port: int, cert: Path, key: Path,
                  state_dir: Path):
-        self.ctx, self.publisher, self.host, self.port = ctx, publisher, host, port
+        self.ctx, self.host, self.port = ctx, host, port
         self.cert, self.key, self.state_dir = cert, key, state_dir
         self.server: WebServer | None = None
         self.error = ""
 
     def start(self) -> None:
-        self.publisher.start()
         try:
             if ensure_certificate(self.cert, self.key, self.host, datetime.datetime.now(datetime.timezone.utc)):
                 log.warning("web console: made a self-signed certificate %s (set web.cert and web.key to use "
@@ -583,7 +549,6 @@ class WebPart:
             self.server = None
 
     def stop(self) -> None:
-        self.publisher.stop()
         if self.server is not None:
             self.server.stop()
 

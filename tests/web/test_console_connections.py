@@ -246,21 +246,12 @@ def test_the_accepting_thread_runs_at_low_priority(env: ConsoleEnv, certificate:
                 or os.getpriority(os.PRIO_PROCESS, accepting.native_id) == 19)
 
 
-class _Publisher:
-    def start(self) -> None:
-        pass
-
-    def stop(self) -> None:
-        pass
-
-
 def test_a_port_in_use_is_reported_in_the_status(env: ConsoleEnv, tmp_path: Path) -> None:
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))
     taken.listen()
     port = taken.getsockname()[1]
-    part = WebPart(env.ctx, _Publisher(), "127.0.0.1", port, tmp_path / "web.crt", tmp_path / "web.key",  # type: ignore[arg-type]
-                   env.state_dir)
+    part = WebPart(env.ctx, "127.0.0.1", port, tmp_path / "web.crt", tmp_path / "web.key", env.state_dir)
     try:
         part.start()
         status = part.status()
