@@ -373,8 +373,17 @@ def _ptp_line(ptp: dict[str, Any]) -> str:
             f" ({ptp.get('slaves_seen', 0)} seen), {ptp.get('unicast_clients', 0)} unicast clients, "
             f"{counters.get('tx_sync', 0)} Sync, {counters.get('tx_delay_resp', 0)} Delay_Resp, "
             f"{counters.get('tx_pdelay_resp', 0)} Pdelay_Resp, {drops} dropped"
+            + _lateness_text(ptp.get("sync_lateness"))
             + (f"; better master {masters[0]['grandmaster']} class {masters[0]['clock_class']}" if masters and
                ptp["state"] == "PASSIVE" else ""))
+
+
+def _lateness_text(late: dict[str, Any] | None) -> str:
+    """How late the Syncs left against their slots (transmit timestamp minus slot), when any has."""
+    if not late or not late.get("syncs"):
+        return ""
+    return (f"; Sync lateness p99 {late['p99_us']:g} us, max {late['max_us']:g} us, {late['late_over_1ms']} of "
+            f"{late['syncs']} over 1 ms")
 
 
 def _fix_name(epoch: dict[str, Any]) -> str:

@@ -100,7 +100,8 @@ class PtpService:
         return self.port.handle_tx_timestamp(token, tx_ts_ns) if self.port else []
 
     def _timers(self, now_ns: int) -> list[Send]:
-        """Due timers; what goes out now carries the served clock's time now as its estimate."""
+        """Due timers; what goes out now carries the served clock's time now as its estimate.  ``now_ns`` (monotonic)
+        was read just before it: the port maps a Sync's slot onto the served clock through this pair."""
         return self.port.handle_timer(now_ns, self.clock_map.served_tai_ns(time.time_ns())) if self.port else []
 
     def _take_notices(self, actions: list[Send]) -> None:

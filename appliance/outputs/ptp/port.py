@@ -10,7 +10,8 @@ slave); the BMCA (bmca.py) recommends MASTER or PASSIVE.  The port is two-step: 
 its Follow_Up carries the transmit timestamp; the same for Pdelay_Resp and Pdelay_Resp_Follow_Up.  Both delay
 mechanisms are served, and unicast negotiation (16.1) grants Announce, Sync and Delay_Resp streams to clients within
 the profile's limits.  Anything malformed, from another domain, from ourselves, over a client's rate or outside the
-allowed networks is dropped and counted by reason, never raised.
+allowed networks is dropped and counted by reason, never raised.  Each Sync's transmit timestamp is held against
+the slot it was due in (``sync_lateness``, lateness.py): how late the port sends under load, in its status.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from appliance.protocol.limits import AccessRules, Limit, RateLimiter
 from appliance.protocol.ptp import codec as c
 from appliance.protocol.ptp.bmca import Candidate, Decision, ForeignMasters, best, decide
 from appliance.outputs.ptp.datasets import AnnouncedQuality, GrandmasterView
+from appliance.outputs.ptp.lateness import SyncLateness
 from appliance.outputs.ptp.notices import ManagementSet, MasterAgain, Outranked, PortNotice
 from appliance.protocol.ptp.port_common import (DISABLED, FAULTY, INITIALIZING, LISTENING, MASTER, PASSIVE,
                                                 PORT_STATE_CODES, PRE_MASTER, PortStateMachine, Send, TxTimestamps,
@@ -138,6 +140,7 @@ class PtpPort(PortStateMachine):
         self.outranked_by: tuple[bytes, c.PortIdentity] | None = None  # the foreign master that made it PASSIVE
         self.log_sync = config.log_sync_interval
         self.log_announce = config.log_announce_interval
+        self.sync_lateness = SyncLateness()  # each Sync's transmit timestamp against its slot
 
     # --- state --------------------------------------------------------------------------------------------
     def _event(self, event: str, now_ns: int, reason: str) -> list[Send]:
@@ -294,7 +297,7 @@ class PtpPort(PortStateMachine):
             return [self._announce(served_ns)] if self.config.multicast else []
         if kind == "sync" and self.state == MASTER and self.config.multicast:
             self._at(_next_slot(at, interval_ns(self.log_sync), now_ns), "sync")
-            return self._sync(served_ns, None, self.log_sync, now_ns)
+            return self._sync(served_ns, None, self.log_sync, now_ns, at)
         if kind == "pdelay" and self.state in (LISTENING, MASTER, PASSIVE):
             self._at(now_ns + interval_ns(self.config.log_min_pdelay_req_interval), "pdelay")
             return self._pdelay_req(served_ns, now_ns)
@@ -352,11 +355,16 @@ class PtpPort(PortStateMachine):
         self._count("tx_announce")
         return Send(c.encode(msg), False, client.address if client else None)
 
-    def _sync(self, served_ns: int, client: UnicastClient | None, log_interval: int, now_ns: int) -> list[Send]:
+    def _sync(self, served_ns: int, client: UnicastClient | None, log_interval: int, now_ns: int,
+              slot_ns: int) -> list[Send]:
+        """A two-step Sync for the slot due at ``slot_ns`` (monotonic).  The slot goes with it onto the served clock
+        through the pair the edge read together (``now_ns``, ``served_ns``), so that its transmit timestamp, on the
+        served clock too, tells how late it left (``sync_lateness``)."""
         seq = self._next_seq(c.MsgType.SYNC, client)
         flags = c.FLAG_TWO_STEP | (c.FLAG_UNICAST if client is not None else 0)
         to = client.address if client is not None else None
-        token = self._pending.expect(c.MsgType.SYNC, (seq, to, log_interval, flags), now_ns)
+        slot_served_ns = served_ns - (now_ns - slot_ns)
+        token = self._pending.expect(c.MsgType.SYNC, (seq, to, log_interval, flags, slot_served_ns), now_ns)
         self._count("tx_sync")
         return [Send(c.encode(c.Sync(self._header(c.MsgType.SYNC, seq, log_interval, flags), max(0, served_ns))),
                      True, to, token=token)]
@@ -364,7 +372,8 @@ class PtpPort(PortStateMachine):
     def handle_tx_timestamp(self, token: int, tx_ts_ns: int) -> list[Send]:
         kind, ctx = self._pending.take(token) or (None, None)
         if kind == c.MsgType.SYNC:
-            seq, to, log_interval, flags = ctx
+            seq, to, log_interval, flags, slot_served_ns = ctx
+            self.sync_lateness.add(tx_ts_ns - slot_served_ns)
             self._count("tx_follow_up")
             msg = c.FollowUp(self._header(c.MsgType.FOLLOW_UP, seq, log_interval, flags & c.FLAG_UNICAST), tx_ts_ns)
             return [Send(c.encode(msg), False, to)]
@@ -691,7 +700,7 @@ class PtpPort(PortStateMachine):
         self._at(_next_slot(at, step, now_ns), kind, key)
         if mtype == c.MsgType.SYNC:
             client.sent_sync += 1
-            return self._sync(served_ns, client, grant.log_interval, now_ns)
+            return self._sync(served_ns, client, grant.log_interval, now_ns, at)
         return [self._announce(served_ns, client, grant.log_interval)]
 
     # --- the read model ----------------------------------------------------------------------------------------
@@ -721,6 +730,7 @@ class PtpPort(PortStateMachine):
                                                                   if now_ns - s.last_seen_ns < 60 * NS_PER_S),
             "slaves": slaves, "unicast_clients": len(self.clients),
             "counters": dict(sorted(self.counters.items())),
+            "sync_lateness": self.sync_lateness.snapshot(),
             "transitions": self.transition_rows(now_ns),
         }
 
