@@ -257,3 +257,49 @@ def test_body_unpack_fails_only_with_tlv(body_type: type, data: bytes) -> None:
         body_type.unpack(data)
     except c.PtpDecodeError as exc:
         assert exc.reason == "tlv"
+
+
+@FAST
+@given(st.sampled_from([c.MsgType.SYNC, c.MsgType.DELAY_REQ, c.MsgType.FOLLOW_UP, c.MsgType.DELAY_RESP]), u8, ports,
+       u16, u16, i64, i8, timestamps, ports)
+def test_the_steady_state_encoder_writes_what_encode_writes(mtype: c.MsgType, domain: int, source: c.PortIdentity,
+                                                            seq: int, flags: int, correction: int, log_interval: int,
+                                                            ts_ns: int, requesting: c.PortIdentity) -> None:
+    header = c.Header(mtype, domain, source, seq, flags=flags, correction=correction, log_interval=log_interval)
+    if mtype == c.MsgType.DELAY_RESP:
+        want = c.encode(c.DelayResp(header, ts_ns, requesting))
+        got = c.encode_timestamped(mtype, domain, source, seq, flags, log_interval, ts_ns, correction, requesting)
+    else:
+        cls = {c.MsgType.SYNC: c.Sync, c.MsgType.DELAY_REQ: c.DelayReq, c.MsgType.FOLLOW_UP: c.FollowUp}[mtype]
+        want = c.encode(cls(header, ts_ns))
+        got = c.encode_timestamped(mtype, domain, source, seq, flags, log_interval, ts_ns, correction)
+    assert got == want
+
+
+@FAST
+@given(u16, timestamps, u16, timestamps, qualities, tlv_lists)
+def test_a_restamped_announce_is_the_announce_encoded_with_that_sequence_and_timestamp(
+        seq0: int, ts0: int, seq: int, ts_ns: int, quality: c.ClockQuality, tlvs: tuple[c.AnyTlv, ...]) -> None:
+    def announce(s: int, t: int) -> bytes:
+        header = c.Header(c.MsgType.ANNOUNCE, 44, c.PortIdentity(b"\x02" * 8, 1), s, flags=0x0404, log_interval=0)
+        return c.encode(c.Announce(header, t, 37, 128, quality, 128, b"\x02" * 8, 0, 0x20, tlvs))
+
+    assert c.restamp(announce(seq0, ts0), seq, ts_ns) == announce(seq, ts_ns)
+
+
+def test_the_steady_state_encoder_refuses_what_encode_refuses() -> None:
+    port = c.PortIdentity(b"\x02" * 8, 1)
+    for bad in (dict(ts_ns=-1), dict(ts_ns=2**48 * 10**9), dict(sequence_id=0x10000), dict(domain=256)):
+        args = dict(message_type=c.MsgType.SYNC, domain=0, source_port=port, sequence_id=1, flags=0, log_interval=0,
+                    ts_ns=0) | bad
+        try:
+            c.encode_timestamped(**args)
+        except ValueError:
+            continue
+        raise AssertionError(f"accepted {bad}")
+    for mtype, requesting in ((c.MsgType.ANNOUNCE, None), (c.MsgType.SYNC, port)):
+        try:
+            c.encode_timestamped(mtype, 0, port, 1, 0, 0, 0, requesting_port=requesting)
+        except ValueError:
+            continue
+        raise AssertionError(f"accepted {mtype!r} with {requesting}")

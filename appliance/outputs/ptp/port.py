@@ -37,6 +37,8 @@ from appliance.protocol.ptp.profiles import PortConfig
 from appliance.units import NS_PER_S
 
 MAX_SLAVES_SEEN = 1024
+SNAPSHOT_SLAVES = 64  # the most recent slaves the status lists
+SLAVE_ACTIVE_NS = 60 * NS_PER_S  # a slave heard within this is active
 MAX_NOTICES = 256  # notices the edge has not taken yet; beyond, the oldest go (the edge takes them after every call)
 ALL_PORTS = c.PortIdentity(b"\xff" * 8, 0xFFFF)
 # The managementIds a SET names, for the notice of a refused one (Table 59).
@@ -141,6 +143,7 @@ class PtpPort(PortStateMachine):
         self.log_sync = config.log_sync_interval
         self.log_announce = config.log_announce_interval
         self.sync_lateness = SyncLateness()  # each Sync's transmit timestamp against its slot
+        self._announce_cache: dict[tuple[int, bool], tuple[Any, bytes]] = {}  # (interval, unicast) -> said, bytes
 
     # --- state --------------------------------------------------------------------------------------------
     def _event(self, event: str, now_ns: int, reason: str) -> list[Send]:
@@ -332,13 +335,26 @@ class PtpPort(PortStateMachine):
         self.counters[name] = self.counters.get(name, 0) + n
 
     def _announce(self, served_ns: int, client: UnicastClient | None = None, log_interval: int | None = None) -> Send:
+        """An Announce: encoded once for what it says (the view, priorities, interval, flags), then per client and
+        second only its sequenceId and originTimestamp rewritten (``codec.restamp``)."""
+        log, unicast = self.log_announce if log_interval is None else log_interval, client is not None
+        said = (self.view, self.priority1, self.priority2)
+        cached = self._announce_cache.get((log, unicast))
+        if cached is None or cached[0] != said:
+            cached = self._announce_cache[(log, unicast)] = (said, self._encode_announce(unicast, log))
+        self._count("tx_announce")
+        data = c.restamp(cached[1], self._next_seq(c.MsgType.ANNOUNCE, client), max(0, served_ns))
+        return Send(data, False, client.address if client else None)
+
+    def _encode_announce(self, unicast: bool, log_interval: int) -> bytes:
+        """What an Announce says now, with sequenceId and originTimestamp 0 (``_announce`` fills them in)."""
         v = self.view
         flags = ((c.FLAG_LEAP61 if v.leap61 else 0) | (c.FLAG_LEAP59 if v.leap59 else 0)
                  | (c.FLAG_UTC_OFFSET_VALID if v.utc_offset_valid else 0)
                  | (c.FLAG_PTP_TIMESCALE if v.ptp_timescale else 0)
                  | (c.FLAG_TIME_TRACEABLE if v.time_traceable else 0)
                  | (c.FLAG_FREQUENCY_TRACEABLE if v.frequency_traceable else 0)
-                 | (c.FLAG_UNICAST if client is not None else 0))
+                 | (c.FLAG_UNICAST if unicast else 0))
         tlvs: tuple[Any, ...] = ()
         if self.config.c37238_tlv:
             bound = v.error_bound_ns
@@ -346,14 +362,10 @@ class PtpPort(PortStateMachine):
                                       0xFFFFFFFF if bound is None else min(bound, 0xFFFFFFFE)),)
         if self.config.path_trace:  # 16.2.3: a grandmaster's path is itself
             tlvs += (c.PathTraceTlv((self.identity.clock_identity,)),)
-        msg = c.Announce(
-            self._header(c.MsgType.ANNOUNCE, self._next_seq(c.MsgType.ANNOUNCE, client),
-                         self.log_announce if log_interval is None else log_interval, flags),
-            max(0, served_ns), v.current_utc_offset, self.priority1,
-            c.ClockQuality(v.clock_class, v.clock_accuracy, v.offset_scaled_log_variance), self.priority2,
-            self.identity.clock_identity, 0, v.time_source, tlvs)
-        self._count("tx_announce")
-        return Send(c.encode(msg), False, client.address if client else None)
+        msg = c.Announce(self._header(c.MsgType.ANNOUNCE, 0, log_interval, flags), 0, v.current_utc_offset,
+                         self.priority1, c.ClockQuality(v.clock_class, v.clock_accuracy, v.offset_scaled_log_variance),
+                         self.priority2, self.identity.clock_identity, 0, v.time_source, tlvs)
+        return c.encode(msg)
 
     def _sync(self, served_ns: int, client: UnicastClient | None, log_interval: int, now_ns: int,
               slot_ns: int) -> list[Send]:
@@ -366,8 +378,9 @@ class PtpPort(PortStateMachine):
         slot_served_ns = served_ns - (now_ns - slot_ns)
         token = self._pending.expect(c.MsgType.SYNC, (seq, to, log_interval, flags, slot_served_ns), now_ns)
         self._count("tx_sync")
-        return [Send(c.encode(c.Sync(self._header(c.MsgType.SYNC, seq, log_interval, flags), max(0, served_ns))),
-                     True, to, token=token)]
+        data = c.encode_timestamped(c.MsgType.SYNC, self.config.domain, self.identity, seq, flags, log_interval,
+                                    max(0, served_ns))
+        return [Send(data, True, to, token=token)]
 
     def handle_tx_timestamp(self, token: int, tx_ts_ns: int) -> list[Send]:
         kind, ctx = self._pending.take(token) or (None, None)
@@ -375,8 +388,8 @@ class PtpPort(PortStateMachine):
             seq, to, log_interval, flags, slot_served_ns = ctx
             self.sync_lateness.add(tx_ts_ns - slot_served_ns)
             self._count("tx_follow_up")
-            msg = c.FollowUp(self._header(c.MsgType.FOLLOW_UP, seq, log_interval, flags & c.FLAG_UNICAST), tx_ts_ns)
-            return [Send(c.encode(msg), False, to)]
+            return [Send(c.encode_timestamped(c.MsgType.FOLLOW_UP, self.config.domain, self.identity, seq,
+                                              flags & c.FLAG_UNICAST, log_interval, tx_ts_ns), False, to)]
         if kind == c.MsgType.PDELAY_RESP:
             return pdelay_resp_follow_up(self.identity, ctx, tx_ts_ns, self._count)
         if kind == c.MsgType.PDELAY_REQ:
@@ -478,11 +491,11 @@ class PtpPort(PortStateMachine):
         log_interval = self.config.log_min_delay_req_interval
         if unicast and self.config.unicast_negotiation:
             log_interval = client.grants[c.MsgType.DELAY_RESP].log_interval  # type: ignore[union-attr]
-        header = self._header(c.MsgType.DELAY_RESP, msg.header.sequence_id, log_interval,
-                              c.FLAG_UNICAST if unicast else 0, msg.header.correction)
         self._count("tx_delay_resp")
-        return [Send(c.encode(c.DelayResp(header, rx_ts_ns, msg.header.source_port)), False,
-                     source if unicast else None)]
+        data = c.encode_timestamped(c.MsgType.DELAY_RESP, self.config.domain, self.identity, msg.header.sequence_id,
+                                    c.FLAG_UNICAST if unicast else 0, log_interval, rx_ts_ns, msg.header.correction,
+                                    msg.header.source_port)
+        return [Send(data, False, source if unicast else None)]
 
     def _on_pdelay_req(self, msg: c.PdelayReq, source: Any, rx_ts_ns: int | None, now_ns: int) -> list[Send]:
         if self.config.delay_mechanism != "p2p":
@@ -704,6 +717,16 @@ class PtpPort(PortStateMachine):
         return [self._announce(served_ns, client, grant.log_interval)]
 
     # --- the read model ----------------------------------------------------------------------------------------
+    def _slaves_active(self, now_ns: int) -> int:
+        """Slaves heard within the last minute: ``slaves`` is in order of the latest request, so counted from the
+        newest back to the first older one."""
+        since, active = now_ns - SLAVE_ACTIVE_NS, 0
+        for slave in reversed(self.slaves.values()):
+            if slave.last_seen_ns <= since:
+                break
+            active += 1
+        return active
+
     def snapshot(self, now_ns: int) -> dict[str, Any]:
         cfg = self.config
         masters = []
@@ -717,7 +740,7 @@ class PtpPort(PortStateMachine):
                 "qualified": id(a) in qualified, "last_seen_s_ago": round((now_ns - entry.received_ns[-1]) / 1e9, 1)})
         slaves = [{"port_identity": port_identity_text(s.port), "address": s.address, "mechanism": s.mechanism,
                    "requests": s.requests, "last_seen_s_ago": round((now_ns - s.last_seen_ns) / 1e9, 1)}
-                  for s in reversed(self.slaves.values())][:64]
+                  for s in itertools.islice(reversed(self.slaves.values()), SNAPSHOT_SLAVES)]
         return {
             "state": self.state, "reason": self.reason, "state_for_s": self.state_for_s(now_ns),
             "port_identity": port_identity_text(self.identity), "profile": cfg.profile, "transport": cfg.transport,
@@ -726,8 +749,7 @@ class PtpPort(PortStateMachine):
             "log_announce_interval": self.log_announce, "clock_class": self.view.clock_class,
             "clock_accuracy": self.view.clock_accuracy, "time_source": self.view.time_source,
             "peer_delay_ns": self.peer_delay_ns, "foreign_masters": masters,
-            "slaves_seen": len(self.slaves), "slaves_active": sum(1 for s in self.slaves.values()
-                                                                  if now_ns - s.last_seen_ns < 60 * NS_PER_S),
+            "slaves_seen": len(self.slaves), "slaves_active": self._slaves_active(now_ns),
             "slaves": slaves, "unicast_clients": len(self.clients),
             "counters": dict(sorted(self.counters.items())),
             "sync_lateness": self.sync_lateness.snapshot(),

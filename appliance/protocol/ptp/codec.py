@@ -702,6 +702,43 @@ def encode(msg: Message) -> bytes:
     return _pack_header(msg.header, message_type, length) + body
 
 
+# --- the grandmaster's steady-state messages, in one struct call each --------------------------------------------
+_HEADER_TS = struct.Struct("!BBHBBHqI8sHHBbHII")  # Table 35, then a Timestamp: Sync, Delay_Req, Follow_Up
+_HEADER_TS_PORT = struct.Struct("!BBHBBHqI8sHHBbHII8sH")  # then a PortIdentity too: Delay_Resp
+_VERSION_OCTET = 1 << 4 | 2  # minorVersionPTP 1, versionPTP 2: the Header's defaults
+_TIMESTAMP_BODIES = (MsgType.SYNC, MsgType.DELAY_REQ, MsgType.FOLLOW_UP)
+
+
+def encode_timestamped(message_type: MsgType, domain: int, source_port: PortIdentity, sequence_id: int, flags: int,
+                       log_interval: int, ts_ns: int, correction: int = 0,
+                       requesting_port: PortIdentity | None = None) -> bytes:
+    """A Sync, Delay_Req or Follow_Up (a Timestamp body, §13.6-13.7), or with ``requesting_port`` a Delay_Resp
+    (§13.8), octet for octet as ``encode`` writes it from a ``Header`` with its defaults (versionPTP 2.1, sdoIds 0,
+    Table 42's controlField) and no TLVs, in one struct call: a grandmaster sends these a few times a second per
+    client, and building the dataclasses costs more than the packing.  ValueError as ``encode`` raises it."""
+    hi, lo, ns = _ts(ts_ns, "timestamp")
+    clock, number = _port(source_port)
+    if requesting_port is None:
+        if message_type not in _TIMESTAMP_BODIES:
+            raise ValueError(f"{message_type!r} has no Timestamp-only body")
+        return _pack(_HEADER_TS, message_type, _VERSION_OCTET, HEADER_LEN + _TS.size, domain, 0, flags, correction,
+                     0, clock, number, sequence_id, _CONTROL[message_type], log_interval, hi, lo, ns)
+    if message_type != MsgType.DELAY_RESP:
+        raise ValueError(f"{message_type!r} carries no requestingPortIdentity")
+    return _pack(_HEADER_TS_PORT, message_type, _VERSION_OCTET, HEADER_LEN + _TS_PORT.size, domain, 0, flags,
+                 correction, 0, clock, number, sequence_id, _CONTROL[message_type], log_interval, hi, lo, ns,
+                 *_port(requesting_port))
+
+
+def restamp(message: bytes, sequence_id: int, ts_ns: int) -> bytes:
+    """An encoded Sync, Delay_Req, Follow_Up or Announce with another sequenceId and first Timestamp (its
+    originTimestamp), everything else as it was: an Announce is the same for every client and second but these."""
+    out = bytearray(message)
+    struct.pack_into("!H", out, 30, sequence_id)
+    _TS.pack_into(out, HEADER_LEN, *_ts(ts_ns, "originTimestamp"))
+    return bytes(out)
+
+
 def _read_header(data: bytes) -> tuple[Header, int]:
     if len(data) < HEADER_LEN:
         raise PtpDecodeError("truncated", f"{len(data)} octets is shorter than the PTP header")
