@@ -51,6 +51,7 @@ bucketful; KoDs are withheld (DROP) until now_ns is 1 s past the last KoD, which
 from __future__ import annotations
 
 import enum
+import functools
 import ipaddress
 import math
 from collections import OrderedDict
@@ -69,13 +70,19 @@ _MAPPED_NET = ipaddress.IPv6Network("::ffff:0:0/96")
 Address = bytes | str
 
 
+@functools.lru_cache(maxsize=DEFAULT_MAX_CLIENTS)
+def _parse_text(address: str) -> bytes:
+    """A text address's bytes; remembered, for ipaddress takes microseconds and a client asks many times."""
+    try:
+        return ipaddress.ip_address(address).packed
+    except ValueError:
+        raise ValueError(f"not an IP address: {address!r}") from None
+
+
 def normalize_address(address: Address) -> bytes:
     """4 or 16 address bytes, IPv4-mapped IPv6 unwrapped to its 4 IPv4 bytes."""
     if isinstance(address, str):
-        try:
-            raw = ipaddress.ip_address(address).packed
-        except ValueError:
-            raise ValueError(f"not an IP address: {address!r}") from None
+        raw = _parse_text(address)
     elif isinstance(address, bytes):
         raw = address
     else:
