@@ -4,26 +4,29 @@ core the shipped budgets let them take from time serving.
     python bench/request_cost.py [--windows 7] [--requests 200] [--snmp-requests 300] [--idle-s 2]
 
 Runs ``appliance run`` on its embedded default (simulated receiver and OCXO) with the console and the SNMP agent on
-loopback, and measures the CPU time of the appliance's own process (every thread: the event loop that serves PTP
-and runs the SNMP agent and the console's calls) and, apart, of its console process (``appliance.web.process``,
-at SCHED_IDLE: TLS, Flask, SQLite reads) from the kernel's per-thread accounting, in nanoseconds
-(``/proc/<pid>/task/*/schedstat``; the NTP workers are other processes and are not counted).  A window sends one kind
-of request back to back, ``--requests`` of them over one kept-alive HTTPS connection (or ``--snmp-requests`` SNMP
-GETBULKs of 10 repetitions from one UDP socket), and its cost per request is the window's CPU time less what the
-process spent, per second, in the idle windows beside it (reference: the same process, the same run, asked nothing),
-divided by the requests.  Kinds: the dashboard page ``/``, ``/api/v1/status``, ``/metrics`` (token), ``/api/v1/status`` on a new connection
-each time (TCP, TLS handshake and request: what a client that never keeps a connection costs), and a GETBULK.
+loopback, and measures the CPU time of the appliance's own process (every thread: the event loop that serves PTP,
+publishes the status and runs the console's and the agent's calls) and, apart, of its console process
+(``appliance.web.process``: TLS, Flask, SQLite reads) and its SNMP agent process (``appliance.snmp.process``:
+pysnmp), both at SCHED_IDLE, from the kernel's per-thread accounting, in nanoseconds
+(``/proc/<pid>/task/*/schedstat``; the NTP workers are other processes and are not counted).  A window sends one
+kind of request back to back, ``--requests`` of them over one kept-alive HTTPS connection (or ``--snmp-requests``
+SNMP GETBULKs of 10 repetitions from one UDP socket), and its cost per request is the window's CPU time less what
+the process spent, per second, in the idle windows beside it (reference: the same process, the same run, asked
+nothing), divided by the requests.  Kinds: the dashboard page ``/``, ``/api/v1/status``, ``/metrics`` (token),
+``/api/v1/status`` on a new connection each time (TCP, TLS handshake and request: what a client that never keeps a
+connection costs), and a GETBULK.
 The windows of every kind and the idle ones are interleaved, ``--windows`` rounds, so a slow minute of the shared host
 falls on all of them.  Printed per kind: the median cost per request over the windows with a 95 % bootstrap
 interval, and the ratio to the idle process's CPU per second.
 
-Then the arithmetic: what the console takes from time serving is its cost in the appliance's process (the status
-it is published, the calls it makes); its own process runs only when no time-serving task wants the CPU.  The shipped
-budgets cap what all clients together can ask (``web.max_requests_per_s`` = 20
-console requests/s, ``snmp.max_requests_per_s`` = 100 SNMP requests/s; beyond them requests wait their turn), so the
-worst case is the dearest console request at its budget plus the dearest SNMP request at its, as a share of one core,
+Then the arithmetic: what the console and the agent take from time serving is their cost in the appliance's
+process (the status it publishes, the calls they make); their own processes run only when no time-serving task
+wants the CPU.  The shipped budgets cap what all clients together can ask (``web.max_requests_per_s`` = 20 console
+requests/s, ``snmp.max_requests_per_s`` = 100 SNMP requests/s; beyond them requests wait their turn), so the worst
+case is the dearest console request at its budget plus the dearest SNMP request at its, as a share of one core,
 printed against the 5 % target.  The console's budget paces requests, not TLS handshakes, so the new-connection
-kind is the worst case only as far as the connection gate's caps hold connections back (printed, not hidden).  The bench lifts the per-client rate limits and budgets while it measures (the cost
+kind is the worst case only as far as the connection gate's caps hold connections back (printed, not hidden).
+The bench lifts the per-client rate limits and budgets while it measures (the cost
 of a request does not depend on them), and lowers nothing else.
 """
 
@@ -87,7 +90,7 @@ class Appliance:
         self.log = open(base / "appliance.log", "w")
         self.proc = subprocess.Popen(command, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT)
         self.token = ""
-        self.console_ns = 0  # the console process's CPU in the last HTTP window
+        self.console_ns = 0  # the console's (HTTP) or the SNMP agent's process's CPU in the last window
 
     def wait_ready(self) -> None:
         deadline = time.monotonic() + 60
@@ -139,12 +142,12 @@ class Client:
         self.conn.close()
 
 
-def console_pid(app: Appliance) -> int | None:
-    """The appliance's console process, if it runs one."""
+def child_pid(app: Appliance, module: str) -> int | None:
+    """The appliance's child process running ``module``, if it runs one."""
     for child in Path(f"/proc/{app.proc.pid}/task").glob("*/children"):
         for pid in child.read_text().split():
             try:
-                if b"appliance.web.process" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                if module.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
                     return int(pid)
             except OSError:
                 continue
@@ -152,7 +155,12 @@ def console_pid(app: Appliance) -> int | None:
 
 
 def console_cpu_ns(app: Appliance) -> int:
-    pid = console_pid(app)
+    pid = child_pid(app, "appliance.web.process")
+    return process_cpu_ns(pid) if pid is not None else 0
+
+
+def agent_cpu_ns(app: Appliance) -> int:
+    pid = child_pid(app, "appliance.snmp.process")
     return process_cpu_ns(pid) if pid is not None else 0
 
 
@@ -189,7 +197,7 @@ def new_connection_window(app: Appliance, path: str, requests: int) -> tuple[int
 def snmp_window(app: Appliance, requests: int, datagram: bytes) -> tuple[int, float, int]:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         sock.settimeout(5)
-        cpu0, t0 = process_cpu_ns(app.proc.pid), time.perf_counter()
+        cpu0, side0, t0 = process_cpu_ns(app.proc.pid), agent_cpu_ns(app), time.perf_counter()
         ok = 0
         for _ in range(requests):
             sock.sendto(datagram, ("127.0.0.1", app.snmp_port))
@@ -198,6 +206,7 @@ def snmp_window(app: Appliance, requests: int, datagram: bytes) -> tuple[int, fl
                 ok += 1
             except TimeoutError:
                 pass
+        app.console_ns = agent_cpu_ns(app) - side0
         return process_cpu_ns(app.proc.pid) - cpu0, time.perf_counter() - t0, ok
 
 
@@ -230,7 +239,7 @@ def main() -> int:
             datagram = encode_request([(1, 3, 6, 1, 2, 1, 1)], "bench", bulk=True, max_repetitions=10,
                                       request_id=4242)  # the system group, 10 at a time
             costs: dict[str, list[float]] = {kind: [] for kind in KINDS}
-            console: dict[str, list[float]] = {kind: [] for kind in KINDS if not kind.startswith("snmp")}
+            console: dict[str, list[float]] = {kind: [] for kind in KINDS}
             idle: list[float] = []
             failures = 0
             for _ in range(2):  # warm up: templates, caches, the MIB view
@@ -269,7 +278,8 @@ def main() -> int:
         medians[kind] = med
         print(f"{kind:<26} {med / 1e3:>13.0f} us {low / 1e3:>9.0f} .. {high / 1e3:>6.0f} us "
               f"{med / idle_med if idle_med else float('nan'):>17.3f}")
-    print("\nthe console process's own CPU per request (SCHED_IDLE: it runs when time serving leaves the CPU):")
+    print("\nthe console's and the SNMP agent's own processes, CPU per request (SCHED_IDLE: they run when time "
+          "serving leaves the CPU):")
     for kind, values in console.items():
         low, high = bootstrap_median(values)
         print(f"{kind:<26} {statistics.median(values) / 1e3:>13.0f} us {low / 1e3:>9.0f} .. {high / 1e3:>6.0f} us")

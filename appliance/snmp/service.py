@@ -1,11 +1,13 @@
 """The SNMP agent of a running appliance: settings to agent, status to MIB view, events to notifications.
 
-Edge module (the agent's sockets, its thread, loop timers, the host clock for sysUpTime).  The agent runs in a
-thread of its own, on its own event loop, at idle CPU priority: pysnmp spends about 2 ms of CPU on a GETBULK, and a
-walking NMS must not take that from NTP and PTP.  The appliance's loop publishes the status twice a second; the
-view is rebuilt from it at most twice a second; a SET of applianceClockForcedHoldover goes through the same command path
-as the control socket and the console (so it is audited, with the SNMPv3 user as its actor); notifications follow
-routed events, failed console logins (from the audit trail) and output faults.
+Edge module (the agent's process, loop timers, the host clock for sysUpTime, the engine ID file).  The agent itself
+runs in a process of its own at idle CPU priority (``snmp/process.py``): pysnmp spends a millisecond or more of CPU
+on a GETBULK, and a walking NMS must not take that from NTP and PTP.  This part, on the appliance's loop, reads the
+settings and the users file, starts that process and publishes the status to it twice a second (with the alarm
+table's indices); runs its SET of applianceClockForcedHoldover through the same command path as the control socket
+and the console (so it is audited, with the SNMPv3 user as its actor); and builds the notifications (routed events,
+failed console logins from the audit trail, output faults, failed SNMP authentication) from the status of the
+moment, posting each to the agent to send.
 """
 
 from __future__ import annotations
@@ -13,16 +15,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from appliance import leap
-from appliance.edge.pacer import Pacer
+from appliance.edge.child import ChildProcess
 from appliance.snmp import notify
-from appliance.snmp.agent import AccessGate, Agent, SetRefused
 from appliance.snmp.mibgen import enterprise_oid, load_table
 from appliance.snmp.users import load_users, parse_receivers
 from appliance.snmp.values import OUTPUTS, Stamp
@@ -30,7 +30,6 @@ from appliance.snmp.view import MibView, System, build, encode
 from appliance.status import TimeStatus
 
 log = logging.getLogger("appliance.snmp")
-VIEW_MAX_AGE_S = 0.5
 AUTH_TRAP_MIN_INTERVAL_S = 1.0
 STANDARD = {"coldStart": notify.COLD_START, "warmStart": notify.WARM_START,
             "authenticationFailure": notify.AUTHENTICATION_FAILURE}
@@ -90,31 +89,28 @@ class SnmpPart:
                 raise ValueError(f"snmp.trap_receivers: v3 user {r.community_or_user!r} is not in {users_path}")
         if config.snmp.informs:
             receivers = [type(r)(r.host, r.port, r.version, r.community_or_user, True) for r in receivers]
-        budget = config.snmp.max_requests_per_s
-        self.gate = AccessGate(config.snmp.allow, config.snmp.rate_per_s,
-                               2 * config.snmp.rate_per_s,
-                               pacer=Pacer(budget, max(1, int(budget))) if budget > 0 else None)
         self.system = dict(descr=f"GNSS grandmaster time server appliance {first.version} ({first.mode})",
                            object_id=enterprise_oid(pen), contact=config.snmp.sys_contact,
                            name=config.snmp.sys_name or socket.gethostname(),
                            location=config.snmp.sys_location)
-        self._agent_args = (config.snmp.listen, config.snmp.port, self.view, self._set, self.gate,
-                            config.snmp.community, users, config.snmp.v3_allow_without_privacy,
-                            [(1, 3, 6, 1)], receivers, self._auth_failure, engine_id(config, pen))
-        self.agent: Agent | None = None  # made in the agent's own thread, on its own event loop
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
-        self._published: dict[str, Any] = {}
-        self._publish_timer: asyncio.TimerHandle | None = None
         self.listen, self.port = config.snmp.listen, config.snmp.port
-        self.error = ""
-        self._view: MibView | None = None
-        self._view_at = 0.0
         self._started = time.monotonic()
+        agent = {"listen": self.listen, "port": self.port, "allow": list(config.snmp.allow),
+                 "rate_per_s": float(config.snmp.rate_per_s), "max_requests_per_s": float(config.snmp.max_requests_per_s),
+                 "community": config.snmp.community, "users": users,
+                 "allow_noauth_v3": config.snmp.v3_allow_without_privacy, "receivers": receivers,
+                 "engine_id": engine_id(config, pen)}
+        for user in users:  # refused here, at start, as before the agent had its own process
+            level = "authPriv" if user.priv != "none" else "authNoPriv" if user.auth != "none" else "noAuthNoPriv"
+            if level != "authPriv" and not config.snmp.v3_allow_without_privacy:
+                raise ValueError(f"SNMPv3 user {user.name}: {level} is off (snmp.v3_allow_without_privacy)")
+        start = {"pen": pen, "system": self.system, "started_mono": self._started, "agent": agent,
+                 "log_level": logging.getLogger().getEffectiveLevel()}
+        self.process = ChildProcess(loop, "SNMP agent", "appliance.snmp.process", log, status, utc_table,
+                                    {"holdover": self._holdover}, start, self._extra, self._from_agent)
         self._alarm_index: dict[str, int] = {}
         self._last_outputs: dict[str, Any] = {}
-        self._last_auth_trap = 0.0
+        self._last_auth_trap = -AUTH_TRAP_MIN_INTERVAL_S
         self._timer: asyncio.TimerHandle | None = None
         self.notifications = 0
 
@@ -127,43 +123,28 @@ class SnmpPart:
             self._alarm_index[code] = len(self._alarm_index) + 1
         return self._alarm_index[code]
 
-    def view(self) -> MibView:
-        """The view the agent answers from, in the agent's thread: rebuilt from the status the appliance's loop
-        published, at most twice a second."""
-        now = time.monotonic()
-        if self._view is None or now - self._view_at > VIEW_MAX_AGE_S:
-            self._view = self._build(self._published)
-            self._view_at = now
-        return self._view
-
     def _build(self, status: dict[str, Any]) -> MibView:
         system = System(uptime_ticks=int((time.monotonic() - self._started) * 100), **self.system)
         return build(self.table, status, system, self._utc, self.alarm_index,
                      lambda tai_ns: leap.tai_to_posix_ns(tai_ns, self.utc_table())[0])
 
-    def _publish(self) -> None:
-        from appliance.status import to_dict
-
-        self._published = to_dict(self.status_of())
-        self._publish_timer = self.loop.call_later(VIEW_MAX_AGE_S, self._publish)
+    def _extra(self, status: dict[str, Any]) -> dict[str, Any]:
+        """With each publication: the index of every raised alarm, given here so the agent's alarm table and the
+        notifications about an alarm agree."""
+        for a in status.get("alarms", ()):
+            if a.get("raised"):
+                self.alarm_index(a["code"])
+        return {"alarm_index": dict(self._alarm_index)}
 
     # --- SET ------------------------------------------------------------------------------------------------------
-    def _set(self, oid: tuple[int, ...], value: Any, user: str) -> None:
-        if oid != self.by_name["applianceClockForcedHoldover"].oid + (0,):
-            raise ValueError("not writable")
-        number = int(value)
-        if number not in (1, 2):
-            raise ValueError(f"TruthValue {number}: expected true(1) or false(2)")
-        request = {"cmd": "holdover", "action": "start" if number == 1 else "stop", "user": f"snmp:{user}"}
-
-        async def command() -> dict[str, Any]:
-            reply = self.command(request)
-            self._publish_now()
-            return reply
-        reply = asyncio.run_coroutine_threadsafe(command(), self.loop).result(5)
-        self._view = None
-        if not reply.get("ok"):
-            raise SetRefused(str(reply.get("error", "refused")))
+    def _holdover(self, action: str, user: str) -> dict[str, Any]:
+        """The agent's SET of applianceClockForcedHoldover (checked there: an SNMPv3 authPriv user with write
+        access, a TruthValue), as an operator command; the agent hears the new status before the answer."""
+        if action not in ("start", "stop"):
+            raise ValueError(f"holdover {action!r}: expected start or stop")
+        reply = self.command({"cmd": "holdover", "action": action, "user": f"snmp:{user}"})
+        self.process.publish_now()
+        return reply
 
     # --- notifications --------------------------------------------------------------------------------------------
     def on_event(self, event: object) -> None:
@@ -181,27 +162,26 @@ class SnmpPart:
         for notice in notify.for_audit(record.kind, record.text, record.at_tai_ns):
             self.loop.call_soon_threadsafe(self.send, notice)
 
+    def _from_agent(self, message: dict[str, Any]) -> None:
+        if message.get("type") == "auth_failure":
+            self._auth_failure(str(message.get("source", "?"))[:64])
+
     def _auth_failure(self, source: str) -> None:
         now = time.monotonic()
         if now - self._last_auth_trap < AUTH_TRAP_MIN_INTERVAL_S:
             return
         self._last_auth_trap = now
         log.warning("SNMP request from %s failed authentication", source)
-        self.loop.call_soon_threadsafe(self.send, notify.Notice("authenticationFailure", {"applianceNotifyText": f"SNMP authentication failure "
-                                                                                 f"from {source}",
-                                                          "applianceNotifyTime": self.now_tai_ns()}))
-
-    def _publish_now(self) -> None:
-        from appliance.status import to_dict
-
-        self._published = to_dict(self.status_of())
-        self._view = None
+        self.send(notify.Notice("authenticationFailure", {
+            "applianceNotifyText": f"SNMP authentication failure from {source}",
+            "applianceNotifyTime": self.now_tai_ns()}))
 
     def send(self, notice: notify.Notice) -> None:
-        """On the appliance's loop: the varbinds from the status now (not half a second ago), sent from the agent's
-        thread."""
-        self._publish_now()
-        view = self._build(self._published) if notice.name not in STANDARD else None
+        """On the appliance's loop: the varbinds from the status now (not half a second ago), posted to the agent
+        to send."""
+        from appliance.status import to_dict
+
+        view = self._build(to_dict(self.status_of())) if notice.name not in STANDARD else None
         binds: list[tuple[tuple[int, ...], str, Any]] = []
         if notice.name in STANDARD:
             oid = STANDARD[notice.name]
@@ -231,9 +211,8 @@ class SnmpPart:
                 kind, encoded = found
             binds.append((obj.oid + suffix, kind, encoded))
         self.notifications += 1
-        if self.agent is not None and self._loop is not None:
-            self._loop.call_soon_threadsafe(self.agent.notify, oid, binds,
-                                            int((time.monotonic() - self._started) * 100))
+        self.process.post({"type": "notify", "oid": oid, "binds": binds,
+                           "uptime_ticks": int((time.monotonic() - self._started) * 100)})
 
     def _watch_outputs(self) -> None:
         outputs = self.status_of().outputs.present()
@@ -244,14 +223,7 @@ class SnmpPart:
 
     # --- lifecycle --------------------------------------------------------------------------------------------------
     def start(self) -> None:
-        self._publish()
-        self._thread = threading.Thread(target=self._run, name="snmp", daemon=True)
-        self._thread.start()
-        self._ready.wait(10)
-        if self.error:
-            log.error("SNMP agent: %s", self.error)
-            return
-        log.info("SNMP agent on %s port %d", self.listen, self.port)
+        self.process.start()
         self._unsubscribe = self.subscribe(self.on_event)
         if self.audit_records is not None:
             self.audit_records(self.on_audit)
@@ -259,54 +231,19 @@ class SnmpPart:
         self._timer = self.loop.call_later(1.0, self._watch_outputs)
         self.send(notify.Notice("warmStart" if self.warm else "coldStart"))
 
-    def _run(self) -> None:
-        """The agent's thread: its own event loop, at idle CPU priority, so SNMP polling never takes CPU from NTP,
-        PTP or the clock (a waking time service preempts it at once)."""
-        from appliance.web.server import lower_priority
-
-        lower_priority()
-        loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(loop)
-        try:
-            self.agent = Agent(*self._agent_args)
-            self.agent.start()
-            self._loop = loop
-        except Exception as exc:  # noqa: BLE001 - a port that cannot be bound must not stop time service
-            self.error = f"cannot serve on {self.listen} port {self.port}: {exc}"
-            self._ready.set()
-            loop.close()
-            return
-        self._ready.set()
-        try:
-            loop.run_forever()
-        finally:
-            try:
-                self.agent.stop()
-            except Exception as exc:  # noqa: BLE001
-                log.debug("SNMP agent stop: %s", exc)
-            pending = asyncio.all_tasks(loop)  # pysnmp's own tasks: cancelled and awaited, not destroyed pending
-            for task in pending:
-                task.cancel()
-            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-            loop.close()
-
     def stop(self) -> None:
-        for timer in (self._timer, self._publish_timer):
-            if timer is not None:
-                timer.cancel()
+        if self._timer is not None:
+            self._timer.cancel()
         if self._unsubscribe is not None:
             self._unsubscribe()
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-        if self._thread is not None:
-            self._thread.join(5)
+        self.process.stop()
 
     def status(self) -> dict[str, Any]:
-        return {"enabled": True, "listen": self.listen, "port": self.port, "error": self.error,
-                "notifications": self.notifications, "send_errors": self.agent.send_errors if self.agent else 0,
-                "denied": self.gate.denied, "rate_limited": self.gate.limited, "malformed": self.gate.malformed,
-                "paced": self.gate.pacer.paced if self.gate.pacer is not None else 0,
-                # responses over the bound of limits.py: refused tooBig, GETBULKs cut short, requests answered genErr
-                "too_big": self.agent.guard.too_big if self.agent else 0,
-                "bulk_cut": self.agent.guard.cut if self.agent else 0,
-                "failed": self.agent.guard.failed if self.agent else 0}
+        r = self.process.report
+        counters = {k: int(r.get(k, 0)) for k in ("send_errors", "denied", "rate_limited", "malformed", "paced",
+                                                      "too_big", "bulk_cut", "failed")}
+        # too_big, bulk_cut, failed: responses over the bound of limits.py (refused tooBig), GETBULKs cut short,
+        # requests answered genErr
+        return {"enabled": True, "listen": self.listen, "port": self.port, "error": self.process.error,
+                "serving": bool(r.get("serving", False)), "notifications": self.notifications, **counters,
+                "process": self.process.process_status()}

@@ -2,267 +2,45 @@
 
 Edge module (a child process, sockets, threads, the monotonic clock).  The console (TLS, Flask, templates, JSON,
 SQLite reads of the users, the audit trail and the time-quality record) costs a millisecond or more of CPU per
-request; in the appliance's own process it would share the interpreter lock with the event loop that serves PTP
-and feeds NTP, and a thread's scheduling class cannot keep a lock holder off the loop.  So ``ConsoleProcess`` (a
-part of the appliance, on its event loop) starts ``python -m appliance.web.process`` and from then on:
-
-- publishes the status to it twice a second (the dict it makes for the console anyway, and the leap table when it
-  changes), dropping a publication while the previous one is still unread;
-- runs the console's calls on the loop: an operator command, an audit record to append, a setting to apply live.
-  Calls are paced by a budget of their own (``CALL_RATE_PER_S``); those beyond it wait their turn, up to
-  ``CALL_QUEUE_MAX`` waiting, and the rest are refused as busy;
-- keeps the console's last report (port, connections, pacing) for the status;
-- restarts it, with a growing delay, if it dies, and stops it with the appliance.
-
-The console process sets itself to SCHED_IDLE before it starts a thread (every thread it starts inherits that), so
-the kernel runs it, its TLS and its socket system calls only when no time-serving task wants the CPU.  It reads
-the SQLite files itself (WAL lets it read while the appliance writes), writes only its own files (users, console
-settings, the certificate), and dies with the appliance (PR_SET_PDEATHSIG) or when the socket pair closes.  So
-what the console can take from time service is the appliance-side work above, which grows with the call budget,
-not with the request rate (``bench/request_cost.py`` measures both sides).
+request, so it runs as ``python -m appliance.web.process`` (see ``edge/child.py``): the appliance publishes the
+status to it twice a second and runs its calls on the loop (an operator command, an audit record to append, a
+setting to apply live).  It reads the SQLite files itself (WAL lets it read while the appliance writes) and writes
+only its own files (users, console settings, the certificate).
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from appliance import leap
-from appliance.edge.pacer import Pacer
-from appliance.edge.proc import die_with_parent
-from appliance.web.channel import CallFailed, Channel, ChannelError, Frames, Outbox, frame
+from appliance.edge.channel import CallFailed, Channel
+from appliance.edge.child import ChildProcess, start_child
 
 log = logging.getLogger("appliance.web")
-PUBLISH_S = 0.5
-STATS_S = 1.0
-CALL_RATE_PER_S, CALL_BURST, CALL_QUEUE_MAX = 20.0, 40, 256
-RESTART_FIRST_S, RESTART_MAX_S, RESTART_RESET_S = 1.0, 30.0, 60.0
-STOP_WAIT_S = 5.0
 
 
-class ConsoleProcess:
-    """The appliance's side.  ``status()`` is the runtime's TimeStatus; ``calls`` maps a method name to the function
-    that runs it on the loop; ``start`` is what the console needs to start (the configuration, file paths)."""
+class ConsoleProcess(ChildProcess):
+    """The appliance's side of the console process (see ``ChildProcess``)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, status: Callable[[], Any],
                  utc_table: Callable[[], leap.LeapTable], calls: dict[str, Callable[..., Any]],
                  start: dict[str, Any], listen: str, port: int):
-        from appliance.status import to_dict
-
-        self.loop, self._status, self._to_dict, self._utc_table = loop, status, to_dict, utc_table
-        self.calls, self.start_message, self.listen, self.port = calls, start, listen, port
-        self.pacer = Pacer(CALL_RATE_PER_S, CALL_BURST)
-        self._queue: collections.deque[dict[str, Any]] = collections.deque()
-        self._drain_handle: asyncio.TimerHandle | None = None
-        self._publish_handle: asyncio.TimerHandle | None = None
-        self._restart_handle: asyncio.TimerHandle | None = None
-        self.proc: subprocess.Popen[bytes] | None = None
-        self._sock: socket.socket | None = None
-        self._outbox: Outbox | None = None
-        self._frames = Frames()
-        self._sent_table: leap.LeapTable | None = None
-        self._started_mono = 0.0
-        self._restart_s = RESTART_FIRST_S
-        self._stopping = False
-        self.report: dict[str, Any] = {}
-        self.error = ""
-        self.restarts = self.calls_served = self.calls_deferred = self.calls_refused = self.publications_skipped = 0
-
-    # --- life ----------------------------------------------------------------------------------------------------
-
-    def start(self) -> None:
-        self._spawn()
-        self._publish_handle = self.loop.call_later(PUBLISH_S, self._publish_tick)
-
-    def _spawn(self) -> None:
-        self._restart_handle = None
-        if self.proc is not None:
-            self.proc.wait()  # the one _lost found dead or killed a pause ago: reaped at once
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            self.proc = subprocess.Popen([sys.executable, "-m", "appliance.web.process", str(theirs.fileno())],
-                                         pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL)
-        except OSError as exc:
-            ours.close()
-            self._lost(f"cannot start the console process: {exc}")
-            return
-        finally:
-            theirs.close()
-        ours.setblocking(False)
-        self._sock, self._outbox, self._frames, self._sent_table = ours, Outbox(ours), Frames(), None
-        self._started_mono = time.monotonic()
-        self.loop.add_reader(ours.fileno(), self._readable)
-        self._send({"type": "start", **self.start_message, "publication": self._publication()})
-
-    def stop(self) -> None:
-        self._stopping = True
-        for handle in (self._publish_handle, self._drain_handle, self._restart_handle):
-            if handle is not None:
-                handle.cancel()
-        if self._sock is not None:
-            self._send({"type": "stop"})
-            self._close_link()
-        proc = self.proc
-        if proc is not None:
-            try:
-                proc.wait(STOP_WAIT_S)
-            except subprocess.TimeoutExpired:
-                log.warning("web console: the console process did not stop within %g s: killed", STOP_WAIT_S)
-                proc.kill()
-                proc.wait()
-
-    def _close_link(self) -> None:
-        sock, self._sock = self._sock, None
-        if sock is not None:
-            self.loop.remove_reader(sock.fileno())
-            self.loop.remove_writer(sock.fileno())
-            sock.close()
-        self._queue.clear()
-
-    def _lost(self, reason: str) -> None:
-        """The console process is gone (or never came): say why, and start a new one after a pause."""
-        self._close_link()
-        if self._stopping:
-            return
-        code: int | str | None = None
-        if self.proc is not None:  # never wait on the loop: one still running is killed, and reaped at the restart
-            code = self.proc.poll()
-            if code is None:
-                self.proc.kill()
-                code = "killed"
-        if time.monotonic() - self._started_mono > RESTART_RESET_S:
-            self._restart_s = RESTART_FIRST_S
-        self.error = f"console process stopped ({reason}; exit status {code}): restarting in {self._restart_s:g} s"
-        log.error("web console: %s", self.error)
-        self.report = {}
-        self.restarts += 1
-        self._restart_handle = self.loop.call_later(self._restart_s, self._spawn)
-        self._restart_s = min(RESTART_MAX_S, 2 * self._restart_s)
-
-    # --- the link ------------------------------------------------------------------------------------------------
-
-    def _send(self, message: dict[str, Any]) -> None:
-        if self._outbox is None or self._sock is None:
-            return
-        try:
-            done = self._outbox.put(frame(message))
-        except OSError as exc:
-            self._lost(f"cannot write to it: {exc}")
-            return
-        if not done:
-            self.loop.add_writer(self._sock.fileno(), self._writable)
-
-    def _writable(self) -> None:
-        if self._outbox is None or self._sock is None:
-            return
-        try:
-            if self._outbox.flush():
-                self.loop.remove_writer(self._sock.fileno())
-        except OSError as exc:
-            self._lost(f"cannot write to it: {exc}")
-
-    def _readable(self) -> None:
-        if self._sock is None:
-            return
-        try:
-            data = self._sock.recv(1 << 16)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError as exc:
-            self._lost(str(exc))
-            return
-        if not data:
-            self._lost("it closed the link")
-            return
-        try:
-            messages = self._frames.feed(data)
-        except ChannelError as exc:
-            self._lost(str(exc))
-            return
-        for message in messages:
-            kind = message.get("type")
-            if kind == "stats":
-                self.report = dict(message.get("stats") or {})
-                self.error = str(self.report.get("error", ""))
-            elif kind == "call":
-                self._on_call(message)
-
-    # --- status out, calls in ------------------------------------------------------------------------------------
-
-    def _publication(self) -> dict[str, Any]:
-        table = self._utc_table()
-        message = {"status": self._to_dict(self._status()), "at_mono_ns": time.monotonic_ns()}
-        if table is not self._sent_table:
-            message["leap"], self._sent_table = table, table
-        return message
-
-    def _publish_tick(self) -> None:
-        self._publish_handle = self.loop.call_later(PUBLISH_S, self._publish_tick)
-        if self._sock is None:
-            return
-        if self._outbox is not None and self._outbox.pending:
-            self.publications_skipped += 1  # the console has not read the last one: it gets the next
-            return
-        self._send({"type": "status", **self._publication()})
-
-    def _on_call(self, message: dict[str, Any]) -> None:
-        if len(self._queue) >= CALL_QUEUE_MAX:
-            self.calls_refused += 1
-            self._send({"type": "reply", "id": message.get("id"), "ok": False, "error": "the appliance is busy"})
-            return
-        self._queue.append(message)
-        self._drain()
-
-    def _drain(self) -> None:
-        self._drain_handle = None
-        while self._queue:
-            wait_s = self.pacer.delay_s()
-            if wait_s > 0:
-                self.pacer.cancel()
-                self.calls_deferred += 1
-                self._drain_handle = self.loop.call_later(wait_s, self._drain)
-                return
-            self._serve(self._queue.popleft())
-
-    def _serve(self, message: dict[str, Any]) -> None:
-        ident, method = message.get("id"), message.get("method")
-        fn = self.calls.get(method) if isinstance(method, str) else None
-        args = message.get("args", ())
-        if fn is None or not isinstance(args, tuple):
-            reply = {"type": "reply", "id": ident, "ok": False, "error": f"no call {str(method)[:40]!r}"}
-        else:
-            try:
-                reply = {"type": "reply", "id": ident, "ok": True, "result": fn(*args)}
-            except Exception as exc:  # noqa: BLE001 - the console hears why; the appliance goes on
-                log.warning("web console: %s failed: %s", method, exc)
-                reply = {"type": "reply", "id": ident, "ok": False, "error": str(exc)}
-        self.calls_served += 1
-        try:
-            self._send(reply)
-        except ChannelError as exc:  # a result too large to send: the caller hears that instead
-            self._send({"type": "reply", "id": ident, "ok": False, "error": str(exc)})
+        super().__init__(loop, "web console", "appliance.web.process", log, status, utc_table, calls, start)
+        self.listen, self.port = listen, port
 
     def status(self) -> dict[str, Any]:
         r = self.report
         return {"enabled": True, "listen": self.listen, "port": int(r.get("port", self.port)), "error": self.error,
                 "serving": bool(r.get("serving", False)), "paced": int(r.get("paced", 0)),
                 "busy_refused": int(r.get("busy_refused", 0)), "connections": r.get("connections", {}),
-                "connections_dropped": r.get("connections_dropped", {}),
-                "process": {"pid": self.proc.pid if self.proc is not None and self._sock is not None else None,
-                            "restarts": self.restarts, "calls": self.calls_served,
-                            "calls_deferred": self.calls_deferred, "calls_refused": self.calls_refused,
-                            "publications_skipped": self.publications_skipped}}
+                "connections_dropped": r.get("connections_dropped", {}), "process": self.process_status()}
 
 
 # --- the console process ---------------------------------------------------------------------------------------
@@ -364,45 +142,23 @@ def export_bundle(store: Any, state_dir: Path, since: int | None, until: int | N
 
 def child_main(fd: int) -> int:
     """The console process: started by ``ConsoleProcess`` with its end of the socket pair as ``fd``."""
-    from appliance.web.server import WebPart, lower_priority
+    from appliance.web.server import WebPart
 
-    die_with_parent()
-    lower_priority()  # before any thread starts: they all inherit SCHED_IDLE
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the appliance, which stops us
-    channel, frames = Channel(socket.socket(fileno=fd)), Frames()
-    try:
-        first, *rest = channel.recv(frames)
-    except ChannelError as exc:
-        print(f"console process: {exc}", file=sys.stderr)
+    started = start_child(fd, "console")
+    if started is None:
         return 1
-    if first.get("type") != "start":
-        print("console process: the appliance did not start with a start message", file=sys.stderr)
-        return 1
-    logging.basicConfig(level=first.get("log_level", logging.INFO), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    first = started.first
     feed = Feed(first["publication"])
-    part = WebPart(console_context(first, feed, channel), first["listen"], int(first["port"]),
+    part = WebPart(console_context(first, feed, started.channel), first["listen"], int(first["port"]),
                    Path(first["cert"]), Path(first["key"]), Path(first["state_dir"]))
     part.start()
-    stopped = threading.Event()
+    started.report_every(part.status, "web-report")
 
-    def report() -> None:
-        while True:
-            try:
-                channel.send({"type": "stats", "stats": part.status()})
-            except ChannelError:
-                return
-            if stopped.wait(STATS_S):
-                return
-
-    def on_message(message: dict[str, Any]) -> bool:
+    def on_message(message: dict[str, Any]) -> None:
         if message.get("type") == "status":
             feed.take(message)
-        return message.get("type") != "stop"
 
-    threading.Thread(target=report, name="web-report", daemon=True).start()
-    reason = channel.run(on_message, frames) if all(on_message(m) for m in rest) else "stopped"
-    stopped.set()
+    reason = started.serve(on_message)
     log.debug("web console process: %s", reason)
     part.stop()
     return 0

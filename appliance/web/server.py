@@ -25,6 +25,7 @@ from cheroot.makefile import StreamReader
 from cheroot.server import HTTPConnection
 from cheroot.ssl.builtin import BuiltinSSLAdapter
 
+from appliance.edge.proc import lower_priority
 from appliance.units import NS_PER_MS, NS_PER_S
 from appliance.web.admission import Admission, Limits, Readiness, Stage, request_readiness
 from appliance.web.app import WebContext, create_app
@@ -49,27 +50,9 @@ def secret_key(state_dir: Path) -> bytes:
     return data
 
 
-WEB_NICE = 19  # the console's threads yield the CPU to NTP, PTP and the clock (see lower_priority)
 KEEP_ALIVE_CONNECTIONS = 64
 LISTEN_BACKLOG = 128  # connections the kernel completes before the gate accepts them (it accepts at low priority)
 WORKER_SOCKET_TIMEOUT_S = 10  # a worker waiting on a client: a chunked or large body, or a slow reader of an answer
-
-
-def lower_priority() -> None:
-    """Make the calling thread run only when nothing else wants the CPU (Linux SCHED_IDLE, for this thread only).
-    The time services run in the main loop and the NTP worker processes at normal priority; an operator's browser
-    or a scraper must never take CPU from them, nor delay them: a waking NTP worker preempts a SCHED_IDLE thread at
-    once, where a merely niced one keeps its time slice (milliseconds of NTP latency).  A console under load
-    answers more slowly instead.  Where SCHED_IDLE is refused, the thread is niced to 19."""
-    try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-        return
-    except (OSError, AttributeError) as exc:
-        log.debug("web console: no SCHED_IDLE (%s): nice %d instead", exc, WEB_NICE)
-    try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WEB_NICE)
-    except OSError as exc:  # not Linux, or a sandbox that forbids it: the console still works
-        log.debug("web console: cannot lower thread priority: %s", exc)
 
 
 def _low_priority(app: Any) -> Any:

@@ -12,6 +12,7 @@ writes no traceback all along.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -221,11 +222,17 @@ def test_notifications_v2c_and_v3_for_holdover_reference_loss_and_failed_login(a
         urllib.request.urlopen(request, context=context, timeout=10)
     for trapd in (v2, v3):
         trapd.wait(r"authenticationFailure.*failed login for admin")
+    # a request with a wrong community: the agent (its own process) tells the appliance, which notifies
+    wrong = snmp("snmpget", "-v2c", "-c", "not-the-community", "-t", "1", "-r", "0", f"127.0.0.1:{port}", "sysDescr.0")
+    assert wrong.returncode != 0
+    for trapd in (v2, v3):
+        trapd.wait(r"authenticationFailure.*SNMP authentication failure from 127\.0\.0\.1")
     audit = subprocess.run([sys.executable, "-m", "appliance", "audit", "show", "--last", "50", "--set",
                             f"state_dir={state}"], env=ENV, cwd=REPO, capture_output=True, text=True, timeout=30)
     assert "snmp:nms" in audit.stdout and "forced holdover start" in audit.stdout, audit.stdout
     s = status(state)["outputs"]["snmp"]
-    assert s["notifications"] >= 6 and s["send_errors"] == 0, json.dumps(s)
+    assert s["notifications"] >= 7 and s["send_errors"] == 0, json.dumps(s)
+    assert s["serving"] and s["process"]["pid"] not in (None, os.getpid()) and s["process"]["restarts"] == 0, s
 
 
 def world(state: Path, *args: str) -> None:

@@ -1,4 +1,5 @@
-"""The link between the appliance and its console process: framing, calls and their failures."""
+"""The link between the appliance and its child processes (the console, the SNMP agent): framing, calls and their
+failures."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import threading
 
 import pytest
 
-from appliance.web.channel import MAX_FRAME_BYTES, CallFailed, Channel, ChannelError, Frames, frame
+from appliance.edge.channel import MAX_FRAME_BYTES, CallFailed, Channel, ChannelError, Frames, frame
 
 
 def test_frames_reassemble_messages_split_anywhere() -> None:
