@@ -21,12 +21,26 @@ clients missing one), late Sync slots (a gap over 1.5 intervals: a stall, even i
 Follow_Up, Delay_Resp and Announce ratios, datagrams the grandmaster's sockets dropped (its namespace's UDP
 RcvbufErrors) and the load generator's own drops (0, or the run says nothing about the grandmaster); then for each
 grandmaster the largest count served with zero missed Syncs, the ratio candidate / reference, and the figure to beat:
-4,000 clients, the default unicast client limit of a commercial PTP grandmaster card.  The time bound (--max-minutes)
+4,000 clients, the default unicast client limit of a commercial PTP grandmaster card.
+
+Per run also, over the measurement window: the grandmaster's own Sync lateness -- each Sync's kernel transmit
+timestamp minus the slot it was due in, both on the served clock, kept by the port as a bounded histogram
+(outputs/ptp/lateness.py) and read from the appliance's status over its control socket when the window opens and
+after it closes (the difference is the window's: Syncs measured, p50, p99, max, count over 1 ms; n/a for ptp4l) --
+Delay_Reqs left unanswered, and the CPU time of the grandmaster (every thread of its process and of its child
+processes, /proc/<pid>/task/*/schedstat) per client per second, in us (over a veth pair it includes the kernel's
+delivery of the grandmaster's packets into the clients' namespace, which runs in the sender's context; it also
+includes the appliance's fixed work, so it reads high at small counts).  Then the target of issue 23, PASS or FAIL:
+10,000 clients (TARGET_CLIENTS) all granted, no Sync missed or late at the clients, no Delay_Req or negotiation
+unanswered, and no Sync over 1 ms after its slot; on FAIL, each count that broke it and how.  The candidate is given
+a unicast client limit of the count plus HEADROOM_CLIENTS (--set ptp.unicast_max_clients, {max_clients} in
+--candidate-cmd): the G.8275.2 profile's default of 8,000 would deny the rest of 10,000.  The time bound (--max-minutes)
 is shared equally between the grandmasters; a count that would not fit is skipped and said so.
 
 Reference: ptp4l (free_running 1, kernel_leap 0, software time stamping, UDPv4, unicast_listen 1, domain 44,
 dataset_comparison G.8275.x, clockClass 6).  Candidate: --candidate-cmd, formatted with {python} (this interpreter:
-run the bench with the project's .venv), {iface}, {state_dir}, {gm_ip}, {domain}; the literal `ptp4l` runs the
+run the bench with the project's .venv), {iface}, {state_dir} (its status is read from the control socket there),
+{gm_ip}, {domain}, {max_clients}; the literal `ptp4l` runs the
 reference a second time (to validate the bench: the two figures then show the run-to-run spread).  A grandmaster is
 ready once a single probe client (10.77.255.253) is granted and receives a Sync.
 
@@ -57,18 +71,25 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from appliance.edge import control  # noqa: E402  (the appliance's own status, over its control socket)
+from appliance.outputs.ptp.lateness import window as lateness_window  # noqa: E402
 GM_CPU, LOAD_CPU = "0", "1"
 GM_IP = "10.77.255.254"
 FIRST_CLIENT_IP = "10.77.0.1"
 PROBE_IP = "10.77.255.253"
 MAX_CLIENTS = 60000  # 10.77.0.1 .. 10.77.234.96, clear of the probe and grandmaster addresses
 FIGURE_TO_BEAT = 4000
+TARGET_CLIENTS = 10000  # issue 23: 10,000 clients, every Sync within 1 ms of its slot, nothing unanswered
+HEADROOM_CLIENTS = 100  # the client limit the candidate is given above the count (the ready probe needs one)
 DEFAULT_CANDIDATE = ("{python} -m appliance run --set ptp.interface={iface} --set ptp.transport=udp4 "
-                     "--set ptp.profile=g8275.2 --set state_dir={state_dir} --set ntp.enabled=false")
+                     "--set ptp.profile=g8275.2 --set state_dir={state_dir} --set ntp.enabled=false "
+                     "--set ptp.unicast_max_clients={max_clients}")
 # ptp4l log lines that show the grandmaster struggling (software tx timestamps late, port faults, failed sends)
 GM_TROUBLE = re.compile(r"timed out while polling|FAULT|failed|error", re.IGNORECASE)
 
@@ -201,11 +222,13 @@ class Grandmaster:
         self.logfile: Path | None = None
         self.config_text = ""
         self.drop_dataset_comparison = False
+        self.control_path: Path | None = None  # the appliance's control socket (its status), when it has one
 
-    def start(self, tag: str) -> None:
+    def start(self, tag: str, clients: int) -> None:
         d = self.workdir / f"{self.name}-{tag}"
         d.mkdir()
         self.logfile = d / "gm.log"
+        self.control_path = None
         if self.cmd is None:
             cfg = PTP4L_CONFIG.format(uds=d / "ptp4l.sock")
             if self.drop_dataset_comparison:
@@ -217,7 +240,9 @@ class Grandmaster:
             state = d / "state"
             state.mkdir(mode=0o700)
             argv = shlex.split(self.cmd.format(python=sys.executable, iface=self.ns.gm_if, state_dir=state,
-                                               gm_ip=GM_IP, domain=44))
+                                               gm_ip=GM_IP, domain=44, max_clients=clients + HEADROOM_CLIENTS))
+            if "{state_dir}" in self.cmd:
+                self.control_path = state / "control.sock"
         full = ["ip", "netns", "exec", self.ns.gm, "taskset", "-c", GM_CPU, "setpriv", "--bounding-set", "-sys_time",
                 *argv]
         with open(self.logfile, "w") as out:
@@ -244,6 +269,47 @@ class Grandmaster:
     def trouble_lines(self) -> list[str]:
         return [ln for ln in self.log_text().splitlines() if GM_TROUBLE.search(ln)
                 and "hybrid_e2e only works with E2E" not in ln]
+
+    def pids(self) -> list[int]:
+        """The grandmaster's process and all its descendants (the appliance's console and agent processes)."""
+        if self.proc is None:
+            return []
+        children: dict[int, list[int]] = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    stat = (entry / "stat").read_text()
+                except OSError:
+                    continue
+                ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+                children.setdefault(ppid, []).append(int(entry.name))
+        out, todo = [], [self.proc.pid]
+        while todo:
+            pid = todo.pop()
+            out.append(pid)
+            todo += children.get(pid, [])
+        return out
+
+    def cpu_ns(self) -> int:
+        """CPU time so far of every thread of every process of the grandmaster (/proc/<pid>/task/*/schedstat)."""
+        total = 0
+        for pid in self.pids():
+            for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+                try:
+                    total += int(stat.read_text().split()[0])
+                except (OSError, ValueError, IndexError):
+                    continue
+        return total
+
+    def sync_lateness(self) -> dict | str:
+        """The appliance's own Sync lateness statistic from its status, or why there is none."""
+        if self.control_path is None:
+            return "n/a"
+        try:
+            reply = control.request(self.control_path, {"cmd": "status"}, timeout_s=10.0)
+            return reply["status"]["outputs"]["ptp"]["sync_lateness"]
+        except (control.ControlError, KeyError, TypeError) as exc:
+            return f"no status: {exc}"
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -304,23 +370,68 @@ class NotReady(Exception):
     pass
 
 
+class WindowProbe:
+    """In a thread beside the load run: the grandmaster's Sync lateness statistic and its CPU time read when the
+    measurement window opens (ramp + warm-up after the load starts) and when it has closed (the window, plus one Sync
+    interval for the clients' windows shifted by up to one), so that both cover the window and nothing else."""
+
+    def __init__(self, gm: Grandmaster, n: int, args) -> None:
+        self.gm = gm
+        self.open_s = n / args.ramp + args.warmup
+        self.close_s = self.open_s + args.duration + 2.0 ** args.log_sync
+        self.readings: list[tuple[float, int, dict | str]] = []  # (monotonic s, CPU ns, lateness)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self.t0 = time.monotonic()
+        self._thread.start()
+
+    def _run(self) -> None:
+        for at_s in (self.open_s, self.close_s):
+            if self._stop.wait(max(0.0, self.t0 + at_s - time.monotonic())):
+                return
+            cpu_ns, lateness, t = self.gm.cpu_ns(), self.gm.sync_lateness(), time.monotonic()
+            self.readings.append((t, cpu_ns, lateness))
+
+    def result(self, n: int) -> dict:
+        """CPU us per client per second and the window's lateness (or why not measured)."""
+        self._stop.set()
+        self._thread.join()
+        if len(self.readings) < 2:
+            return {"cpu_us_per_client_s": None, "lateness": "window not measured (the load run ended early)"}
+        (t1, cpu1, late1), (t2, cpu2, late2) = self.readings
+        out: dict = {"cpu_us_per_client_s": (cpu2 - cpu1) / 1e3 / (t2 - t1) / n, "window_measured_s": t2 - t1}
+        if isinstance(late1, dict) and isinstance(late2, dict):
+            out["lateness"] = lateness_window(late1, late2)
+        else:
+            out["lateness"] = late2 if isinstance(late2, str) else late1
+        return out
+
+
 def one_run(gm: Grandmaster, exe: Path, ns: Namespaces, n: int, args) -> dict:
     """A fresh grandmaster, made ready, then one load run of n clients; its log is kept when asked."""
-    gm.start(f"{n}")
+    gm.start(f"{n}", n)
     try:
         why = make_ready(gm, exe, ns, args.ready_timeout, args.log_sync)
         if why is not None and gm.cmd is None and "dataset_comparison" in gm.log_text() \
                 and not gm.drop_dataset_comparison:
             gm.drop_dataset_comparison = True  # this ptp4l does not know G.8275.x: retry without it
             gm.stop()
-            gm.start(f"{n}-without-G8275x")
+            gm.start(f"{n}-without-G8275x", n)
             why = make_ready(gm, exe, ns, args.ready_timeout, args.log_sync)
         if why is not None:
             raise NotReady(why)
         log(f"{gm.name}: {n} clients, ramp {n / args.ramp:.1f} s + warm-up {args.warmup:g} s + window "
             f"{args.duration:g} s")
         before = ns.udp_counters()
-        r = run_load(exe, ns, n, args.duration, args.warmup, args.ramp, args.log_sync)
+        probe = WindowProbe(gm, n, args)
+        probe.start()
+        try:
+            r = run_load(exe, ns, n, args.duration, args.warmup, args.ramp, args.log_sync)
+        finally:
+            window = probe.result(n)
+        r.update(window)
         r["gm_alive_at_end"] = gm.proc.poll() is None
         after = ns.udp_counters()
     finally:
@@ -334,7 +445,28 @@ def one_run(gm: Grandmaster, exe: Path, ns: Namespaces, n: int, args) -> dict:
     r["gm_trouble_sample"] = trouble[:5]
     r["gm_port_states"] = gm.state_changes()[-6:]
     r["served"] = served(r)
+    r["target_failures"] = target_failures(r)
     return r
+
+
+def target_failures(r: dict) -> list[str]:
+    """What keeps a run from the target (issue 23): every client granted, no Sync missed or late, no Delay_Req or
+    negotiation unanswered, every Sync sent within 1 ms of its slot by the grandmaster's own transmit timestamps."""
+    out = []
+    if r["granted"] < r["clients_requested"] or r["denied"] or r["no_reply"]:
+        out.append(f"negotiation: {r['denied']} denied, {r['no_reply']} unanswered")
+    if r["syncs_missed"] or r["sync_late_slots"]:
+        out.append(f"{r['syncs_missed']} Syncs missed, {r['sync_late_slots']} slots late at the clients")
+    unanswered = r["delay_req_sent"] - r["delay_resp_received"]
+    if unanswered > 0:
+        out.append(f"{unanswered} Delay_Req unanswered")
+    late = r.get("lateness")
+    if not isinstance(late, dict):
+        out.append(f"Sync lateness not measured ({late})")
+    elif late["late_over_1ms"] or not late["syncs"]:
+        out.append(f"{late['late_over_1ms']} of {late['syncs']} Syncs over 1 ms after their slot "
+                   f"(max {late['max_us'] / 1e3:.2f} ms)")
+    return out
 
 
 def ladder(gm: Grandmaster, exe: Path, ns: Namespaces, counts: list[int], args, deadline: float, res: dict) -> None:
@@ -364,7 +496,8 @@ def ladder(gm: Grandmaster, exe: Path, ns: Namespaces, counts: list[int], args, 
                 f"missed Syncs {r['syncs_missed']} ({r['clients_missed']} clients), delay_resp "
                 f"{r['delay_resp_ratio']:.4f}, load-side rx drops {r['rx_queue_drops']}, grandmaster UDP "
                 f"receive-buffer errors {r['gm_udp'].get('RcvbufErrors', 0)}, grandmaster log trouble "
-                f"{r['gm_trouble_lines']}")
+                f"{r['gm_trouble_lines']}; Sync lateness {lateness_text(r.get('lateness'))}, CPU "
+                f"{cpu_text(r.get('cpu_us_per_client_s'))} us per client-second")
             if not r["served"]:
                 return False
         return True
@@ -419,6 +552,52 @@ def print_table(results: list[dict], args) -> None:
                   f"{r['rx_queue_drops']:10d}{'  (bisection)' if r.get('refine') else ''}")
         if res.get("stopped"):
             print(f"  {res['name']:12} ladder stopped: {res['stopped']}")
+    print("  Sync lateness: the grandmaster's own transmit timestamp of each Sync minus the slot it was due in, over "
+          "the window (from its status; n/a for ptp4l); CPU: every thread of every grandmaster process")
+    print(f"  {'grandmaster':12} {'clients':>7} {'Syncs measured':>14} {'p50 us':>8} {'p99 us':>8} {'max us':>9} "
+          f"{'over 1 ms':>9} {'DReq unanswered':>15} {'CPU us/client/s':>15}")
+    for res in results:
+        for r in res["runs"]:
+            late = r.get("lateness")
+            cols = (f"{late['syncs']:14d} {late['p50_us']:8.0f} {late['p99_us']:8.0f} {late['max_us']:9.0f} "
+                    f"{late['late_over_1ms']:9d}" if isinstance(late, dict) else f"{'n/a':>14} {'':8} {'':8} {'':9} "
+                                                                                 f"{'':9}")
+            print(f"  {res['name']:12} {r['clients_requested']:7d} {cols} "
+                  f"{r['delay_req_sent'] - r['delay_resp_received']:15d} {cpu_text(r.get('cpu_us_per_client_s')):>15}")
+
+
+def lateness_text(late: dict | str | None) -> str:
+    if not isinstance(late, dict):
+        return str(late or "n/a")
+    return (f"{late['syncs']} Syncs, p99 {late['p99_us']:.0f} us, max {late['max_us']:.0f} us, "
+            f"{late['late_over_1ms']} over 1 ms")
+
+
+def cpu_text(cpu_us: float | None) -> str:
+    return "n/a" if cpu_us is None else f"{cpu_us:.1f}"
+
+
+def print_target(cand: dict | None) -> None:
+    """PASS when the candidate's runs of TARGET_CLIENTS or more all met every part of the target (and there was
+    one); else FAIL and where it broke: the smallest count that failed, and how."""
+    if cand is None:
+        return
+    runs = sorted(cand["runs"], key=lambda r: r["clients_requested"])
+    big = [r for r in runs if r["clients_requested"] >= TARGET_CLIENTS]
+    bad = [r for r in runs if r["target_failures"]]
+    head = f"  target ({TARGET_CLIENTS:,} clients, 0 missed, 0 unanswered, every Sync within 1 ms of its slot):"
+    if big and not any(r["target_failures"] for r in big):
+        r = big[-1]
+        print(f"{head} PASS at {r['clients_requested']:,} ({lateness_text(r['lateness'])}, CPU "
+              f"{cpu_text(r.get('cpu_us_per_client_s'))} us per client-second)")
+    else:
+        print(f"{head} FAIL" + ("" if big else f", no run of {TARGET_CLIENTS:,} clients or more"))
+    for r in bad:
+        print(f"  breaks at {r['clients_requested']:,} clients: " + "; ".join(r["target_failures"]))
+    ok = [r["clients_requested"] for r in runs if not r["target_failures"]]
+    if bad:
+        print(f"  largest count meeting the target's conditions: {max(ok):,}" if ok else
+              "  no count met the target's conditions")
 
 
 def main() -> int:
@@ -502,6 +681,7 @@ def main() -> int:
         beat = cand["best"] >= FIGURE_TO_BEAT
         print(f"  figure to beat: {FIGURE_TO_BEAT:,} clients (default unicast client limit of a commercial PTP card): "
               f"candidate {'reaches' if beat else 'does not reach'} it")
+    print_target(cand)
     if args.json:
         args.json.write_text(json.dumps({
             "ptp4l_version": version, "counts": counts, "duration_s": args.duration, "warmup_s": args.warmup,
