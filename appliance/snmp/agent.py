@@ -402,6 +402,14 @@ class ViewInstrum(AbstractMibInstrumController):
         return list(var_binds)
 
 
+def security_level(user: V3User, allow_without_privacy: bool) -> str:
+    """The user's USM level; ValueError for one below authPriv unless snmp.v3_allow_without_privacy."""
+    level = "authPriv" if user.priv != "none" else "authNoPriv" if user.auth != "none" else "noAuthNoPriv"
+    if level != "authPriv" and not allow_without_privacy:
+        raise ValueError(f"SNMPv3 user {user.name}: {level} is off (snmp.v3_allow_without_privacy)")
+    return level
+
+
 class Agent:
     def __init__(self, listen: str, port: int, view: Callable[[], Any],
                  writer: Callable[[tuple[int, ...], Any, str], None], gate: AccessGate,
@@ -431,9 +439,7 @@ class Agent:
         for user in users:
             config.add_v3_user(eng, user.name, AUTH[user.auth], user.auth_key or None, PRIV[user.priv],
                                user.priv_key or None)
-            level = "authPriv" if user.priv != "none" else "authNoPriv" if user.auth != "none" else "noAuthNoPriv"
-            if level != "authPriv" and not allow_noauth_v3:
-                raise ValueError(f"SNMPv3 user {user.name}: {level} is off (snmp.v3_allow_without_privacy)")
+            level = security_level(user, allow_noauth_v3)
             for subtree in read_subtrees:
                 config.add_vacm_user(eng, 3, user.name, level, readSubTree=subtree)
         self.writers = {u.name for u in users if u.write and u.auth != "none" and u.priv != "none"}

@@ -23,6 +23,7 @@ from typing import Any
 from appliance import leap
 from appliance.edge.child import ChildProcess
 from appliance.snmp import notify
+from appliance.snmp.agent import security_level
 from appliance.snmp.mibgen import enterprise_oid, load_table
 from appliance.snmp.users import load_users, parse_receivers
 from appliance.snmp.values import OUTPUTS, Stamp
@@ -96,14 +97,13 @@ class SnmpPart:
         self.listen, self.port = config.snmp.listen, config.snmp.port
         self._started = time.monotonic()
         agent = {"listen": self.listen, "port": self.port, "allow": list(config.snmp.allow),
-                 "rate_per_s": float(config.snmp.rate_per_s), "max_requests_per_s": float(config.snmp.max_requests_per_s),
+                 "rate_per_s": float(config.snmp.rate_per_s),
+                 "max_requests_per_s": float(config.snmp.max_requests_per_s),
                  "community": config.snmp.community, "users": users,
                  "allow_noauth_v3": config.snmp.v3_allow_without_privacy, "receivers": receivers,
                  "engine_id": engine_id(config, pen)}
-        for user in users:  # refused here, at start, as before the agent had its own process
-            level = "authPriv" if user.priv != "none" else "authNoPriv" if user.auth != "none" else "noAuthNoPriv"
-            if level != "authPriv" and not config.snmp.v3_allow_without_privacy:
-                raise ValueError(f"SNMPv3 user {user.name}: {level} is off (snmp.v3_allow_without_privacy)")
+        for user in users:  # refused at start, with its reason, rather than by the agent's process
+            security_level(user, config.snmp.v3_allow_without_privacy)
         start = {"pen": pen, "system": self.system, "started_mono": self._started, "agent": agent,
                  "log_level": logging.getLogger().getEffectiveLevel()}
         self.process = ChildProcess(loop, "SNMP agent", "appliance.snmp.process", log, status, utc_table,
