@@ -55,7 +55,8 @@ class Sky:
             az = (p.az0_deg + p.az_rate_deg_per_s * t_s) % 360
             cn0 = 28 + 20 * math.sin(math.radians(el)) + p.cn0_bias_db + self._rng.gauss(0, 0.7) + self.cn0_offset_db
             tracked = not blocked and cn0 >= 20
-            visible.append(SatInfo(p.constellation, p.prn, round(el), round(az), round(cn0) if tracked else None))
+            visible.append(SatInfo(p.constellation, p.prn, round(el), round(az) % 360,  # 359.5 rounds to 0, not 360
+                                      round(cn0) if tracked else None))
         return self._mark_used(visible)
 
     @staticmethod
