@@ -297,7 +297,7 @@ def ptp_output(config: Config, clock_map: ClockMap, status: TimeStatus, publish_
     output.thing = PtpService(port_config, p.interface, clock_map, gm_view(status), p.management_allow,
                               on_event=output.on_event, timestamping=p.timestamping,
                               served_phc=config.clock.phc_device if config.clock.backend == "phc" else "",
-                              on_notice=output.on_notice)
+                              on_notice=output.on_notice, native=p.native_sync)
     return output
 
 

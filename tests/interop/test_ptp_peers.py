@@ -171,6 +171,32 @@ def test_telecom_and_power_profiles(tmp_path: Path) -> None:
                 assert 0 < inaccuracy < 0xFFFFFFFF  # the clock's error bound, known once locked
 
 
+@pytest.mark.parametrize("native", ["auto", "off"])
+def test_unicast_ptp4l_locks_to_syncs_from_the_native_sender_and_from_the_port(tmp_path: Path, native: str) -> None:
+    """G.8275.2 unicast negotiation: the granted Sync stream comes from the native sender thread (auto) or from the
+    port on the event loop (off); either way ptp4l locks and its offsets stay within the appliance's bound."""
+    with h.NetnsPair("pn") as net, ApplianceGm(net.ns_a, net.if_a, tmp_path / native, "ptp.profile=g8275.2",
+                                                f"ptp.native_sync={native}") as gm:
+        options = dict(h.PROFILE_SLAVE_OPTIONS["g8275.2"], domainNumber="44")
+        with h.Ptp4l(net.b, transport="udp4", delay="E2E", domain=44, extra=options,
+                     unicast_master_table=[net.ip4_a]) as slave:
+            assert slave.wait_slave(timeout_s=30) < LOCK_WITHIN_S + 5, slave.tail()
+            assert slave.selected_gm() == gm.identity()
+            ptp = gm.wait(lambda s: s["outputs"]["ptp"]["sync_lateness"]["syncs"] >= 4, 15)["outputs"]["ptp"]
+            assert ptp["unicast_clients"] == 1 and ptp["counters"]["tx_follow_up"] >= 4
+            if native == "auto":
+                assert ptp["native_sync"]["running"] and ptp["native_sync"]["error"] == ""
+                assert ptp["native_sync"]["streams"] == 1 and ptp["native_sync"]["realtime"]  # root: SCHED_FIFO
+            else:
+                assert "native_sync" not in ptp
+            time.sleep(8)
+            bound = gm.status()["clock"]["error_bound_ns"]
+            recent = [o for t, o, _d in slave.offsets_ns() if t > time.monotonic() - 8]
+            assert len(recent) >= 5
+            within = [o for o in recent if abs(o) <= bound + SOFTWARE_TIMESTAMP_ALLOWANCE_NS]
+            assert len(within) >= 0.9 * len(recent), (bound, recent)
+
+
 def _field(frame: dict, suffix: str) -> str | None:
     return next((str(v) for k, v in frame.items() if k.endswith(suffix)), None)
 

@@ -43,6 +43,7 @@ EDGES = {
     "edge.ntp.shm": "the shared memory between the appliance and its NTP workers",
     "edge.ntp.fast": "drives the native fast path from a worker",
     "edge.ptp.transport": "PTP sockets (UDP and raw Ethernet), kernel timestamps, error queue, ethtool ioctl",
+    "edge.ptp.native_sync": "drives the native unicast Sync sender thread on the port's sockets",
     "edge.ptp.runner": "runs a PTP port engine on the event loop: transport, readers, timers, host clock reads",
     "edge.ptp.gm_service": "runs the PTP port on the event loop: readers, timers, host clock reads",
     "edge.ptp.slave_service": "runs the PTP slave port (an upstream grandmaster) on the event loop: sockets, timers",
@@ -192,8 +193,9 @@ def test_the_direction_checker_catches_a_backwards_import(tmp_path: Path) -> Non
                                                       "edge imports sim sim.world"]
 
 
-# Private names of other libraries the package must use, and the native fast path (an extension module's name).
-FOREIGN_PRIVATE = {"argparse._SubParsersAction", "parser._negative_number_matcher", "_fastpath"}
+# Private names of other libraries the package must use, and the native paths (extension modules' names).
+FOREIGN_PRIVATE = {"argparse._SubParsersAction", "parser._negative_number_matcher", "_fastpath",
+                   "_syncsend"}
 
 
 def _reaches_in(path: Path) -> list[str]:

@@ -420,3 +420,38 @@ def test_unicast_announces_run_halfway_between_the_clients_syncs() -> None:
     times = _send_times(port, 2 * S + 300_000_000, 12 * S)
     assert len(times["Sync"]) == 10 and len(times["Announce"]) >= 9
     assert _closest_ns(times["Announce"], times["Sync"]) >= S // 2 - 1_000_000
+
+
+def test_offloaded_unicast_syncs_are_announced_as_stream_changes_not_sent() -> None:
+    """With a native sender taking the Syncs, the port says which clients' streams start and stop, sends no Sync
+    itself (Announces and Delay_Resps still), and counts what the sender reports as its own."""
+    port = make("g8275.2")
+    port.sync_offload = True
+    run(port, 1 * S)
+    req = signaling(c.RequestUnicastTransmissionTlv(c.MsgType.ANNOUNCE, 0, 300),
+                    c.RequestUnicastTransmissionTlv(c.MsgType.SYNC, -3, 300))
+    port.handle_rx(req, SRC, None, 2 * S)
+    key = ("10.0.0.2", SLAVE)
+    assert port.take_stream_changes() == [("start", key)]
+    kinds = {type(c.decode(a.data)).__name__ for t in range(2 * S, 4 * S, 10_000_000) for a in port.handle_timer(t, 0)}
+    assert "Sync" not in kinds and "Announce" in kinds
+    # the same interval again is a renewal: the stream runs on; a new interval restarts it
+    port.handle_rx(signaling(c.RequestUnicastTransmissionTlv(c.MsgType.SYNC, -3, 300)), SRC, None, 5 * S)
+    assert port.take_stream_changes() == []
+    port.handle_rx(signaling(c.RequestUnicastTransmissionTlv(c.MsgType.SYNC, -4, 300)), SRC, None, 6 * S)
+    assert port.take_stream_changes() == [("start", key)]
+    sync, fup = port.unicast_sync_templates(-4)
+    assert c.decode(sync).header.log_interval == -4 and c.decode(sync).header.flags & c.FLAG_UNICAST
+    assert isinstance(c.decode(fup), c.FollowUp) and len(sync) == len(fup) == 44
+    port.handle_rx(signaling(c.CancelUnicastTransmissionTlv(c.MsgType.SYNC)), SRC, None, 7 * S)
+    assert port.take_stream_changes() == [("stop", key)]
+    # a grant that expires stops its stream too
+    port.handle_rx(signaling(c.RequestUnicastTransmissionTlv(c.MsgType.SYNC, -3, 60)), SRC, None, 8 * S)
+    port.handle_timer(69 * S, 0)
+    assert port.take_stream_changes() == [("start", key), ("stop", key)]
+    port.add_offloaded({"syncs": 8, "follow_ups": 7, "timestamps_lost": 1, "late_bins": [(3, 6), (40, 1)],
+                        "late_count": 7, "late_over_1ms": 0, "late_max_ns": 70_000})
+    snap = port.snapshot(70 * S)
+    assert snap["counters"]["tx_sync"] == 8 and snap["counters"]["tx_follow_up"] == 7
+    assert snap["counters"]["tx_timestamp_missing"] == 1
+    assert snap["sync_lateness"]["syncs"] == 7 and snap["sync_lateness"]["max_us"] == 70.0

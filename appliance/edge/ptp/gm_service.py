@@ -5,7 +5,8 @@ readers, one timer at the engine's next due time, a transport that cannot open l
 again every ``runner.FAULT_RETRY_S`` seconds.  This module maps the transport's timestamps onto the served clock through
 the same ``ClockMap`` the NTP workers use, hands the port the clock's map and quality (``publish``), and passes on
 what the port notices besides what it sends (``outputs/ptp/notices.py``): management SETs, a foreign grandmaster that
-out-ranks this one, the port's return to MASTER.
+out-ranks this one, the port's return to MASTER.  Unicast-negotiated Syncs go out from a native thread
+(native_sync.py) when it is built and the port timestamps in software over UDP (``ptp.native_sync``).
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from appliance.edge.ptp import native_sync
 from appliance.edge.ptp.runner import PortHooks, PortRunner, PortSpec
-from appliance.edge.ptp.transport import clock_identity
+from appliance.edge.ptp.transport import TransportError, UdpTransport, clock_identity
 from appliance.outputs.ptp.datasets import GrandmasterView
 from appliance.outputs.ptp.notices import ManagementSet, MasterAgain, PortNotice
 from appliance.outputs.ptp.port import PtpPort
@@ -37,8 +39,13 @@ class PtpService:
     def __init__(self, config: PortConfig, iface: str, clock_map: ClockMap, view: GrandmasterView,
                  management_allow: tuple[str, ...] = ("127.0.0.0/8", "::1/128"),
                  on_event: Callable[[str, str], None] | None = None, timestamping: str = "auto",
-                 served_phc: str = "", on_notice: Callable[[PortNotice], None] | None = None):
+                 served_phc: str = "", on_notice: Callable[[PortNotice], None] | None = None,
+                 native: str = "auto"):
         self.config, self.iface = config, iface
+        self.native_wanted = native == "auto" and config.unicast_negotiation
+        self.native: native_sync.NativeSync | None = None
+        self.native_status: dict[str, Any] = {}
+        self.native_error = ""
         self.clock_map, self.view = clock_map, view
         self.management_rules = AccessRules(management_allow)
         self.on_event = on_event or (lambda kind, text: None)
@@ -56,7 +63,34 @@ class PtpService:
         self.runner.start()
 
     def stop(self) -> None:
+        self._close_native()
         self.runner.stop()
+
+    def _close_native(self) -> None:
+        if self.native is not None:
+            self.native.close()
+            self.native = None
+
+    def _open_native(self, transport: Any, port: PtpPort, now_ns: int) -> None:
+        """The native Sync sender on this transport, when wanted and possible; else the port sends its Syncs."""
+        self._close_native()
+        port.sync_offload = False
+        if not self.native_wanted:
+            return
+        if not native_sync.available():
+            self.native_error = "not built"
+        elif not isinstance(transport, UdpTransport) or self.runner.hardware:
+            self.native_error = "software timestamps over UDP only"
+        else:
+            try:
+                self.native = native_sync.NativeSync(transport, log)
+            except (TransportError, OSError) as exc:
+                self.native_error = str(exc)
+                log.warning("PTP unicast Syncs sent by the port: the native sender did not start: %s", exc)
+                return
+            self.native_error = ""
+            self.native.publish(self.clock_map)
+            self.native.adopt(port, now_ns)
 
     def publish(self, clock_map: ClockMap, view: GrandmasterView) -> None:
         """The clock's map and quality, every second and at every state change (the PHC is read against the host
@@ -64,6 +98,9 @@ class PtpService:
         self.clock_map, self.view = clock_map, view
         if self.runner.phc is not None:
             self.runner.phc.sample()
+        if self.native is not None and self.port is not None:
+            self.native.publish(clock_map)
+            self.native_status = self.native.take(self.port)
         if self.port is not None:
             self.runner.apply(self.port.update_view(view, time.monotonic_ns()))
             self.runner.rearm()
@@ -83,14 +120,21 @@ class PtpService:
 
     def status(self) -> dict[str, Any]:
         cfg = self.config
-        return self.runner.status({"profile": cfg.profile, "transport": cfg.transport, "domain": cfg.domain})
+        status = self.runner.status({"profile": cfg.profile, "transport": cfg.transport, "domain": cfg.domain})
+        if self.native_wanted:
+            status["native_sync"] = {"running": self.native is not None, "error": self.native_error,
+                                     **self.native_status}
+        return status
 
     # --- the runner's hooks: the port engine in its own terms ----------------------------------------------------
     def _start_port(self, transport: Any, now_ns: int) -> tuple[PtpPort, list[Send]]:
         if self.port is not None:
-            return self.port, self.port.fault_cleared(now_ns)
+            actions = self.port.fault_cleared(now_ns)
+            self._open_native(transport, self.port, now_ns)
+            return self.port, actions
         self.port = PtpPort(self.config, clock_identity(transport.mac), self.view, now_ns,
                             address_key=transport.address_key, management_rules=self.management_rules)
+        self._open_native(transport, self.port, now_ns)
         return self.port, self.port.start(now_ns)
 
     def _received(self, data: bytes, source: Any, rx_ts_ns: int | None, now_ns: int) -> list[Send]:
@@ -110,3 +154,5 @@ class PtpService:
             quiet = isinstance(notice, MasterAgain) or (isinstance(notice, ManagementSet) and bool(notice.refused))
             (log.info if quiet else log.warning)("%s", notice.text)
             self.on_notice(notice)
+        if self.native is not None and self.port is not None:
+            self.native.apply(self.port, time.monotonic_ns())

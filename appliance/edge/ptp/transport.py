@@ -46,6 +46,8 @@ RECV_SIZE = 1500
 MAX_PENDING_TX = 65536  # transmit timestamps awaited at once (one per Sync in flight: ample for 20,000 clients)
 SIOCETHTOOL, ETHTOOL_GET_TS_INFO = 0x8946, 0x41
 SIOCGIFHWADDR = 0x8927
+SO_ATTACH_REUSEPORT_CBPF, IP_MULTICAST_ALL, IPV6_MULTICAST_ALL = 51, 49, 29
+STEER_TO_FIRST = struct.pack("HBBI", 0x06, 0, 0, 0)  # classic BPF "ret #0": every datagram to the group's first
 
 PTP_PRIMARY_V4, PTP_PDELAY_V4 = "224.0.1.129", "224.0.0.107"  # IEEE 1588-2019 Annex C.3
 PTP_PRIMARY_V6, PTP_PDELAY_V6 = "ff0e::181", "ff02::6b"  # Annex D.3
@@ -229,6 +231,8 @@ class UdpTransport:
         sock = socket.socket(self.family, socket.SOCK_DGRAM)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if timestamps:  # the event socket: a native Sync sender may join it (open_sync_socket)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, self.iface.encode())
             flags = _flags(self.hardware, timestamps) | (SOF_OPT_ID | SOF_OPT_TSONLY if timestamps else 0)
             sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING, flags)
@@ -256,6 +260,36 @@ class UdpTransport:
             sock.close()
             raise TransportError(exc.errno, f"PTP {'UDPv6' if self.v6 else 'UDPv4'} port {port} on "
                                             f"{self.iface}: {exc.strerror}") from None
+        return sock
+
+    def open_sync_socket(self) -> socket.socket:
+        """A second event socket for a native Sync sender: bound to port 319 on the same interface in the event
+        socket's SO_REUSEPORT group, its sends timestamped and numbered alike, but it never receives: a classic
+        BPF program steers every datagram to the group's first socket (the port's), and it joins no multicast group
+        and hears none of the port's (IP_MULTICAST_ALL off).  Its error queue is the native sender's alone."""
+        if self.hardware:
+            raise TransportError(95, "a native Sync sender takes software timestamps only")
+        sock = socket.socket(self.family, socket.SOCK_DGRAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, self.iface.encode())
+            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING, _flags(False, True) | SOF_OPT_ID | SOF_OPT_TSONLY)
+            if self.v6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                sock.setsockopt(socket.IPPROTO_IPV6, IPV6_MULTICAST_ALL, 0)
+                sock.bind(("::", EVENT_PORT))
+            else:
+                sock.setsockopt(socket.IPPROTO_IP, IP_MULTICAST_ALL, 0)
+                sock.bind(("0.0.0.0", EVENT_PORT))
+            program = ctypes.create_string_buffer(STEER_TO_FIRST)
+            fprog = struct.pack("HL", 1, ctypes.addressof(program))
+            sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, fprog)
+            _big_buffers(sock)  # its transmit timestamps count against its receive buffer
+            sock.setblocking(False)
+        except OSError as exc:
+            sock.close()
+            raise TransportError(exc.errno, f"PTP Sync socket on {self.iface}: {exc.strerror}") from None
         return sock
 
     def fds(self) -> list[int]:

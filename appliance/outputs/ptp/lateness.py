@@ -61,6 +61,14 @@ class SyncLateness:
         if lateness_ns > self.max_ns:
             self.max_ns = lateness_ns
 
+    def merge(self, bins: list[tuple[int, int]], count: int, over_1ms: int, max_ns: int) -> None:
+        """Syncs counted elsewhere into the same bins (a native sender's): (bin index, count) pairs."""
+        for index, n in bins:
+            self.bins[index] += n
+        self.count += count
+        self.over_1ms += over_1ms
+        self.max_ns = max(self.max_ns, max_ns)
+
     def quantile_us(self, q: float) -> float:
         return quantile_us(self.bins, self.count, q, self.max_ns / NS_PER_US)
 

@@ -144,6 +144,10 @@ class PtpPort(PortStateMachine):
         self.log_announce = config.log_announce_interval
         self.sync_lateness = SyncLateness()  # each Sync's transmit timestamp against its slot
         self._announce_cache: dict[tuple[int, bool], tuple[Any, bytes]] = {}  # (interval, unicast) -> said, bytes
+        # Set by the edge when a native sender sends the unicast Syncs: the port then keeps no "u-sync" timers and
+        # says instead which clients' Sync streams start (a grant, or its interval changed) and stop.
+        self.sync_offload = False
+        self._stream_changes: list[tuple[str, Any]] = []
 
     # --- state --------------------------------------------------------------------------------------------
     def _event(self, event: str, now_ns: int, reason: str) -> list[Send]:
@@ -630,7 +634,8 @@ class PtpPort(PortStateMachine):
             elif isinstance(tlv, c.CancelUnicastTransmissionTlv):
                 client = self.clients.get(key)
                 if client is not None:
-                    client.grants.pop(int(tlv.message_type), None)
+                    if client.grants.pop(int(tlv.message_type), None) is not None:
+                        self._stream_stopped(key, int(tlv.message_type))
                     if not client.grants:
                         del self.clients[key]
                 self._count("unicast_cancelled")
@@ -681,7 +686,10 @@ class PtpPort(PortStateMachine):
         and the Announce stream runs half an interval off it (``_announce_phase_ns``)."""
         sync, announce = client.grants.get(c.MsgType.SYNC), client.grants.get(c.MsgType.ANNOUNCE)
         if granted == c.MsgType.SYNC:
-            self._at(now_ns, "u-sync", key)
+            if self.sync_offload:
+                self._stream_changes.append(("start", key))
+            else:
+                self._at(now_ns, "u-sync", key)
         if announce is None:
             return
         if sync is None:
@@ -692,6 +700,36 @@ class PtpPort(PortStateMachine):
                                                                                    announce.log_interval)
         self._at(at if at >= now_ns else at + step, "u-announce", key)  # the first Announce slot from now
 
+    def _stream_stopped(self, key: Any, mtype: int) -> None:
+        if mtype == c.MsgType.SYNC and self.sync_offload:
+            self._stream_changes.append(("stop", key))
+
+    def take_stream_changes(self) -> list[tuple[str, Any]]:
+        """With ``sync_offload``: ("start", key) for a client whose Sync stream (re)starts now, ("stop", key) for one
+        whose Sync grant ended, in order, since the last call."""
+        changes, self._stream_changes = self._stream_changes, []
+        return changes
+
+    def unicast_sync_templates(self, log_interval: int) -> tuple[bytes, bytes]:
+        """The unicast two-step Sync and its Follow_Up as the port sends them, with sequenceId 0 and a zero
+        timestamp: a native sender changes only those two."""
+        cfg = self.config
+        sync = c.encode_timestamped(c.MsgType.SYNC, cfg.domain, self.identity, 0, c.FLAG_TWO_STEP | c.FLAG_UNICAST,
+                                    log_interval, 0)
+        follow_up = c.encode_timestamped(c.MsgType.FOLLOW_UP, cfg.domain, self.identity, 0, c.FLAG_UNICAST,
+                                         log_interval, 0)
+        return sync, follow_up
+
+    def add_offloaded(self, taken: dict[str, Any]) -> None:
+        """What a native sender sent since it was last asked (its ``take()``): counted as the port's own Syncs and
+        Follow_Ups, their lateness into ``sync_lateness``."""
+        self._count("tx_sync", taken["syncs"])
+        self._count("tx_follow_up", taken["follow_ups"])
+        if taken["timestamps_lost"]:
+            self._count("tx_timestamp_missing", taken["timestamps_lost"])
+        self.sync_lateness.merge(taken["late_bins"], taken["late_count"], taken["late_over_1ms"],
+                                 taken["late_max_ns"])
+
     def _unicast_timer(self, kind: str, key: Any, at: int, now_ns: int, served_ns: int) -> list[Send]:
         if kind == "u-expire":
             client_key, mtype = key
@@ -700,6 +738,7 @@ class PtpPort(PortStateMachine):
                 grant = client.grants.get(mtype)
                 if grant is not None and grant.expires_ns <= now_ns:
                     del client.grants[mtype]
+                    self._stream_stopped(client_key, mtype)
                     self._count("unicast_expired")
                 if not client.grants:
                     del self.clients[client_key]

@@ -1,0 +1,629 @@
+/* The unicast Sync sender: a native thread that sends each granted client's two-step Sync at its slot and its
+ * Follow_Up as soon as the kernel's transmit timestamp is read, without the interpreter.
+ *
+ * I/O edge.  The Python port keeps everything else (negotiation, Announce, Delay_Resp, management, the state);
+ * it hands this object one stream per client with a Sync grant: the client's addresses, the two messages as
+ * templates (encoded by the codec; only sequenceId at octet 30 and the first Timestamp at octet 34 change here),
+ * the interval and the first slot.  The thread sleeps in ppoll until the earliest slot (a CLOCK_MONOTONIC instant,
+ * timer slack 1 ns), sends every due Sync with sendmmsg on its own event socket (bound to port 319 beside the
+ * port's, in the same SO_REUSEPORT group, every received datagram steered to the port's socket), reads their
+ * software transmit timestamps from its error queue (numbered by SOF_TIMESTAMPING_OPT_ID), maps them onto the served
+ * clock with the map Python publishes (ClockMap.served_tai_ns), and sends the Follow_Ups with sendmmsg on the port's
+ * general socket.  Each Sync's lateness (transmit time minus slot, both on the served clock) goes into the same
+ * log-linear histogram as outputs/ptp/lateness.py, which ``take()`` hands to the port.  The socket is polled only
+ * while the thread waits, so no wake-up callback runs between a Sync's timestamp and its leaving.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/errqueue.h>
+#include <linux/net_tstamp.h>
+
+#define NS_PER_S 1000000000LL
+#define NS_PER_US 1000LL
+#define BATCH 64
+#define MSG_LEN 44
+#define RING 65536  /* Syncs awaiting their transmit timestamp, by OPT_ID modulo RING */
+#define SUB_BITS 4
+#define SUB (1 << SUB_BITS)
+#define TOP_SHIFT 22
+#define N_BINS ((TOP_SHIFT << SUB_BITS) + 2 * SUB)
+#define LATE_NS 1000000LL
+#define TX_WAIT_NS 1000000LL  /* poll for awaited timestamps at least this often */
+#define TS_LOST_NS 1000000000LL  /* a timestamp not read within this is counted lost */
+
+typedef struct {
+    int used;
+    uint32_t gen;
+    struct sockaddr_storage event_addr, general_addr;
+    socklen_t addr_len;
+    uint8_t sync_tpl[MSG_LEN], fup_tpl[MSG_LEN];
+    int64_t step_ns, next_slot_ns;
+    uint16_t seq;
+    uint64_t sent;
+} stream;
+
+typedef struct { int64_t slot_ns; int32_t index; uint32_t gen; } heap_item;
+
+typedef struct { int32_t index; uint32_t gen; uint16_t seq; int valid; int64_t slot_served_ns, sent_mono_ns; } pending;
+
+typedef struct {
+    PyObject_HEAD
+    int event_fd, general_fd, wake_fd, event_port, general_port;
+    pthread_t thread;
+    int started, running, active, map_valid, realtime;
+    pthread_mutex_t mu;
+    /* ClockMap: served TAI ns from host CLOCK_REALTIME ns */
+    int64_t host_anchor_ns, served_anchor_ns;
+    double rate_ppb;
+    stream *streams;
+    int32_t n_streams, cap_streams;
+    heap_item *heap;
+    int32_t heap_len, heap_cap;
+    pending ring[RING];
+    uint32_t next_id, oldest_id, awaited;
+    uint64_t bins[N_BINS];
+    uint64_t late_count, late_over, syncs, follow_ups, send_errors, ts_lost, batches;
+    int64_t late_max_ns;
+} SyncSender;
+
+/* ------------------------------------------------------------------------------------------------- helpers */
+
+static int64_t clock_ns(clockid_t id) {
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
+}
+
+/* ClockMap.served_tai_ns (Python's round() is round-half-even, as nearbyint() in the default FP mode). */
+static int64_t served_ns(const SyncSender *s, int64_t host_ns) {
+    int64_t elapsed = host_ns - s->host_anchor_ns;
+    return s->served_anchor_ns + elapsed + (int64_t)nearbyint(((double)elapsed * s->rate_ppb) * 1e-9);
+}
+
+static void put_ts(uint8_t *p, int64_t ns) {
+    if (ns < 0) ns = 0;
+    uint64_t sec = (uint64_t)(ns / NS_PER_S);
+    uint32_t frac = (uint32_t)(ns % NS_PER_S);
+    p[0] = (uint8_t)(sec >> 40); p[1] = (uint8_t)(sec >> 32); p[2] = (uint8_t)(sec >> 24);
+    p[3] = (uint8_t)(sec >> 16); p[4] = (uint8_t)(sec >> 8); p[5] = (uint8_t)sec;
+    p[6] = (uint8_t)(frac >> 24); p[7] = (uint8_t)(frac >> 16); p[8] = (uint8_t)(frac >> 8); p[9] = (uint8_t)frac;
+}
+
+/* lateness.bin_of */
+static int bin_of(int64_t us) {
+    uint64_t v = us < 0 ? 0 : (uint64_t)us;
+    if (v < 2 * SUB) return (int)v;
+    int shift = (64 - __builtin_clzll(v)) - SUB_BITS - 1;
+    if (shift > TOP_SHIFT) return N_BINS - 1;
+    return (shift << SUB_BITS) + (int)(v >> shift);
+}
+
+static void add_lateness(SyncSender *s, int64_t ns) {
+    int64_t us = ns >= 0 ? ns / NS_PER_US : -((-ns + NS_PER_US - 1) / NS_PER_US);  /* floor, as Python's // */
+    s->bins[bin_of(us)]++;
+    s->late_count++;
+    if (ns > LATE_NS) s->late_over++;
+    if (ns > s->late_max_ns) s->late_max_ns = ns;
+}
+
+/* ------------------------------------------------------------------------------------------------ the heap */
+
+static int heap_push(SyncSender *s, int64_t slot_ns, int32_t index, uint32_t gen) {
+    if (s->heap_len == s->heap_cap) {
+        int32_t cap = s->heap_cap ? s->heap_cap * 2 : 1024;
+        heap_item *h = realloc(s->heap, (size_t)cap * sizeof(*h));
+        if (h == NULL) return -1;
+        s->heap = h;
+        s->heap_cap = cap;
+    }
+    int32_t i = s->heap_len++;
+    while (i > 0) {
+        int32_t up = (i - 1) / 2;
+        if (s->heap[up].slot_ns <= slot_ns) break;
+        s->heap[i] = s->heap[up];
+        i = up;
+    }
+    s->heap[i] = (heap_item){slot_ns, index, gen};
+    return 0;
+}
+
+static heap_item heap_pop(SyncSender *s) {
+    heap_item top = s->heap[0], last = s->heap[--s->heap_len];
+    int32_t i = 0, n = s->heap_len;
+    for (;;) {
+        int32_t child = 2 * i + 1;
+        if (child >= n) break;
+        if (child + 1 < n && s->heap[child + 1].slot_ns < s->heap[child].slot_ns) child++;
+        if (s->heap[child].slot_ns >= last.slot_ns) break;
+        s->heap[i] = s->heap[child];
+        i = child;
+    }
+    if (n > 0) s->heap[i] = last;
+    return top;
+}
+
+/* The earliest live slot (stale entries of removed or changed streams dropped), or -1. */
+static int64_t next_slot(SyncSender *s) {
+    while (s->heap_len > 0) {
+        heap_item top = s->heap[0];
+        stream *st = &s->streams[top.index];
+        if (st->used && st->gen == top.gen && st->next_slot_ns == top.slot_ns) return top.slot_ns;
+        heap_pop(s);
+    }
+    return -1;
+}
+
+/* ------------------------------------------------------------------------------------------------ the thread */
+
+static void send_follow_ups(SyncSender *s, struct mmsghdr *out, int n) {
+    uint64_t sent = 0, errors = 0;
+    for (int done = 0; done < n;) {
+        int k = sendmmsg(s->general_fd, out + done, (unsigned)(n - done), 0);
+        if (k <= 0) {  /* this one was not sent; go on with the rest */
+            errors++;
+            done++;
+            continue;
+        }
+        sent += (uint64_t)k;
+        done += k;
+    }
+    pthread_mutex_lock(&s->mu);
+    s->follow_ups += sent;
+    s->send_errors += errors;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void read_timestamps(SyncSender *s) {
+    uint8_t data[64], ctrl[512];
+    struct mmsghdr out[BATCH];
+    struct iovec iov[BATCH];
+    uint8_t fups[BATCH][MSG_LEN];
+    int n_out = 0;
+    for (;;) {
+        struct iovec v = {data, sizeof(data)};
+        struct msghdr mh = {0};
+        mh.msg_iov = &v;
+        mh.msg_iovlen = 1;
+        mh.msg_control = ctrl;
+        mh.msg_controllen = sizeof(ctrl);
+        ssize_t got = recvmsg(s->event_fd, &mh, MSG_ERRQUEUE | MSG_DONTWAIT);
+        if (got < 0) break;
+        int64_t ts_ns = 0;
+        int has_id = 0;
+        uint32_t id = 0;
+        for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+            if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SO_TIMESTAMPING) {
+                struct timespec *t = (struct timespec *)CMSG_DATA(cm);
+                ts_ns = (int64_t)t[0].tv_sec * NS_PER_S + t[0].tv_nsec;
+            } else if ((cm->cmsg_level == SOL_IP && cm->cmsg_type == IP_RECVERR) ||
+                       (cm->cmsg_level == SOL_IPV6 && cm->cmsg_type == IPV6_RECVERR)) {
+                struct sock_extended_err *ee = (struct sock_extended_err *)CMSG_DATA(cm);
+                if (ee->ee_origin == SO_EE_ORIGIN_TIMESTAMPING) {
+                    has_id = 1;
+                    id = ee->ee_data;
+                }
+            }
+        }
+        if (!has_id || ts_ns == 0) continue;
+        pthread_mutex_lock(&s->mu);
+        pending *p = &s->ring[id % RING];
+        if (p->valid) {
+            p->valid = 0;
+            s->awaited--;
+            stream *st = &s->streams[p->index];
+            if (st->used && st->gen == p->gen) {
+                int64_t tx_served = served_ns(s, ts_ns);
+                add_lateness(s, tx_served - p->slot_served_ns);
+                memcpy(fups[n_out], st->fup_tpl, MSG_LEN);
+                fups[n_out][30] = (uint8_t)(p->seq >> 8);
+                fups[n_out][31] = (uint8_t)p->seq;
+                put_ts(fups[n_out] + 34, tx_served);
+                iov[n_out] = (struct iovec){fups[n_out], MSG_LEN};
+                memset(&out[n_out], 0, sizeof(out[n_out]));
+                out[n_out].msg_hdr.msg_name = &st->general_addr;
+                out[n_out].msg_hdr.msg_namelen = st->addr_len;
+                out[n_out].msg_hdr.msg_iov = &iov[n_out];
+                out[n_out].msg_hdr.msg_iovlen = 1;
+                n_out++;
+            }
+        }
+        pthread_mutex_unlock(&s->mu);
+        if (n_out == BATCH) {
+            send_follow_ups(s, out, n_out);
+            n_out = 0;
+        }
+    }
+    send_follow_ups(s, out, n_out);
+}
+
+/* Sends the Syncs due at ``now``, at most BATCH; returns how many were due (BATCH: look again at once). */
+static int send_due(SyncSender *s) {
+    struct mmsghdr out[BATCH];
+    struct iovec iov[BATCH];
+    uint8_t msgs[BATCH][MSG_LEN];
+    int32_t who[BATCH];
+    int64_t slots[BATCH];
+    int n = 0;
+    pthread_mutex_lock(&s->mu);
+    int64_t now = clock_ns(CLOCK_MONOTONIC);
+    if (!s->active || !s->map_valid) {
+        pthread_mutex_unlock(&s->mu);
+        return 0;
+    }
+    while (n < BATCH) {
+        int64_t slot = next_slot(s);
+        if (slot < 0 || slot > now) break;
+        heap_item top = heap_pop(s);
+        stream *st = &s->streams[top.index];
+        int64_t nxt = slot + st->step_ns;
+        st->next_slot_ns = nxt > now ? nxt : now + st->step_ns;  /* a stall is not followed by a burst */
+        heap_push(s, st->next_slot_ns, top.index, st->gen);
+        memcpy(msgs[n], st->sync_tpl, MSG_LEN);
+        msgs[n][30] = (uint8_t)(st->seq >> 8);
+        msgs[n][31] = (uint8_t)st->seq;
+        iov[n] = (struct iovec){msgs[n], MSG_LEN};
+        memset(&out[n], 0, sizeof(out[n]));
+        out[n].msg_hdr.msg_name = &st->event_addr;
+        out[n].msg_hdr.msg_namelen = st->addr_len;
+        out[n].msg_hdr.msg_iov = &iov[n];
+        out[n].msg_hdr.msg_iovlen = 1;
+        who[n] = top.index;
+        slots[n] = slot;
+        n++;
+    }
+    if (n == 0) {
+        pthread_mutex_unlock(&s->mu);
+        return 0;
+    }
+    int64_t mono = clock_ns(CLOCK_MONOTONIC), served_now = served_ns(s, clock_ns(CLOCK_REALTIME));
+    for (int i = 0; i < n; i++) put_ts(msgs[i] + 34, served_now);
+    for (int done = 0; done < n;) {
+        int k = sendmmsg(s->event_fd, out + done, (unsigned)(n - done), 0);
+        if (k <= 0) {  /* this one was not sent: no OPT_ID was used for it */
+            s->send_errors++;
+            done++;
+            continue;
+        }
+        for (int i = done; i < done + k; i++) {
+            stream *st = &s->streams[who[i]];
+            pending *p = &s->ring[s->next_id % RING];
+            if (p->valid) s->ts_lost++;
+            else s->awaited++;
+            *p = (pending){who[i], st->gen, st->seq, 1, served_now - (mono - slots[i]), mono};
+            s->next_id++;
+            st->seq++;
+            st->sent++;
+            s->syncs++;
+        }
+        done += k;
+    }
+    s->batches++;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+/* Timestamps that never came (a full error queue drops them): forgotten after TS_LOST_NS, oldest first. */
+static void forget_lost(SyncSender *s, int64_t now) {
+    if (s->next_id - s->oldest_id > RING) s->oldest_id = s->next_id - RING;
+    while (s->oldest_id != s->next_id) {
+        pending *p = &s->ring[s->oldest_id % RING];
+        if (p->valid) {
+            if (now - p->sent_mono_ns < TS_LOST_NS) break;
+            p->valid = 0;
+            s->awaited--;
+            s->ts_lost++;
+        }
+        s->oldest_id++;
+    }
+}
+
+static void *run(void *arg) {
+    SyncSender *s = arg;
+    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    while (__atomic_load_n(&s->running, __ATOMIC_ACQUIRE)) {
+        while (send_due(s) == BATCH) read_timestamps(s);
+        read_timestamps(s);
+        pthread_mutex_lock(&s->mu);
+        int64_t now = clock_ns(CLOCK_MONOTONIC);
+        forget_lost(s, now);
+        int64_t due = (s->active && s->map_valid) ? next_slot(s) : -1;
+        int64_t wait = due < 0 ? 100 * 1000000LL : due - now;
+        if (s->awaited > 0 && wait > TX_WAIT_NS) wait = TX_WAIT_NS;
+        pthread_mutex_unlock(&s->mu);
+        if (wait <= 0) continue;
+        struct pollfd fds[2] = {{s->event_fd, 0, 0}, {s->wake_fd, POLLIN, 0}};  /* POLLERR: a timestamp */
+        struct timespec ts = {wait / NS_PER_S, wait % NS_PER_S};
+        int r = ppoll(fds, 2, &ts, NULL);
+        if (r > 0 && (fds[1].revents & POLLIN)) {
+            uint64_t v;
+            if (read(s->wake_fd, &v, sizeof(v)) < 0) { /* another wake-up read it */ }
+        }
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------------------------------ Python side */
+
+static void wake(SyncSender *s) {
+    uint64_t one = 1;
+    if (write(s->wake_fd, &one, sizeof(one)) < 0) { /* the counter is already non-zero */ }
+}
+
+static int parse_address(PyObject *addr, int port, struct sockaddr_storage *out, socklen_t *len) {
+    const char *host;
+    int given_port = 0;
+    unsigned int flow = 0, scope = 0;
+    if (!PyArg_ParseTuple(addr, "si|II", &host, &given_port, &flow, &scope)) return -1;
+    memset(out, 0, sizeof(*out));
+    struct sockaddr_in *v4 = (struct sockaddr_in *)out;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)out;
+    if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons((uint16_t)port);
+        *len = sizeof(*v4);
+        return 0;
+    }
+    if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons((uint16_t)port);
+        v6->sin6_scope_id = scope;
+        *len = sizeof(*v6);
+        return 0;
+    }
+    PyErr_Format(PyExc_ValueError, "not an IP address: %s", host);
+    return -1;
+}
+
+static PyObject *ss_set_map(SyncSender *s, PyObject *args) {
+    int valid;
+    long long host, served;
+    double rate;
+    if (!PyArg_ParseTuple(args, "pLLd", &valid, &host, &served, &rate)) return NULL;
+    pthread_mutex_lock(&s->mu);
+    s->map_valid = valid, s->host_anchor_ns = host, s->served_anchor_ns = served, s->rate_ppb = rate;
+    pthread_mutex_unlock(&s->mu);
+    wake(s);
+    Py_RETURN_NONE;
+}
+
+static PyObject *ss_set_active(SyncSender *s, PyObject *args) {
+    int active;
+    if (!PyArg_ParseTuple(args, "p", &active)) return NULL;
+    pthread_mutex_lock(&s->mu);
+    int was = s->active;
+    s->active = active;
+    pthread_mutex_unlock(&s->mu);
+    if (active && !was) wake(s);
+    Py_RETURN_NONE;
+}
+
+/* add(address, sync_template, follow_up_template, step_ns, first_slot_ns, first_seq) -> index */
+static PyObject *ss_add(SyncSender *s, PyObject *args) {
+    PyObject *addr;
+    Py_buffer sync_tpl, fup_tpl;
+    long long step, first;
+    int seq;
+    if (!PyArg_ParseTuple(args, "Oy*y*LLi", &addr, &sync_tpl, &fup_tpl, &step, &first, &seq)) return NULL;
+    struct sockaddr_storage ev, ge;
+    socklen_t len = 0;
+    PyObject *result = NULL;
+    if (sync_tpl.len != MSG_LEN || fup_tpl.len != MSG_LEN || step <= 0) {
+        PyErr_SetString(PyExc_ValueError, "templates must be 44-octet Sync and Follow_Up messages, step > 0");
+        goto done;
+    }
+    if (parse_address(addr, s->event_port, &ev, &len) < 0 || parse_address(addr, s->general_port, &ge, &len) < 0)
+        goto done;
+    pthread_mutex_lock(&s->mu);
+    int32_t index = -1;
+    for (int32_t i = 0; i < s->n_streams; i++)
+        if (!s->streams[i].used) { index = i; break; }
+    if (index < 0) {
+        if (s->n_streams == s->cap_streams) {
+            int32_t cap = s->cap_streams ? s->cap_streams * 2 : 256;
+            stream *grown = realloc(s->streams, (size_t)cap * sizeof(*grown));
+            if (grown == NULL) {
+                pthread_mutex_unlock(&s->mu);
+                PyErr_NoMemory();
+                goto done;
+            }
+            s->streams = grown;
+            s->cap_streams = cap;
+        }
+        index = s->n_streams++;
+        s->streams[index].gen = 0;
+    }
+    stream *st = &s->streams[index];
+    uint32_t gen = st->gen + 1;
+    memset(st, 0, sizeof(*st));
+    st->used = 1;
+    st->gen = gen;
+    st->event_addr = ev;
+    st->general_addr = ge;
+    st->addr_len = len;
+    memcpy(st->sync_tpl, sync_tpl.buf, MSG_LEN);
+    memcpy(st->fup_tpl, fup_tpl.buf, MSG_LEN);
+    st->step_ns = step;
+    st->next_slot_ns = first;
+    st->seq = (uint16_t)seq;
+    int pushed = heap_push(s, first, index, gen);
+    pthread_mutex_unlock(&s->mu);
+    if (pushed < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    wake(s);
+    result = PyLong_FromLong(index);
+done:
+    PyBuffer_Release(&sync_tpl);
+    PyBuffer_Release(&fup_tpl);
+    return result;
+}
+
+/* remove(index) -> (Syncs sent, next sequenceId, next slot ns) */
+static PyObject *ss_remove(SyncSender *s, PyObject *args) {
+    int index;
+    if (!PyArg_ParseTuple(args, "i", &index)) return NULL;
+    pthread_mutex_lock(&s->mu);
+    if (index < 0 || index >= s->n_streams || !s->streams[index].used) {
+        pthread_mutex_unlock(&s->mu);
+        PyErr_Format(PyExc_KeyError, "no stream %d", index);
+        return NULL;
+    }
+    stream *st = &s->streams[index];
+    st->used = 0;
+    st->gen++;
+    unsigned long long sent = st->sent;
+    int seq = st->seq;
+    long long slot = st->next_slot_ns;
+    pthread_mutex_unlock(&s->mu);
+    return Py_BuildValue("(KiL)", sent, seq, slot);
+}
+
+/* take() -> dict of counters since the last take and the lateness histogram's non-empty bins [(bin, count)] */
+static PyObject *ss_take(SyncSender *s, PyObject *noargs) {
+    PyObject *bins = PyList_New(0);
+    if (bins == NULL) return NULL;
+    pthread_mutex_lock(&s->mu);
+    uint64_t copy[N_BINS];
+    memcpy(copy, s->bins, sizeof(copy));
+    memset(s->bins, 0, sizeof(s->bins));
+    unsigned long long count = s->late_count, over = s->late_over, syncs = s->syncs, fups = s->follow_ups,
+        errors = s->send_errors, lost = s->ts_lost, batches = s->batches;
+    long long max_ns = s->late_max_ns;
+    s->late_count = s->late_over = s->syncs = s->follow_ups = s->send_errors = s->ts_lost = s->batches = 0;
+    s->late_max_ns = 0;
+    int32_t streams = 0;
+    for (int32_t i = 0; i < s->n_streams; i++) streams += s->streams[i].used;
+    unsigned long awaited = s->awaited;
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < N_BINS; i++) {
+        if (!copy[i]) continue;
+        PyObject *pair = Py_BuildValue("(iK)", i, (unsigned long long)copy[i]);
+        if (pair == NULL || PyList_Append(bins, pair) < 0) {
+            Py_XDECREF(pair);
+            Py_DECREF(bins);
+            return NULL;
+        }
+        Py_DECREF(pair);
+    }
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:L,s:N,s:K,s:i,s:k,s:O}", "syncs", syncs, "follow_ups", fups,
+                         "send_errors", errors, "timestamps_lost", lost, "batches", batches, "late_count", count,
+                         "late_max_ns", max_ns, "late_bins", bins, "late_over_1ms", over, "streams", (int)streams,
+                         "awaited", awaited, "realtime", s->realtime ? Py_True : Py_False);
+}
+
+static PyObject *ss_close(SyncSender *s, PyObject *noargs) {
+    if (s->started) {
+        __atomic_store_n(&s->running, 0, __ATOMIC_RELEASE);
+        wake(s);
+        Py_BEGIN_ALLOW_THREADS
+        pthread_join(s->thread, NULL);
+        Py_END_ALLOW_THREADS
+        s->started = 0;
+    }
+    Py_RETURN_NONE;
+}
+
+/* SyncSender(event_fd, general_fd, realtime_priority=0, event_port=319, general_port=320): the thread starts at
+ * once, inactive and without a map.  realtime_priority > 0 asks for SCHED_FIFO at that priority (granted to root);
+ * 0 leaves the thread as it is.  Clients are sent to at the two ports whatever port they sent from, as the port
+ * itself does. */
+static int ss_init(SyncSender *s, PyObject *args, PyObject *kwds) {
+    static char *kw[] = {"event_fd", "general_fd", "realtime_priority", "event_port", "general_port", NULL};
+    int event_fd, general_fd, prio = 0, event_port = 319, general_port = 320;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "ii|iii", kw, &event_fd, &general_fd, &prio, &event_port,
+                                     &general_port))
+        return -1;
+    if (event_port <= 0 || event_port > 65535 || general_port <= 0 || general_port > 65535) {
+        PyErr_SetString(PyExc_ValueError, "ports must be 1..65535");
+        return -1;
+    }
+    if (s->started) {
+        PyErr_SetString(PyExc_RuntimeError, "already started");
+        return -1;
+    }
+    s->event_fd = event_fd;
+    s->general_fd = general_fd;
+    s->event_port = event_port;
+    s->general_port = general_port;
+    s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (s->wake_fd < 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -1;
+    }
+    pthread_mutex_init(&s->mu, NULL);
+    s->running = 1;
+    int err = pthread_create(&s->thread, NULL, run, s);
+    if (err) {
+        errno = err;
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -1;
+    }
+    s->started = 1;
+    if (prio > 0) {
+        struct sched_param sp = {.sched_priority = prio};
+        s->realtime = pthread_setschedparam(s->thread, SCHED_FIFO, &sp) == 0;
+    }
+    return 0;
+}
+
+static void ss_dealloc(SyncSender *s) {
+    ss_close(s, NULL);
+    if (s->wake_fd > 0) close(s->wake_fd);
+    free(s->streams);
+    free(s->heap);
+    Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+static PyMethodDef ss_methods[] = {
+    {"set_map", (PyCFunction)ss_set_map, METH_VARARGS, "set_map(valid, host_anchor_ns, served_anchor_tai_ns, rate_ppb)"},
+    {"set_active", (PyCFunction)ss_set_active, METH_VARARGS, "set_active(bool): Syncs go out only while active"},
+    {"add", (PyCFunction)ss_add, METH_VARARGS,
+     "add(address, sync_template, follow_up_template, step_ns, first_slot_ns, first_seq) -> index"},
+    {"remove", (PyCFunction)ss_remove, METH_VARARGS, "remove(index) -> (sent, next_seq, next_slot_ns)"},
+    {"take", (PyCFunction)ss_take, METH_NOARGS, "counters and lateness bins since the last take"},
+    {"close", (PyCFunction)ss_close, METH_NOARGS, "stop the thread (the sockets stay the caller's)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject SyncSenderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "appliance.edge.ptp._syncsend.SyncSender",
+    .tp_basicsize = sizeof(SyncSender),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)ss_init,
+    .tp_dealloc = (destructor)ss_dealloc,
+    .tp_methods = ss_methods,
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_syncsend", "native unicast Sync sender", -1, NULL};
+
+PyMODINIT_FUNC PyInit__syncsend(void) {
+    if (PyType_Ready(&SyncSenderType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    Py_INCREF(&SyncSenderType);
+    if (PyModule_AddObject(m, "SyncSender", (PyObject *)&SyncSenderType) < 0) {
+        Py_DECREF(&SyncSenderType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyModule_AddIntConstant(m, "N_BINS", N_BINS);
+    return m;
+}
