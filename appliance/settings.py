@@ -392,8 +392,8 @@ class PtpSettings:
       "link is the boundary")
     timestamping: str = S("enum", "auto", "PTP timestamps: the NIC's hardware clock, or the kernel's software "
       "timestamps; auto: hardware when the NIC offers it", choices=("auto", "hardware", "software"))
-    native_sync: str = S("enum", "auto", "Who sends unicast-negotiated Syncs and their Follow_Ups: auto, a native "
-      "thread at each client's slot when it is built and timestamps are software over UDP (else the port itself); "
+    native_sync: str = S("enum", "auto", "Who sends the Syncs, their Follow_Ups and unicast Announces: auto, a native "
+      "thread at each stream's slot when it is built and timestamps are software over UDP (else the port itself); "
       "off, always the port on the event loop", choices=("auto", "off"))
     rate_limit_per_s: float = S("float", 200.0, "Average PTP requests per second one source may send (Delay_Req, "
       "Pdelay_Req, management, signaling); beyond it they are dropped and counted", minimum=1.0, maximum=1_000_000.0)

@@ -307,7 +307,8 @@ class Grandmaster:
             return "n/a"
         try:
             reply = control.request(self.control_path, {"cmd": "status"}, timeout_s=10.0)
-            return reply["status"]["outputs"]["ptp"]["sync_lateness"]
+            ptp = reply["status"]["outputs"]["ptp"]
+            return {**ptp["sync_lateness"], "sender": ptp.get("native_sync") or {}}
         except (control.ControlError, KeyError, TypeError) as exc:
             return f"no status: {exc}"
 
@@ -404,6 +405,10 @@ class WindowProbe:
         out: dict = {"cpu_us_per_client_s": (cpu2 - cpu1) / 1e3 / (t2 - t1) / n, "window_measured_s": t2 - t1}
         if isinstance(late1, dict) and isinstance(late2, dict):
             out["lateness"] = lateness_window(late1, late2)
+            s1, s2 = late1["sender"], late2["sender"]
+            if "wakes_over_1ms" in s1 and "wakes_over_1ms" in s2:  # the native sender's own wake-ups
+                out["lateness"]["sender_wakes_over_1ms"] = s2["wakes_over_1ms"] - s1["wakes_over_1ms"]
+                out["lateness"]["sender_wake_max_us"] = s2["wake_max_us"]
         else:
             out["lateness"] = late2 if isinstance(late2, str) else late1
         return out
@@ -569,8 +574,12 @@ def print_table(results: list[dict], args) -> None:
 def lateness_text(late: dict | str | None) -> str:
     if not isinstance(late, dict):
         return str(late or "n/a")
-    return (f"{late['syncs']} Syncs, p99 {late['p99_us']:.0f} us, max {late['max_us']:.0f} us, "
+    text = (f"{late['syncs']} Syncs, p99 {late['p99_us']:.0f} us, max {late['max_us']:.0f} us, "
             f"{late['late_over_1ms']} over 1 ms")
+    if "sender_wakes_over_1ms" in late:
+        text += (f"; the Sync sender thread (SCHED_FIFO) woken over 1 ms after its slot {late['sender_wakes_over_1ms']}"
+                 f" times (latest since start {late['sender_wake_max_us']:.0f} us)")
+    return text
 
 
 def cpu_text(cpu_us: float | None) -> str:

@@ -186,7 +186,7 @@ def test_unicast_ptp4l_locks_to_syncs_from_the_native_sender_and_from_the_port(t
             assert ptp["unicast_clients"] == 1 and ptp["counters"]["tx_follow_up"] >= 4
             if native == "auto":
                 assert ptp["native_sync"]["running"] and ptp["native_sync"]["error"] == ""
-                assert ptp["native_sync"]["streams"] == 1 and ptp["native_sync"]["realtime"]  # root: SCHED_FIFO
+                assert ptp["native_sync"]["streams"] == 2 and ptp["native_sync"]["realtime"]  # Sync, Announce; root: FIFO
             else:
                 assert "native_sync" not in ptp
             time.sleep(8)

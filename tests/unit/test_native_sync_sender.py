@@ -168,3 +168,33 @@ def test_many_streams_each_get_their_syncs(rig: Rig) -> None:
     for m in rig.read(rig.rx_event, 600):
         seen.setdefault(m.header.sequence_id // 100, set()).add(m.header.sequence_id)
     assert len(seen) == 200  # every stream sent
+
+
+def _announce(clock_class: int, log_interval: int = -3) -> bytes:
+    header = c.Header(c.MsgType.ANNOUNCE, 44, IDENTITY, 0, flags=c.FLAG_UNICAST, log_interval=log_interval)
+    return c.encode(c.Announce(header, 0, 37, 128, c.ClockQuality(clock_class, 0x21, 0x4E5D), 128,
+                               IDENTITY.clock_identity, 0, 0x20))
+
+
+def test_announce_streams_send_the_current_template_to_the_general_port(rig: Rig) -> None:
+    rig.sender.add(("127.0.0.1", 40000), None, -3, 20_000_000, time.monotonic_ns(), 65535)
+    rig.sender.set_active(True)
+    assert rig.quiet_for(0.1)  # no template for the interval yet: nothing to say
+    rig.sender.set_announce(-3, _announce(6))
+    first = rig.read(rig.rx_general, 2)
+    assert all(isinstance(m, c.Announce) and m.gm_clock_quality.clock_class == 6 for m in first)
+    assert first[1].header.sequence_id == (first[0].header.sequence_id + 1) & 0xFFFF
+    assert first[0].origin_ts_ns > 0
+    rig.sender.set_announce(-3, _announce(7))
+    later = rig.read(rig.rx_general, 3)
+    assert later[-1].gm_clock_quality.clock_class == 7
+    assert _take_until(rig, lambda t: t["announces"] >= 5)["announces"] >= 5
+
+
+def test_bad_announce_arguments_are_refused(rig: Rig) -> None:
+    with pytest.raises(ValueError, match="-8..7"):
+        rig.sender.add(("127.0.0.1", 1), None, 9, 1_000_000_000, 0, 0)
+    with pytest.raises(ValueError, match="octets"):
+        rig.sender.set_announce(0, b"short")
+    with pytest.raises(ValueError, match="octets"):
+        rig.sender.set_announce(12, _announce(6))

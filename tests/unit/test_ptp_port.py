@@ -423,8 +423,8 @@ def test_unicast_announces_run_halfway_between_the_clients_syncs() -> None:
 
 
 def test_offloaded_unicast_syncs_are_announced_as_stream_changes_not_sent() -> None:
-    """With a native sender taking the Syncs, the port says which clients' streams start and stop, sends no Sync
-    itself (Announces and Delay_Resps still), and counts what the sender reports as its own."""
+    """With a native sender taking the Syncs and unicast Announces, the port says which clients' streams start and
+    stop, sends neither itself (Delay_Resps still), and counts what the sender reports as its own."""
     port = make("g8275.2")
     port.sync_offload = True
     run(port, 1 * S)
@@ -432,26 +432,45 @@ def test_offloaded_unicast_syncs_are_announced_as_stream_changes_not_sent() -> N
                     c.RequestUnicastTransmissionTlv(c.MsgType.SYNC, -3, 300))
     port.handle_rx(req, SRC, None, 2 * S)
     key = ("10.0.0.2", SLAVE)
-    assert port.take_stream_changes() == [("start", key)]
+    assert port.take_stream_changes() == [("start", key, "announce"), ("start", key, "sync")]
     kinds = {type(c.decode(a.data)).__name__ for t in range(2 * S, 4 * S, 10_000_000) for a in port.handle_timer(t, 0)}
-    assert "Sync" not in kinds and "Announce" in kinds
+    assert "Sync" not in kinds and "Announce" not in kinds  # both the sender's
     # the same interval again is a renewal: the stream runs on; a new interval restarts it
     port.handle_rx(signaling(c.RequestUnicastTransmissionTlv(c.MsgType.SYNC, -3, 300)), SRC, None, 5 * S)
     assert port.take_stream_changes() == []
     port.handle_rx(signaling(c.RequestUnicastTransmissionTlv(c.MsgType.SYNC, -4, 300)), SRC, None, 6 * S)
-    assert port.take_stream_changes() == [("start", key)]
-    sync, fup = port.unicast_sync_templates(-4)
+    assert port.take_stream_changes() == [("start", key, "sync")]
+    log_interval, sync, fup = port.sync_stream(key)
+    assert log_interval == -4
     assert c.decode(sync).header.log_interval == -4 and c.decode(sync).header.flags & c.FLAG_UNICAST
     assert isinstance(c.decode(fup), c.FollowUp) and len(sync) == len(fup) == 44
     port.handle_rx(signaling(c.CancelUnicastTransmissionTlv(c.MsgType.SYNC)), SRC, None, 7 * S)
-    assert port.take_stream_changes() == [("stop", key)]
+    assert port.take_stream_changes() == [("stop", key, "sync")]
     # a grant that expires stops its stream too
     port.handle_rx(signaling(c.RequestUnicastTransmissionTlv(c.MsgType.SYNC, -3, 60)), SRC, None, 8 * S)
     port.handle_timer(69 * S, 0)
-    assert port.take_stream_changes() == [("start", key), ("stop", key)]
-    port.add_offloaded({"syncs": 8, "follow_ups": 7, "timestamps_lost": 1, "late_bins": [(3, 6), (40, 1)],
+    assert port.take_stream_changes() == [("start", key, "sync"), ("stop", key, "sync")]
+    assert port.announce_stream(key) == 0 and c.decode(port.unicast_announce(0)).header.flags & c.FLAG_UNICAST
+    port.add_offloaded({"announces": 3, "syncs": 8, "follow_ups": 7, "timestamps_lost": 1, "late_bins": [(3, 6), (40, 1)],
                         "late_count": 7, "late_over_1ms": 0, "late_max_ns": 70_000})
     snap = port.snapshot(70 * S)
     assert snap["counters"]["tx_sync"] == 8 and snap["counters"]["tx_follow_up"] == 7
+    assert snap["counters"]["tx_announce"] == 3
     assert snap["counters"]["tx_timestamp_missing"] == 1
     assert snap["sync_lateness"]["syncs"] == 7 and snap["sync_lateness"]["max_us"] == 70.0
+
+
+def test_an_offloaded_multicast_sync_stream_starts_whenever_the_port_becomes_master() -> None:
+    port = make("default-e2e")
+    port.sync_offload = True
+    sent = run(port, 10 * S)
+    assert port.state == MASTER and port.take_stream_changes() == [("start", None, "sync")]
+    assert not any(isinstance(m, c.Sync) for m in sent) and any(isinstance(m, c.Announce) for m in sent)
+    log_interval, sync, fup = port.sync_stream(None)
+    assert log_interval == port.log_sync and not c.decode(sync).header.flags & c.FLAG_UNICAST
+    port.sync_sequence(None)[c.MsgType.SYNC] = 41  # what a sender hands back
+    port.fault(11 * S, "link down")
+    port.fault_cleared(12 * S)
+    run(port, 30 * S)
+    assert port.state == MASTER and port.take_stream_changes() == [("start", None, "sync")]
+    assert port.sync_sequence(None)[c.MsgType.SYNC] == 41

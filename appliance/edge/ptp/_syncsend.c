@@ -1,19 +1,24 @@
-/* The unicast Sync sender: a native thread that sends each granted client's two-step Sync at its slot and its
- * Follow_Up as soon as the kernel's transmit timestamp is read, without the interpreter.
+/* The Sync sender: a native thread that sends each two-step Sync stream's Sync at its slot and its Follow_Up as soon
+ * as the kernel's transmit timestamp is read, and each unicast client's Announces, without the interpreter.
  *
- * I/O edge.  The Python port keeps everything else (negotiation, Announce, Delay_Resp, management, the state);
- * it hands this object one stream per client with a Sync grant: the client's addresses, the two messages as
- * templates (encoded by the codec; only sequenceId at octet 30 and the first Timestamp at octet 34 change here),
- * the interval and the first slot.  The thread sleeps in ppoll until the earliest slot (a CLOCK_MONOTONIC instant,
- * timer slack 1 ns), sends every due Sync with sendmmsg on its own event socket (bound to port 319 beside the
- * port's, in the same SO_REUSEPORT group, every received datagram steered to the port's socket), reads their
- * software transmit timestamps from its error queue (numbered by SOF_TIMESTAMPING_OPT_ID), maps them onto the served
- * clock with the map Python publishes (ClockMap.served_tai_ns), and sends the Follow_Ups with sendmmsg on the port's
- * general socket.  Each Sync's lateness (transmit time minus slot, both on the served clock) goes into the same
- * log-linear histogram as outputs/ptp/lateness.py, which ``take()`` hands to the port.  The socket is polled only
- * while the thread waits, so no wake-up callback runs between a Sync's timestamp and its leaving.
+ * I/O edge.  The Python port keeps everything else (negotiation, Delay_Resp, management, the state, the multicast
+ * Announces); it hands this object one stream per Sync or Announce grant, and one for the multicast Syncs: the
+ * destination, the messages as templates (encoded by the codec; only sequenceId at octet 30 and the first Timestamp
+ * at octet 34 change here; an Announce template is shared by every stream of its interval and replaced when what it
+ * says changes), the interval and the first slot.  The thread sleeps in ppoll until the earliest slot (a
+ * CLOCK_MONOTONIC instant, timer slack 1 ns, SCHED_FIFO when allowed), sends every due Sync with sendmmsg on its own
+ * event socket (bound to port 319 beside the port's, in the same SO_REUSEPORT group, every received datagram steered
+ * to the port's socket), reads their software transmit timestamps from its error queue (numbered by
+ * SOF_TIMESTAMPING_OPT_ID), maps them onto the served clock with the map Python publishes (ClockMap.served_tai_ns),
+ * and sends the Follow_Ups with sendmmsg on the port's general socket, as it does the Announces.  Syncs go first:
+ * Follow_Ups and Announces go out BITE at a time with a look for due Syncs in between.  Each Sync's lateness
+ * (transmit time minus slot, both on the served clock) goes into the same log-linear histogram as
+ * outputs/ptp/lateness.py, which ``take()`` hands to the port, with the thread's own timed wake-ups that came over
+ * 1 ms late (the scheduler's or the host's share).  The socket is polled only while the thread waits, so no
+ * wake-up callback runs between a Sync's timestamp and its leaving.
  */
 #define PY_SSIZE_T_CLEAN
+#define _GNU_SOURCE
 #include <Python.h>
 
 #include <arpa/inet.h>
@@ -36,7 +41,11 @@
 #define NS_PER_S 1000000000LL
 #define NS_PER_US 1000LL
 #define BATCH 64
+#define BITE 16  /* Follow_Ups or Announces sent between two looks for due Syncs */
 #define MSG_LEN 44
+#define ANNOUNCE_MAX 512  /* an Announce with its TLVs (path trace, C37.238) */
+#define N_LOGS 16  /* Announce templates by log interval, -8..7 */
+enum { KIND_SYNC = 0, KIND_ANNOUNCE = 1 };
 #define RING 65536  /* Syncs awaiting their transmit timestamp, by OPT_ID modulo RING */
 #define SUB_BITS 4
 #define SUB (1 << SUB_BITS)
@@ -47,7 +56,7 @@
 #define TS_LOST_NS 1000000000LL  /* a timestamp not read within this is counted lost */
 
 typedef struct {
-    int used;
+    int used, kind, log_index;  /* log_index: the Announce template it sends */
     uint32_t gen;
     struct sockaddr_storage event_addr, general_addr;
     socklen_t addr_len;
@@ -58,6 +67,7 @@ typedef struct {
 } stream;
 
 typedef struct { int64_t slot_ns; int32_t index; uint32_t gen; } heap_item;
+typedef struct { heap_item *items; int32_t len, cap; } heap;  /* one per kind: Syncs are looked at first */
 
 typedef struct { int32_t index; uint32_t gen; uint16_t seq; int valid; int64_t slot_served_ns, sent_mono_ns; } pending;
 
@@ -71,14 +81,17 @@ typedef struct {
     int64_t host_anchor_ns, served_anchor_ns;
     double rate_ppb;
     stream *streams;
-    int32_t n_streams, cap_streams;
-    heap_item *heap;
-    int32_t heap_len, heap_cap;
+    int32_t n_streams, cap_streams, n_used, free_hint;
+    heap heaps[2];
     pending ring[RING];
     uint32_t next_id, oldest_id, awaited;
     uint64_t bins[N_BINS];
-    uint64_t late_count, late_over, syncs, follow_ups, send_errors, ts_lost, batches;
+    uint8_t announce_tpl[N_LOGS][ANNOUNCE_MAX];
+    int announce_len[N_LOGS];  /* 0: none given yet (the stream waits for one) */
+    uint64_t late_count, late_over, syncs, follow_ups, announces, send_errors, ts_lost, batches;
     int64_t late_max_ns;
+    uint64_t wakes_over_1ms;  /* timed wake-ups for a slot that came over 1 ms after it: the host's, not ours */
+    int64_t wake_max_ns;
 } SyncSender;
 
 /* ------------------------------------------------------------------------------------------------- helpers */
@@ -123,78 +136,100 @@ static void add_lateness(SyncSender *s, int64_t ns) {
 
 /* ------------------------------------------------------------------------------------------------ the heap */
 
-static int heap_push(SyncSender *s, int64_t slot_ns, int32_t index, uint32_t gen) {
-    if (s->heap_len == s->heap_cap) {
-        int32_t cap = s->heap_cap ? s->heap_cap * 2 : 1024;
-        heap_item *h = realloc(s->heap, (size_t)cap * sizeof(*h));
-        if (h == NULL) return -1;
-        s->heap = h;
-        s->heap_cap = cap;
+static int heap_push(heap *h, int64_t slot_ns, int32_t index, uint32_t gen) {
+    if (h->len == h->cap) {
+        int32_t cap = h->cap ? h->cap * 2 : 1024;
+        heap_item *grown = realloc(h->items, (size_t)cap * sizeof(*grown));
+        if (grown == NULL) return -1;
+        h->items = grown;
+        h->cap = cap;
     }
-    int32_t i = s->heap_len++;
+    int32_t i = h->len++;
     while (i > 0) {
         int32_t up = (i - 1) / 2;
-        if (s->heap[up].slot_ns <= slot_ns) break;
-        s->heap[i] = s->heap[up];
+        if (h->items[up].slot_ns <= slot_ns) break;
+        h->items[i] = h->items[up];
         i = up;
     }
-    s->heap[i] = (heap_item){slot_ns, index, gen};
+    h->items[i] = (heap_item){slot_ns, index, gen};
     return 0;
 }
 
-static heap_item heap_pop(SyncSender *s) {
-    heap_item top = s->heap[0], last = s->heap[--s->heap_len];
-    int32_t i = 0, n = s->heap_len;
+static heap_item heap_pop(heap *h) {
+    heap_item top = h->items[0], last = h->items[--h->len];
+    int32_t i = 0, n = h->len;
     for (;;) {
         int32_t child = 2 * i + 1;
         if (child >= n) break;
-        if (child + 1 < n && s->heap[child + 1].slot_ns < s->heap[child].slot_ns) child++;
-        if (s->heap[child].slot_ns >= last.slot_ns) break;
-        s->heap[i] = s->heap[child];
+        if (child + 1 < n && h->items[child + 1].slot_ns < h->items[child].slot_ns) child++;
+        if (h->items[child].slot_ns >= last.slot_ns) break;
+        h->items[i] = h->items[child];
         i = child;
     }
-    if (n > 0) s->heap[i] = last;
+    if (n > 0) h->items[i] = last;
     return top;
 }
 
-/* The earliest live slot (stale entries of removed or changed streams dropped), or -1. */
-static int64_t next_slot(SyncSender *s) {
-    while (s->heap_len > 0) {
-        heap_item top = s->heap[0];
+/* The earliest live slot of a kind (stale entries of removed or changed streams dropped), or -1. */
+static int64_t next_slot(SyncSender *s, int kind) {
+    heap *h = &s->heaps[kind];
+    while (h->len > 0) {
+        heap_item top = h->items[0];
         stream *st = &s->streams[top.index];
         if (st->used && st->gen == top.gen && st->next_slot_ns == top.slot_ns) return top.slot_ns;
-        heap_pop(s);
+        heap_pop(h);
     }
     return -1;
+}
+
+/* The stream whose slot (at most ``now``) comes first, moved on to its next slot; -1 when none is due. */
+static int32_t take_due(SyncSender *s, int kind, int64_t now, int64_t *slot_out) {
+    int64_t slot = next_slot(s, kind);
+    if (slot < 0 || slot > now) return -1;
+    heap_item top = heap_pop(&s->heaps[kind]);
+    stream *st = &s->streams[top.index];
+    int64_t nxt = slot + st->step_ns;
+    st->next_slot_ns = nxt > now ? nxt : now + st->step_ns;  /* a stall is not followed by a burst */
+    heap_push(&s->heaps[kind], st->next_slot_ns, top.index, st->gen);
+    *slot_out = slot;
+    return top.index;
+}
+
+static int64_t sendmmsg_all(int fd, struct mmsghdr *out, int n, uint64_t *errors) {
+    int64_t sent = 0;
+    for (int done = 0; done < n;) {
+        int k = sendmmsg(fd, out + done, (unsigned)(n - done), 0);
+        if (k <= 0) {  /* this one was not sent; go on with the rest */
+            (*errors)++;
+            done++;
+            continue;
+        }
+        sent += k;
+        done += k;
+    }
+    return sent;
 }
 
 /* ------------------------------------------------------------------------------------------------ the thread */
 
 static void send_follow_ups(SyncSender *s, struct mmsghdr *out, int n) {
-    uint64_t sent = 0, errors = 0;
-    for (int done = 0; done < n;) {
-        int k = sendmmsg(s->general_fd, out + done, (unsigned)(n - done), 0);
-        if (k <= 0) {  /* this one was not sent; go on with the rest */
-            errors++;
-            done++;
-            continue;
-        }
-        sent += (uint64_t)k;
-        done += k;
-    }
+    if (n == 0) return;
+    uint64_t errors = 0;
+    int64_t sent = sendmmsg_all(s->general_fd, out, n, &errors);
     pthread_mutex_lock(&s->mu);
-    s->follow_ups += sent;
+    s->follow_ups += (uint64_t)sent;
     s->send_errors += errors;
     pthread_mutex_unlock(&s->mu);
 }
 
-static void read_timestamps(SyncSender *s) {
+/* Reads at most ``limit`` transmit timestamps and sends their Follow_Ups; returns how many it read. */
+static int read_timestamps(SyncSender *s, int limit) {
     uint8_t data[64], ctrl[512];
     struct mmsghdr out[BATCH];
     struct iovec iov[BATCH];
     uint8_t fups[BATCH][MSG_LEN];
-    int n_out = 0;
-    for (;;) {
+    int n_out = 0, n_read = 0;
+    while (n_read < limit) {
         struct iovec v = {data, sizeof(data)};
         struct msghdr mh = {0};
         mh.msg_iov = &v;
@@ -203,6 +238,7 @@ static void read_timestamps(SyncSender *s) {
         mh.msg_controllen = sizeof(ctrl);
         ssize_t got = recvmsg(s->event_fd, &mh, MSG_ERRQUEUE | MSG_DONTWAIT);
         if (got < 0) break;
+        n_read++;
         int64_t ts_ns = 0;
         int has_id = 0;
         uint32_t id = 0;
@@ -249,10 +285,11 @@ static void read_timestamps(SyncSender *s) {
         }
     }
     send_follow_ups(s, out, n_out);
+    return n_read;
 }
 
-/* Sends the Syncs due at ``now``, at most BATCH; returns how many were due (BATCH: look again at once). */
-static int send_due(SyncSender *s) {
+/* Sends the Syncs due now, at most BATCH; returns how many (BATCH: look again at once). */
+static int send_syncs(SyncSender *s) {
     struct mmsghdr out[BATCH];
     struct iovec iov[BATCH];
     uint8_t msgs[BATCH][MSG_LEN];
@@ -265,36 +302,31 @@ static int send_due(SyncSender *s) {
         pthread_mutex_unlock(&s->mu);
         return 0;
     }
-    while (n < BATCH) {
-        int64_t slot = next_slot(s);
-        if (slot < 0 || slot > now) break;
-        heap_item top = heap_pop(s);
-        stream *st = &s->streams[top.index];
-        int64_t nxt = slot + st->step_ns;
-        st->next_slot_ns = nxt > now ? nxt : now + st->step_ns;  /* a stall is not followed by a burst */
-        heap_push(s, st->next_slot_ns, top.index, st->gen);
+    for (int32_t index; n < BATCH && (index = take_due(s, KIND_SYNC, now, &slots[n])) >= 0; n++) {
+        stream *st = &s->streams[index];
         memcpy(msgs[n], st->sync_tpl, MSG_LEN);
-        msgs[n][30] = (uint8_t)(st->seq >> 8);
-        msgs[n][31] = (uint8_t)st->seq;
         iov[n] = (struct iovec){msgs[n], MSG_LEN};
         memset(&out[n], 0, sizeof(out[n]));
         out[n].msg_hdr.msg_name = &st->event_addr;
         out[n].msg_hdr.msg_namelen = st->addr_len;
         out[n].msg_hdr.msg_iov = &iov[n];
         out[n].msg_hdr.msg_iovlen = 1;
-        who[n] = top.index;
-        slots[n] = slot;
-        n++;
+        who[n] = index;
     }
     if (n == 0) {
         pthread_mutex_unlock(&s->mu);
         return 0;
     }
     int64_t mono = clock_ns(CLOCK_MONOTONIC), served_now = served_ns(s, clock_ns(CLOCK_REALTIME));
-    for (int i = 0; i < n; i++) put_ts(msgs[i] + 34, served_now);
+    for (int i = 0; i < n; i++) {
+        stream *st = &s->streams[who[i]];
+        msgs[i][30] = (uint8_t)(st->seq >> 8);
+        msgs[i][31] = (uint8_t)st->seq;
+        put_ts(msgs[i] + 34, served_now);
+    }
     for (int done = 0; done < n;) {
         int k = sendmmsg(s->event_fd, out + done, (unsigned)(n - done), 0);
-        if (k <= 0) {  /* this one was not sent: no OPT_ID was used for it */
+        if (k <= 0) {  /* this one was not sent: no OPT_ID was used for it; its sequenceId is used by the next */
             s->send_errors++;
             done++;
             continue;
@@ -313,6 +345,50 @@ static int send_due(SyncSender *s) {
         done += k;
     }
     s->batches++;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+/* Sends at most ``limit`` of the Announces due now (they carry no timestamp; Syncs go first); returns how many. */
+static int send_announces(SyncSender *s, int limit) {
+    struct mmsghdr out[BATCH];
+    struct iovec iov[BATCH];
+    static __thread uint8_t msgs[BATCH][ANNOUNCE_MAX];
+    int n = 0;
+    int64_t slot;
+    if (limit > BATCH) limit = BATCH;
+    pthread_mutex_lock(&s->mu);
+    int64_t now = clock_ns(CLOCK_MONOTONIC);
+    if (!s->active || !s->map_valid) {
+        pthread_mutex_unlock(&s->mu);
+        return 0;
+    }
+    int64_t served_now = served_ns(s, clock_ns(CLOCK_REALTIME));
+    for (int32_t index; n < limit && (index = take_due(s, KIND_ANNOUNCE, now, &slot)) >= 0;) {
+        stream *st = &s->streams[index];
+        int len = s->announce_len[st->log_index];
+        if (len == 0) continue;  /* nothing to say at this interval yet */
+        memcpy(msgs[n], s->announce_tpl[st->log_index], (size_t)len);
+        msgs[n][30] = (uint8_t)(st->seq >> 8);
+        msgs[n][31] = (uint8_t)st->seq;
+        put_ts(msgs[n] + 34, served_now);
+        st->seq++;
+        st->sent++;
+        iov[n] = (struct iovec){msgs[n], (size_t)len};
+        memset(&out[n], 0, sizeof(out[n]));
+        out[n].msg_hdr.msg_name = &st->general_addr;
+        out[n].msg_hdr.msg_namelen = st->addr_len;
+        out[n].msg_hdr.msg_iov = &iov[n];
+        out[n].msg_hdr.msg_iovlen = 1;
+        n++;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (n == 0) return 0;
+    uint64_t errors = 0;
+    int64_t sent = sendmmsg_all(s->general_fd, out, n, &errors);
+    pthread_mutex_lock(&s->mu);
+    s->announces += (uint64_t)sent;
+    s->send_errors += errors;
     pthread_mutex_unlock(&s->mu);
     return n;
 }
@@ -336,12 +412,19 @@ static void *run(void *arg) {
     SyncSender *s = arg;
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
     while (__atomic_load_n(&s->running, __ATOMIC_ACQUIRE)) {
-        while (send_due(s) == BATCH) read_timestamps(s);
-        read_timestamps(s);
+        /* Due Syncs first, every time round; the rest in small bites, so that a Sync never waits behind much. */
+        while (send_syncs(s) == BATCH) {}
+        int more = read_timestamps(s, BITE) == BITE;
+        more |= send_announces(s, BITE) == BITE;
+        if (more) continue;
         pthread_mutex_lock(&s->mu);
         int64_t now = clock_ns(CLOCK_MONOTONIC);
         forget_lost(s, now);
-        int64_t due = (s->active && s->map_valid) ? next_slot(s) : -1;
+        int64_t due = -1;
+        if (s->active && s->map_valid) {
+            int64_t sync = next_slot(s, KIND_SYNC), announce = next_slot(s, KIND_ANNOUNCE);
+            due = sync < 0 ? announce : announce < 0 ? sync : (sync < announce ? sync : announce);
+        }
         int64_t wait = due < 0 ? 100 * 1000000LL : due - now;
         if (s->awaited > 0 && wait > TX_WAIT_NS) wait = TX_WAIT_NS;
         pthread_mutex_unlock(&s->mu);
@@ -349,6 +432,13 @@ static void *run(void *arg) {
         struct pollfd fds[2] = {{s->event_fd, 0, 0}, {s->wake_fd, POLLIN, 0}};  /* POLLERR: a timestamp */
         struct timespec ts = {wait / NS_PER_S, wait % NS_PER_S};
         int r = ppoll(fds, 2, &ts, NULL);
+        if (r == 0 && due >= 0) {  /* woke for a slot: how late the scheduler let it run */
+            int64_t late = clock_ns(CLOCK_MONOTONIC) - due;
+            pthread_mutex_lock(&s->mu);
+            if (late > LATE_NS) s->wakes_over_1ms++;
+            if (late > s->wake_max_ns) s->wake_max_ns = late;
+            pthread_mutex_unlock(&s->mu);
+        }
         if (r > 0 && (fds[1].revents & POLLIN)) {
             uint64_t v;
             if (read(s->wake_fd, &v, sizeof(v)) < 0) { /* another wake-up read it */ }
@@ -412,26 +502,49 @@ static PyObject *ss_set_active(SyncSender *s, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* add(address, sync_template, follow_up_template, step_ns, first_slot_ns, first_seq) -> index */
+/* add(address, sync_template, follow_up_template, step_ns, first_slot_ns, first_seq) -> index: a Sync stream.
+ * add(address, None, log_interval, step_ns, first_slot_ns, first_seq) -> index: an Announce stream, sending the
+ * Announce template set for log_interval (set_announce) to the general port. */
 static PyObject *ss_add(SyncSender *s, PyObject *args) {
-    PyObject *addr;
-    Py_buffer sync_tpl, fup_tpl;
+    PyObject *addr, *first_arg, *second_arg;
+    Py_buffer sync_tpl = {0}, fup_tpl = {0};
     long long step, first;
-    int seq;
-    if (!PyArg_ParseTuple(args, "Oy*y*LLi", &addr, &sync_tpl, &fup_tpl, &step, &first, &seq)) return NULL;
+    int seq, kind = KIND_SYNC, log_index = 0;
+    if (!PyArg_ParseTuple(args, "OOOLLi", &addr, &first_arg, &second_arg, &step, &first, &seq)) return NULL;
     struct sockaddr_storage ev, ge;
     socklen_t len = 0;
     PyObject *result = NULL;
-    if (sync_tpl.len != MSG_LEN || fup_tpl.len != MSG_LEN || step <= 0) {
-        PyErr_SetString(PyExc_ValueError, "templates must be 44-octet Sync and Follow_Up messages, step > 0");
+    if (first_arg == Py_None) {
+        long log = PyLong_AsLong(second_arg);
+        if (log == -1 && PyErr_Occurred()) return NULL;
+        if (log < -8 || log > 7) {
+            PyErr_SetString(PyExc_ValueError, "an Announce log interval must be -8..7");
+            return NULL;
+        }
+        kind = KIND_ANNOUNCE;
+        log_index = (int)log + 8;
+    } else {
+        if (PyObject_GetBuffer(first_arg, &sync_tpl, PyBUF_SIMPLE) < 0) return NULL;
+        if (PyObject_GetBuffer(second_arg, &fup_tpl, PyBUF_SIMPLE) < 0) {
+            PyBuffer_Release(&sync_tpl);
+            return NULL;
+        }
+        if (sync_tpl.len != MSG_LEN || fup_tpl.len != MSG_LEN) {
+            PyErr_SetString(PyExc_ValueError, "templates must be 44-octet Sync and Follow_Up messages");
+            goto done;
+        }
+    }
+    if (step <= 0) {
+        PyErr_SetString(PyExc_ValueError, "step must be > 0");
         goto done;
     }
     if (parse_address(addr, s->event_port, &ev, &len) < 0 || parse_address(addr, s->general_port, &ge, &len) < 0)
         goto done;
     pthread_mutex_lock(&s->mu);
     int32_t index = -1;
-    for (int32_t i = 0; i < s->n_streams; i++)
-        if (!s->streams[i].used) { index = i; break; }
+    if (s->n_used < s->n_streams)  /* a free slot below n_streams: from the last one freed on */
+        for (int32_t k = 0, i = s->free_hint; k < s->n_streams; k++, i = (i + 1) % s->n_streams)
+            if (!s->streams[i].used) { index = i; break; }
     if (index < 0) {
         if (s->n_streams == s->cap_streams) {
             int32_t cap = s->cap_streams ? s->cap_streams * 2 : 256;
@@ -448,6 +561,7 @@ static PyObject *ss_add(SyncSender *s, PyObject *args) {
         s->streams[index].gen = 0;
     }
     stream *st = &s->streams[index];
+    s->n_used++;
     uint32_t gen = st->gen + 1;
     memset(st, 0, sizeof(*st));
     st->used = 1;
@@ -455,12 +569,16 @@ static PyObject *ss_add(SyncSender *s, PyObject *args) {
     st->event_addr = ev;
     st->general_addr = ge;
     st->addr_len = len;
-    memcpy(st->sync_tpl, sync_tpl.buf, MSG_LEN);
-    memcpy(st->fup_tpl, fup_tpl.buf, MSG_LEN);
+    st->kind = kind;
+    st->log_index = log_index;
+    if (kind == KIND_SYNC) {
+        memcpy(st->sync_tpl, sync_tpl.buf, MSG_LEN);
+        memcpy(st->fup_tpl, fup_tpl.buf, MSG_LEN);
+    }
     st->step_ns = step;
     st->next_slot_ns = first;
     st->seq = (uint16_t)seq;
-    int pushed = heap_push(s, first, index, gen);
+    int pushed = heap_push(&s->heaps[kind], first, index, gen);
     pthread_mutex_unlock(&s->mu);
     if (pushed < 0) {
         PyErr_NoMemory();
@@ -469,9 +587,28 @@ static PyObject *ss_add(SyncSender *s, PyObject *args) {
     wake(s);
     result = PyLong_FromLong(index);
 done:
-    PyBuffer_Release(&sync_tpl);
-    PyBuffer_Release(&fup_tpl);
+    if (sync_tpl.obj) PyBuffer_Release(&sync_tpl);
+    if (fup_tpl.obj) PyBuffer_Release(&fup_tpl);
     return result;
+}
+
+/* set_announce(log_interval, template): what Announce streams of that interval send from now on (sequenceId and
+ * originTimestamp filled in per message). */
+static PyObject *ss_set_announce(SyncSender *s, PyObject *args) {
+    int log;
+    Py_buffer tpl;
+    if (!PyArg_ParseTuple(args, "iy*", &log, &tpl)) return NULL;
+    if (log < -8 || log > 7 || tpl.len < MSG_LEN || tpl.len > ANNOUNCE_MAX) {
+        PyBuffer_Release(&tpl);
+        PyErr_Format(PyExc_ValueError, "an Announce template: log interval -8..7 and 44..%d octets", ANNOUNCE_MAX);
+        return NULL;
+    }
+    pthread_mutex_lock(&s->mu);
+    memcpy(s->announce_tpl[log + 8], tpl.buf, (size_t)tpl.len);
+    s->announce_len[log + 8] = (int)tpl.len;
+    pthread_mutex_unlock(&s->mu);
+    PyBuffer_Release(&tpl);
+    Py_RETURN_NONE;
 }
 
 /* remove(index) -> (Syncs sent, next sequenceId, next slot ns) */
@@ -487,6 +624,8 @@ static PyObject *ss_remove(SyncSender *s, PyObject *args) {
     stream *st = &s->streams[index];
     st->used = 0;
     st->gen++;
+    s->n_used--;
+    s->free_hint = index;
     unsigned long long sent = st->sent;
     int seq = st->seq;
     long long slot = st->next_slot_ns;
@@ -503,12 +642,16 @@ static PyObject *ss_take(SyncSender *s, PyObject *noargs) {
     memcpy(copy, s->bins, sizeof(copy));
     memset(s->bins, 0, sizeof(s->bins));
     unsigned long long count = s->late_count, over = s->late_over, syncs = s->syncs, fups = s->follow_ups,
-        errors = s->send_errors, lost = s->ts_lost, batches = s->batches;
+        errors = s->send_errors, lost = s->ts_lost, batches = s->batches, announces = s->announces;
     long long max_ns = s->late_max_ns;
     s->late_count = s->late_over = s->syncs = s->follow_ups = s->send_errors = s->ts_lost = s->batches = 0;
+    s->announces = 0;
+    unsigned long long wakes_over = s->wakes_over_1ms;
+    long long wake_max = s->wake_max_ns;
+    s->wakes_over_1ms = 0;
+    s->wake_max_ns = 0;
     s->late_max_ns = 0;
-    int32_t streams = 0;
-    for (int32_t i = 0; i < s->n_streams; i++) streams += s->streams[i].used;
+    int32_t streams = s->n_used;
     unsigned long awaited = s->awaited;
     pthread_mutex_unlock(&s->mu);
     for (int i = 0; i < N_BINS; i++) {
@@ -521,7 +664,9 @@ static PyObject *ss_take(SyncSender *s, PyObject *noargs) {
         }
         Py_DECREF(pair);
     }
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:L,s:N,s:K,s:i,s:k,s:O}", "syncs", syncs, "follow_ups", fups,
+    return Py_BuildValue("{s:K,s:L,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:L,s:N,s:K,s:i,s:k,s:O}",
+                         "wakes_over_1ms", wakes_over, "wake_max_ns", wake_max, "announces", announces,
+                         "syncs", syncs, "follow_ups", fups,
                          "send_errors", errors, "timestamps_lost", lost, "batches", batches, "late_count", count,
                          "late_max_ns", max_ns, "late_bins", bins, "late_over_1ms", over, "streams", (int)streams,
                          "awaited", awaited, "realtime", s->realtime ? Py_True : Py_False);
@@ -566,7 +711,13 @@ static int ss_init(SyncSender *s, PyObject *args, PyObject *kwds) {
         PyErr_SetFromErrno(PyExc_OSError);
         return -1;
     }
-    pthread_mutex_init(&s->mu, NULL);
+    /* Priority inheritance: the interpreter's thread holding the lock runs at the sender's priority until it lets
+     * go, so no other thread of the host can keep the sender waiting behind it. */
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_setprotocol(&attr, PTHREAD_PRIO_INHERIT);
+    pthread_mutex_init(&s->mu, &attr);
+    pthread_mutexattr_destroy(&attr);
     s->running = 1;
     int err = pthread_create(&s->thread, NULL, run, s);
     if (err) {
@@ -575,6 +726,7 @@ static int ss_init(SyncSender *s, PyObject *args, PyObject *kwds) {
         return -1;
     }
     s->started = 1;
+    pthread_setname_np(s->thread, "ptp-sync");  /* as top -H and /proc/<pid>/task/<tid>/comm show it */
     if (prio > 0) {
         struct sched_param sp = {.sched_priority = prio};
         s->realtime = pthread_setschedparam(s->thread, SCHED_FIFO, &sp) == 0;
@@ -586,7 +738,8 @@ static void ss_dealloc(SyncSender *s) {
     ss_close(s, NULL);
     if (s->wake_fd > 0) close(s->wake_fd);
     free(s->streams);
-    free(s->heap);
+    free(s->heaps[0].items);
+    free(s->heaps[1].items);
     Py_TYPE(s)->tp_free((PyObject *)s);
 }
 
@@ -594,7 +747,9 @@ static PyMethodDef ss_methods[] = {
     {"set_map", (PyCFunction)ss_set_map, METH_VARARGS, "set_map(valid, host_anchor_ns, served_anchor_tai_ns, rate_ppb)"},
     {"set_active", (PyCFunction)ss_set_active, METH_VARARGS, "set_active(bool): Syncs go out only while active"},
     {"add", (PyCFunction)ss_add, METH_VARARGS,
-     "add(address, sync_template, follow_up_template, step_ns, first_slot_ns, first_seq) -> index"},
+     "add(address, sync_template, follow_up_template, step_ns, first_slot_ns, first_seq) -> index (a Sync stream); "
+     "add(address, None, log_interval, step_ns, first_slot_ns, first_seq) -> index (an Announce stream)"},
+    {"set_announce", (PyCFunction)ss_set_announce, METH_VARARGS, "set_announce(log_interval, template)"},
     {"remove", (PyCFunction)ss_remove, METH_VARARGS, "remove(index) -> (sent, next_seq, next_slot_ns)"},
     {"take", (PyCFunction)ss_take, METH_NOARGS, "counters and lateness bins since the last take"},
     {"close", (PyCFunction)ss_close, METH_NOARGS, "stop the thread (the sockets stay the caller's)"},

@@ -6,7 +6,8 @@ again every ``runner.FAULT_RETRY_S`` seconds.  This module maps the transport's 
 the same ``ClockMap`` the NTP workers use, hands the port the clock's map and quality (``publish``), and passes on
 what the port notices besides what it sends (``outputs/ptp/notices.py``): management SETs, a foreign grandmaster that
 out-ranks this one, the port's return to MASTER.  Unicast-negotiated Syncs go out from a native thread
-(native_sync.py) when it is built and the port timestamps in software over UDP (``ptp.native_sync``).
+(native_sync.py), multicast and unicast-negotiated alike, when it is built and the port timestamps in software over
+UDP (``ptp.native_sync``).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ class PtpService:
                  served_phc: str = "", on_notice: Callable[[PortNotice], None] | None = None,
                  native: str = "auto"):
         self.config, self.iface = config, iface
-        self.native_wanted = native == "auto" and config.unicast_negotiation
+        self.native_wanted = native == "auto"
         self.native: native_sync.NativeSync | None = None
         self.native_status: dict[str, Any] = {}
         self.native_error = ""
@@ -89,7 +90,7 @@ class PtpService:
                 log.warning("PTP unicast Syncs sent by the port: the native sender did not start: %s", exc)
                 return
             self.native_error = ""
-            self.native.publish(self.clock_map)
+            self.native.publish(self.clock_map, port)
             self.native.adopt(port, now_ns)
 
     def publish(self, clock_map: ClockMap, view: GrandmasterView) -> None:
@@ -99,7 +100,7 @@ class PtpService:
         if self.runner.phc is not None:
             self.runner.phc.sample()
         if self.native is not None and self.port is not None:
-            self.native.publish(clock_map)
+            self.native.publish(clock_map, self.port)
             self.native_status = self.native.take(self.port)
         if self.port is not None:
             self.runner.apply(self.port.update_view(view, time.monotonic_ns()))

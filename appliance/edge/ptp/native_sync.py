@@ -26,6 +26,8 @@ except ImportError:  # built optionally (setup.py)
     _syncsend = None
 
 REALTIME_PRIORITY = 1  # SCHED_FIFO 1 when allowed: above every normal thread, below the kernel's own
+GOLDEN = 0.6180339887498949
+SPREAD_MAX_NS = 1_000_000_000  # a first Sync comes at most this long after its grant
 
 
 def available() -> bool:
@@ -44,62 +46,119 @@ class NativeSync:
         except OSError:
             self.sock.close()
             raise
-        self.streams: dict[Any, tuple[int, int]] = {}  # client key -> (sender index, log interval)
-        self.realtime = False
+        # (client key or None for multicast, kind) -> (sender index, first slot ns)
+        self.streams: dict[tuple[Any, str], tuple[int, int]] = {}
+        self.group = (transport.primary, 0, 0, transport.ifindex) if transport.v6 else (transport.primary, 0)
+        self.announces: dict[int, bytes] = {}  # log interval -> the Announce template the sender has
         self.active = False
+        self._started = 0
+        # Timed wake-ups that came over 1 ms after their slot, and the latest: the scheduler's (or the host's)
+        # share of a late Sync, apart from the sender's own work.
+        self.wakes_over_1ms = 0
+        self.wake_max_ns = 0
 
     def adopt(self, port: Any, now_ns: int) -> None:
-        """Every client the port already grants Syncs to (a transport opened again): their streams start now."""
+        """Every stream the port already grants (a transport opened again) starts now; the multicast Syncs start
+        as the port enters MASTER."""
         port.sync_offload = True
         port.take_stream_changes()
         for key, client in port.clients.items():
-            if c.MsgType.SYNC in client.grants:
-                self._start(port, key, now_ns)
+            for mtype, kind in ((c.MsgType.SYNC, "sync"), (c.MsgType.ANNOUNCE, "announce")):
+                if mtype in client.grants:
+                    self._start(port, key, kind, now_ns)
 
     def apply(self, port: Any, now_ns: int) -> None:
-        for what, key in port.take_stream_changes():
+        for what, key, kind in port.take_stream_changes():
             if what == "start":
-                self._start(port, key, now_ns)
+                self._start(port, key, kind, now_ns)
             else:
-                self._stop(port, key)
+                self._stop(port, key, kind)
         active = port.state == "MASTER"
         if active != self.active:
             self.sender.set_active(active)
             self.active = active
 
-    def _start(self, port: Any, key: Any, now_ns: int) -> None:
-        client = port.clients.get(key)
-        grant = client.grants.get(c.MsgType.SYNC) if client is not None else None
-        if grant is None:
+    def _start(self, port: Any, key: Any, kind: str, now_ns: int) -> None:
+        """A unicast client's Sync stream (its slots spread, ``_phase_ns``), its Announce stream (half an interval
+        after its Syncs, as the port would send them), or with key None the multicast Syncs (the first now: the
+        port's Announces run half an interval after it)."""
+        if kind == "announce":
+            self._start_announce(port, key, now_ns)
             return
-        seq = self._stop(port, key)
-        if seq is None:
-            seq = client.sequence.get(c.MsgType.SYNC, 0)
-        sync, follow_up = port.unicast_sync_templates(grant.log_interval)
-        index = self.sender.add(client.address, sync, follow_up, interval_ns(grant.log_interval), now_ns, seq)
-        self.streams[key] = (index, grant.log_interval)
+        stream = port.sync_stream(key)
+        if stream is None:
+            return
+        log_interval, sync, follow_up = stream
+        self._stop(port, key, kind)
+        seq = port.sync_sequence(key).get(c.MsgType.SYNC, 0)
+        step_ns = interval_ns(log_interval)
+        if key is None:
+            address, first_ns = self.group, now_ns
+        else:
+            address, first_ns = port.clients[key].address, now_ns + self._phase_ns(step_ns)
+        index = self.sender.add(address, sync, follow_up, step_ns, first_ns, seq)
+        self.streams[(key, kind)] = (index, first_ns)
+        if key is not None and (key, "announce") in self.streams:
+            self._start_announce(port, key, now_ns)  # keep it halfway between the new Syncs
 
-    def _stop(self, port: Any, key: Any) -> int | None:
-        """The stream ends; the client's next Sync sequenceId goes back to the port (None: there was none)."""
-        held = self.streams.pop(key, None)
+    def _start_announce(self, port: Any, key: Any, now_ns: int) -> None:
+        log_interval = port.announce_stream(key)
+        if log_interval is None:
+            return
+        self._stop(port, key, "announce")
+        step_ns = interval_ns(log_interval)
+        sync = self.streams.get((key, "sync"))
+        if sync is None:
+            first_ns = now_ns + self._phase_ns(step_ns)
+        else:
+            sync_log = port.sync_stream(key)[0]
+            first_ns = sync[1] + port.announce_phase_ns(sync_log, log_interval)
+            if first_ns < now_ns:
+                first_ns += -(-(now_ns - first_ns) // step_ns) * step_ns
+        self._template(port, log_interval)
+        seq = port.sync_sequence(key).get(c.MsgType.ANNOUNCE, 0)
+        index = self.sender.add(port.clients[key].address, None, log_interval, step_ns, first_ns, seq)
+        self.streams[(key, "announce")] = (index, first_ns)
+
+    def _template(self, port: Any, log_interval: int) -> None:
+        template = port.unicast_announce(log_interval)
+        if self.announces.get(log_interval) != template:
+            self.sender.set_announce(log_interval, template)
+            self.announces[log_interval] = template
+
+    def _phase_ns(self, step_ns: int) -> int:
+        """Where in its interval a new stream's slots fall: grants come in bursts (a batch of requests read at
+        once, clients that all start together), and slots left where they were granted would make their Syncs queue
+        behind each other.  The n-th stream starts n x the golden ratio (mod 1) into its interval, at most
+        SPREAD_MAX_NS after its grant: however many there are, their slots stay evenly spread."""
+        self._started += 1
+        return int((self._started * GOLDEN) % 1.0 * min(step_ns, SPREAD_MAX_NS))
+
+    def _stop(self, port: Any, key: Any, kind: str) -> None:
+        """The stream ends; its next sequenceId goes back to the port."""
+        held = self.streams.pop((key, kind), None)
         if held is None:
-            return None
+            return
         sent, seq, _slot = self.sender.remove(held[0])
-        client = port.clients.get(key)
-        if client is not None:
-            client.sequence[c.MsgType.SYNC] = seq
+        port.sync_sequence(key)[c.MsgType.SYNC if kind == "sync" else c.MsgType.ANNOUNCE] = seq
+        client = port.clients.get(key) if key is not None else None
+        if client is not None and kind == "sync":
             client.sent_sync += sent
-        return seq
 
-    def publish(self, clock_map: ClockMap) -> None:
+    def publish(self, clock_map: ClockMap, port: Any) -> None:
+        """The clock map, and what the unicast Announces say now (the clock's quality changes second by second)."""
         self.sender.set_map(True, clock_map.host_anchor_ns, clock_map.served_anchor_tai_ns, clock_map.rate_ppb)
+        for log_interval in list(self.announces):
+            self._template(port, log_interval)
 
     def take(self, port: Any) -> dict[str, Any]:
         """Its figures since the last take, folded into the port's; what status shows of the sender itself."""
         taken = self.sender.take()
         port.add_offloaded(taken)
-        self.realtime = taken["realtime"]
-        return {"streams": taken["streams"], "realtime": taken["realtime"], "send_errors": taken["send_errors"]}
+        self.wakes_over_1ms += taken["wakes_over_1ms"]
+        self.wake_max_ns = max(self.wake_max_ns, taken["wake_max_ns"])
+        return {"streams": taken["streams"], "realtime": taken["realtime"], "send_errors": taken["send_errors"],
+                "wakes_over_1ms": self.wakes_over_1ms, "wake_max_us": self.wake_max_ns / 1000}
 
     def close(self) -> None:
         self.sender.close()

@@ -144,10 +144,11 @@ class PtpPort(PortStateMachine):
         self.log_announce = config.log_announce_interval
         self.sync_lateness = SyncLateness()  # each Sync's transmit timestamp against its slot
         self._announce_cache: dict[tuple[int, bool], tuple[Any, bytes]] = {}  # (interval, unicast) -> said, bytes
-        # Set by the edge when a native sender sends the unicast Syncs: the port then keeps no "u-sync" timers and
-        # says instead which clients' Sync streams start (a grant, or its interval changed) and stop.
+        # Set by the edge when a native sender sends the Syncs and the unicast Announces: the port then keeps no
+        # "sync", "u-sync" or "u-announce" timers and says instead which streams start (MASTER entered; a grant, or
+        # its interval changed) and stop (a grant ended); the sender is told apart whether the port is MASTER.
         self.sync_offload = False
-        self._stream_changes: list[tuple[str, Any]] = []
+        self._stream_changes: list[tuple[str, Any, str]] = []
 
     # --- state --------------------------------------------------------------------------------------------
     def _event(self, event: str, now_ns: int, reason: str) -> list[Send]:
@@ -159,15 +160,20 @@ class PtpPort(PortStateMachine):
             self._notice(MasterAgain(reason, self.outranked_by[0]))
             self.outranked_by = None
         if new == MASTER:
-            self._at(now_ns + self._announce_phase_ns(self.log_sync, self.log_announce), "announce")
+            self._at(now_ns + self.announce_phase_ns(self.log_sync, self.log_announce), "announce")
             if self.config.multicast:
-                self._at(now_ns, "sync")
+                if self.sync_offload:
+                    self._stream_changes.append(("start", None, "sync"))
+                else:
+                    self._at(now_ns, "sync")
             for key, client in self.clients.items():  # negotiated streams resume
                 sync, announce = client.grants.get(c.MsgType.SYNC), client.grants.get(c.MsgType.ANNOUNCE)
+                if self.sync_offload:  # offloaded streams resume with the sender
+                    continue
                 if sync is not None:
                     self._at(now_ns, "u-sync", key)
                 if announce is not None:
-                    phase = 0 if sync is None else self._announce_phase_ns(sync.log_interval, announce.log_interval)
+                    phase = 0 if sync is None else self.announce_phase_ns(sync.log_interval, announce.log_interval)
                     self._at(now_ns + phase, "u-announce", key)
         elif new == LISTENING:
             self._at(now_ns + self._receipt_timeout_ns(), "listening")
@@ -249,7 +255,7 @@ class PtpPort(PortStateMachine):
 
     # --- timers -------------------------------------------------------------------------------------------
     @staticmethod
-    def _announce_phase_ns(log_sync: int, log_announce: int) -> int:
+    def announce_phase_ns(log_sync: int, log_announce: int) -> int:
         """Announces run half of the shorter interval after the Syncs, so that a Sync never leaves right behind an
         Announce of ours: it would queue behind it after its transmit timestamp (in the NIC or a switch without
         PTP support: a path delay the slave cannot measure), and in software its timing would depend on what went
@@ -341,14 +347,19 @@ class PtpPort(PortStateMachine):
     def _announce(self, served_ns: int, client: UnicastClient | None = None, log_interval: int | None = None) -> Send:
         """An Announce: encoded once for what it says (the view, priorities, interval, flags), then per client and
         second only its sequenceId and originTimestamp rewritten (``codec.restamp``)."""
-        log, unicast = self.log_announce if log_interval is None else log_interval, client is not None
-        said = (self.view, self.priority1, self.priority2)
-        cached = self._announce_cache.get((log, unicast))
-        if cached is None or cached[0] != said:
-            cached = self._announce_cache[(log, unicast)] = (said, self._encode_announce(unicast, log))
+        log = self.log_announce if log_interval is None else log_interval
         self._count("tx_announce")
-        data = c.restamp(cached[1], self._next_seq(c.MsgType.ANNOUNCE, client), max(0, served_ns))
+        data = c.restamp(self._announce_bytes(log, client is not None), self._next_seq(c.MsgType.ANNOUNCE, client),
+                         max(0, served_ns))
         return Send(data, False, client.address if client else None)
+
+    def _announce_bytes(self, log_interval: int, unicast: bool) -> bytes:
+        said = (self.view, self.priority1, self.priority2)
+        cached = self._announce_cache.get((log_interval, unicast))
+        if cached is None or cached[0] != said:
+            cached = self._announce_cache[(log_interval, unicast)] = (said, self._encode_announce(unicast,
+                                                                                                 log_interval))
+        return cached[1]
 
     def _encode_announce(self, unicast: bool, log_interval: int) -> bytes:
         """What an Announce says now, with sequenceId and originTimestamp 0 (``_announce`` fills them in)."""
@@ -683,47 +694,75 @@ class PtpPort(PortStateMachine):
 
     def _phase_streams(self, client: UnicastClient, key: Any, granted: int, now_ns: int) -> None:
         """A new or changed Sync or Announce stream to a client: the Sync stream (re)starts now, or keeps its phase,
-        and the Announce stream runs half an interval off it (``_announce_phase_ns``)."""
+        and the Announce stream runs half an interval off it (``announce_phase_ns``)."""
+        if self.sync_offload:
+            self._stream_changes.append(("start", key, "sync" if granted == c.MsgType.SYNC else "announce"))
+            return
         sync, announce = client.grants.get(c.MsgType.SYNC), client.grants.get(c.MsgType.ANNOUNCE)
         if granted == c.MsgType.SYNC:
-            if self.sync_offload:
-                self._stream_changes.append(("start", key))
-            else:
-                self._at(now_ns, "u-sync", key)
+            self._at(now_ns, "u-sync", key)
         if announce is None:
             return
         if sync is None:
             self._at(now_ns, "u-announce", key)
             return
         step = interval_ns(sync.log_interval)
-        at = self._due.get(("u-sync", key), now_ns) - step + self._announce_phase_ns(sync.log_interval,
+        at = self._due.get(("u-sync", key), now_ns) - step + self.announce_phase_ns(sync.log_interval,
                                                                                    announce.log_interval)
         self._at(at if at >= now_ns else at + step, "u-announce", key)  # the first Announce slot from now
 
     def _stream_stopped(self, key: Any, mtype: int) -> None:
-        if mtype == c.MsgType.SYNC and self.sync_offload:
-            self._stream_changes.append(("stop", key))
+        if self.sync_offload and mtype in (c.MsgType.SYNC, c.MsgType.ANNOUNCE):
+            self._stream_changes.append(("stop", key, "sync" if mtype == c.MsgType.SYNC else "announce"))
 
-    def take_stream_changes(self) -> list[tuple[str, Any]]:
-        """With ``sync_offload``: ("start", key) for a client whose Sync stream (re)starts now, ("stop", key) for one
-        whose Sync grant ended, in order, since the last call."""
+    def take_stream_changes(self) -> list[tuple[str, Any, str]]:
+        """With ``sync_offload``, in order since the last call: ("start", key, kind) for a client whose Sync or
+        Announce stream (kind "sync" or "announce") (re)starts now, ("stop", key, kind) for one whose grant ended,
+        and ("start", None, "sync") for the multicast Syncs when the port becomes MASTER."""
         changes, self._stream_changes = self._stream_changes, []
         return changes
 
-    def unicast_sync_templates(self, log_interval: int) -> tuple[bytes, bytes]:
-        """The unicast two-step Sync and its Follow_Up as the port sends them, with sequenceId 0 and a zero
-        timestamp: a native sender changes only those two."""
+    def announce_stream(self, key: Any) -> int | None:
+        """The log interval of a client's granted Announce stream; None when there is none."""
+        client = self.clients.get(key)
+        grant = client.grants.get(c.MsgType.ANNOUNCE) if client is not None else None
+        return None if grant is None else grant.log_interval
+
+    def unicast_announce(self, log_interval: int) -> bytes:
+        """What a unicast Announce at this interval says now, with sequenceId and originTimestamp 0."""
+        return self._announce_bytes(log_interval, True)
+
+    def sync_stream(self, key: Any) -> tuple[int, bytes, bytes] | None:
+        """A Sync stream as a native sender needs it: its log interval, the two-step Sync and its Follow_Up as the
+        port sends them with sequenceId 0 and a zero timestamp (the sender changes only those two); key None: the
+        multicast stream.  None when there is no such stream (the grant is gone)."""
+        if key is None:
+            log_interval, flags = self.log_sync, 0
+        else:
+            client = self.clients.get(key)
+            grant = client.grants.get(c.MsgType.SYNC) if client is not None else None
+            if grant is None:
+                return None
+            log_interval, flags = grant.log_interval, c.FLAG_UNICAST
         cfg = self.config
-        sync = c.encode_timestamped(c.MsgType.SYNC, cfg.domain, self.identity, 0, c.FLAG_TWO_STEP | c.FLAG_UNICAST,
+        sync = c.encode_timestamped(c.MsgType.SYNC, cfg.domain, self.identity, 0, c.FLAG_TWO_STEP | flags,
                                     log_interval, 0)
-        follow_up = c.encode_timestamped(c.MsgType.FOLLOW_UP, cfg.domain, self.identity, 0, c.FLAG_UNICAST,
-                                         log_interval, 0)
-        return sync, follow_up
+        follow_up = c.encode_timestamped(c.MsgType.FOLLOW_UP, cfg.domain, self.identity, 0, flags, log_interval, 0)
+        return log_interval, sync, follow_up
+
+    def sync_sequence(self, key: Any) -> dict[int, int]:
+        """The sequenceId table (by message type) a stream counts in: the client's, or the port's for key None; a
+        native sender starts from it and hands the next one back."""
+        if key is None:
+            return self._seq
+        client = self.clients.get(key)
+        return client.sequence if client is not None else {}
 
     def add_offloaded(self, taken: dict[str, Any]) -> None:
         """What a native sender sent since it was last asked (its ``take()``): counted as the port's own Syncs and
         Follow_Ups, their lateness into ``sync_lateness``."""
         self._count("tx_sync", taken["syncs"])
+        self._count("tx_announce", taken["announces"])
         self._count("tx_follow_up", taken["follow_ups"])
         if taken["timestamps_lost"]:
             self._count("tx_timestamp_missing", taken["timestamps_lost"])
