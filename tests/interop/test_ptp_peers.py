@@ -29,6 +29,18 @@ def _peers() -> None:
     h.require_ptp("ptp4l", "pmc")
 
 
+def _offsets_within_the_bound(gm: ApplianceGm, slave: h.Ptp4l, seconds: float = 8.0) -> tuple[list[int], int]:
+    """After ``seconds`` more, 90 % of the slave's offsets over them lie within the appliance's own error bound
+    plus the software-timestamp allowance; returns those offsets and the bound."""
+    time.sleep(seconds)
+    bound = gm.status()["clock"]["error_bound_ns"]
+    recent = [o for t, o, _d in slave.offsets_ns() if t > time.monotonic() - seconds]
+    assert len(recent) >= 5
+    within = [o for o in recent if abs(o) <= bound + SOFTWARE_TIMESTAMP_ALLOWANCE_NS]
+    assert len(within) >= 0.9 * len(recent), (bound, recent)
+    return recent, bound
+
+
 def _slave_reads(slave: h.Ptp4l, what: str, timeout_s: float = 10.0) -> dict:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -72,12 +84,7 @@ def test_ptp4l_slave_locks_reads_the_announce_follows_holdover_and_pmc_reads_eve
             assert ptp["state"] == "MASTER" and ptp["slaves"][0]["address"] == net.ip4_b
 
             # offsets after settling stay within the appliance's bound plus the software-timestamp allowance
-            time.sleep(8)
-            bound = gm.status()["clock"]["error_bound_ns"]
-            recent = [o for t, o, _d in slave.offsets_ns() if t > time.monotonic() - 8]
-            assert len(recent) >= 5
-            within = [o for o in recent if abs(o) <= bound + SOFTWARE_TIMESTAMP_ALLOWANCE_NS]
-            assert len(within) >= 0.9 * len(recent), (bound, recent)
+            recent, bound = _offsets_within_the_bound(gm, slave)
             assert abs(statistics.median(recent)) <= bound + SOFTWARE_TIMESTAMP_ALLOWANCE_NS
 
             # pmc over the network reads every data set, and the values are the appliance's
@@ -189,12 +196,7 @@ def test_unicast_ptp4l_locks_to_syncs_from_the_native_sender_and_from_the_port(t
                 assert ptp["native_sync"]["streams"] == 2 and ptp["native_sync"]["realtime"]  # Sync, Announce; root: FIFO
             else:
                 assert "native_sync" not in ptp
-            time.sleep(8)
-            bound = gm.status()["clock"]["error_bound_ns"]
-            recent = [o for t, o, _d in slave.offsets_ns() if t > time.monotonic() - 8]
-            assert len(recent) >= 5
-            within = [o for o in recent if abs(o) <= bound + SOFTWARE_TIMESTAMP_ALLOWANCE_NS]
-            assert len(within) >= 0.9 * len(recent), (bound, recent)
+            _offsets_within_the_bound(gm, slave)
 
 
 def _field(frame: dict, suffix: str) -> str | None:

@@ -767,7 +767,7 @@ static PyTypeObject SyncSenderType = {
     .tp_methods = ss_methods,
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_syncsend", "native unicast Sync sender", -1, NULL};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_syncsend", "native Sync sender", -1, NULL};
 
 PyMODINIT_FUNC PyInit__syncsend(void) {
     if (PyType_Ready(&SyncSenderType) < 0) return NULL;

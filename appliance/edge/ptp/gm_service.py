@@ -5,9 +5,9 @@ readers, one timer at the engine's next due time, a transport that cannot open l
 again every ``runner.FAULT_RETRY_S`` seconds.  This module maps the transport's timestamps onto the served clock through
 the same ``ClockMap`` the NTP workers use, hands the port the clock's map and quality (``publish``), and passes on
 what the port notices besides what it sends (``outputs/ptp/notices.py``): management SETs, a foreign grandmaster that
-out-ranks this one, the port's return to MASTER.  Unicast-negotiated Syncs go out from a native thread
-(native_sync.py), multicast and unicast-negotiated alike, when it is built and the port timestamps in software over
-UDP (``ptp.native_sync``).
+out-ranks this one, the port's return to MASTER.  The Syncs (multicast and unicast-negotiated) and the unicast
+Announces go out from a native thread (native_sync.py) when it is built and the port timestamps in software over UDP
+(``ptp.native_sync``).
 """
 
 from __future__ import annotations
@@ -58,10 +58,15 @@ class PtpService:
                         summary=summary, served_phc=served_phc)  # the PHC is read at each publish()
         hooks = PortHooks(self._start_port, self._received, self._transmitted, self._timers, self.served_ns,
                           self._take_notices)
-        self.runner = PortRunner(spec, hooks, log, lambda kind, text: self.on_event(kind, text))
+        self.runner = PortRunner(spec, hooks, log, self._runner_event)
 
     def start(self) -> None:
         self.runner.start()
+
+    def _runner_event(self, kind: str, text: str) -> None:
+        if self.native is not None and self.port is not None:
+            self.native.apply(self.port, time.monotonic_ns())  # a FAULTY port: the sender falls silent too
+        self.on_event(kind, text)
 
     def stop(self) -> None:
         self._close_native()
@@ -76,6 +81,7 @@ class PtpService:
         """The native Sync sender on this transport, when wanted and possible; else the port sends its Syncs."""
         self._close_native()
         port.sync_offload = False
+        port.take_stream_changes()  # of a sender gone with the transport
         if not self.native_wanted:
             return
         if not native_sync.available():
@@ -87,7 +93,7 @@ class PtpService:
                 self.native = native_sync.NativeSync(transport, log)
             except (TransportError, OSError) as exc:
                 self.native_error = str(exc)
-                log.warning("PTP unicast Syncs sent by the port: the native sender did not start: %s", exc)
+                log.warning("PTP Syncs sent by the port: the native sender did not start: %s", exc)
                 return
             self.native_error = ""
             self.native.publish(self.clock_map, port)
@@ -129,10 +135,10 @@ class PtpService:
 
     # --- the runner's hooks: the port engine in its own terms ----------------------------------------------------
     def _start_port(self, transport: Any, now_ns: int) -> tuple[PtpPort, list[Send]]:
+        # The sender first: the port's entry into MASTER then starts its streams there, or its own timers.
         if self.port is not None:
-            actions = self.port.fault_cleared(now_ns)
             self._open_native(transport, self.port, now_ns)
-            return self.port, actions
+            return self.port, self.port.fault_cleared(now_ns)
         self.port = PtpPort(self.config, clock_identity(transport.mac), self.view, now_ns,
                             address_key=transport.address_key, management_rules=self.management_rules)
         self._open_native(transport, self.port, now_ns)

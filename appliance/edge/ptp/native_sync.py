@@ -1,13 +1,15 @@
-"""Hand the grandmaster port's unicast Sync streams to the native sender (``_syncsend.c``) and back.
+"""Hand the grandmaster port's Sync streams and unicast Announce streams to the native sender (``_syncsend.c``).
 
-I/O edge.  With ``PtpPort.sync_offload`` set, the port keeps no timer per client for its Syncs: it says which
-clients' Sync streams start (a grant, or a new interval) and stop (expired, cancelled), and this module gives each one
-to a ``SyncSender`` thread with the client's addresses, the port's Sync and Follow_Up as templates and the first slot.
-The thread sends on a socket of its own in the port's event-socket group (``UdpTransport.open_sync_socket``), so the
+I/O edge.  With ``PtpPort.sync_offload`` set, the port keeps no timers for them: it says which streams start (MASTER
+entered: the multicast Syncs; a grant, or a new interval: a client's Syncs or Announces) and stop (expired,
+cancelled), and this module gives each one to a ``SyncSender`` thread with its destination, the port's messages as
+templates and the first slot (unicast slots spread evenly, an Announce halfway between a client's Syncs).  The
+thread sends on a socket of its own in the port's event-socket group (``UdpTransport.open_sync_socket``), so the
 interpreter -- its garbage collector, the status publication, a burst of Delay_Reqs -- no longer stands between a
-slot and its Sync.  The port still decides everything else; the service publishes the clock map to the thread each
-second, tells it whether the port is MASTER, and adds what it sent (counters, lateness) to the port's own figures.
-``available()`` is False when the module was not built (the port then sends the Syncs itself).
+slot and its Sync.  The port still decides everything else; the service publishes the clock map and what the
+Announces say to the thread each second, tells it whether the port is MASTER, and adds what it sent (counters,
+lateness) to the port's own figures.  ``available()`` is False when the module was not built (the port then sends
+them itself).
 """
 
 from __future__ import annotations
@@ -59,9 +61,8 @@ class NativeSync:
 
     def adopt(self, port: Any, now_ns: int) -> None:
         """Every stream the port already grants (a transport opened again) starts now; the multicast Syncs start
-        as the port enters MASTER."""
+        as the port enters MASTER (it is told to offload them before)."""
         port.sync_offload = True
-        port.take_stream_changes()
         for key, client in port.clients.items():
             for mtype, kind in ((c.MsgType.SYNC, "sync"), (c.MsgType.ANNOUNCE, "announce")):
                 if mtype in client.grants:
