@@ -13,8 +13,9 @@ grandmaster as the slave measures it.  The slave records every Sync (TIME_STATUS
 Printed: rms and max|offset| per grandmaster and the ratios candidate / reference (lower is better), and the ratio
 of the 99th percentiles of |offset|, which single scheduling spikes (tens of microseconds, about one in a thousand
 Syncs on a shared VM, for ptp4l as much as for anything else) do not move; then the statistics a stall cannot
-decide: the median of the rms of each 10 s window and the p99|offset| of the pooled samples, each as a ratio with a
-95 % bootstrap interval (whole windows resampled), and each grandmaster's mean per round with its standard error and
+decide: the median of the rms of each window of 10 Syncs and the p99|offset| of the pooled samples, each as a ratio
+with a 95 % bootstrap interval (whole windows resampled; with --together window i of both at once, resampled as
+pairs), and each grandmaster's mean per round with its standard error and
 the means of alternate Syncs (ptp4l sends every other Sync beside its Announce, every 2 s, and that Sync reads about
 1 us apart from the others: its mean is not a reference to within ±50 ns); with ``--rounds N`` the two alternate
 N times and the medians are printed (a shared host varies from run to run).  With ``--together`` the two are
@@ -121,13 +122,16 @@ def measure(net: NetnsPair, start_gm, transport: str, rate: float, args: argpars
     return result
 
 
-WINDOW_S = 10  # the rms of each 10 s of samples: a stall decides its window, not the median of the windows
+WINDOW_SYNCS = 10  # the rms of each 10 Syncs: a stall decides its window, not the median of the windows
+TARGET_RATIO, EXCLUDED_RATIO, TARGET_MEAN_NS = 1.0, 1.2, 50  # issue 23, item 1
 
 
 def window_stats(xs: list[float], rate: float) -> dict[str, Any]:
-    """Per-window rms and p99|offset| (windows of WINDOW_S seconds of Syncs), the mean with its standard error, and
-    the means of alternate Syncs (a grandmaster whose every other Sync leaves beside an Announce shows two)."""
-    size = max(8, int(round(WINDOW_S * rate)))
+    """Per-window rms and p99|offset| (windows of WINDOW_SYNCS Syncs at every rate: at 16 Sync/s a stall touches
+    one Sync, so more, shorter windows tell the typical noise more closely than 10 s ones), the mean with its
+    standard error, and the means of alternate Syncs (a grandmaster whose every other Sync leaves beside an Announce
+    shows two)."""
+    size = WINDOW_SYNCS
     windows = [xs[i:i + size] for i in range(0, len(xs) - size + 1, size)]
     out: dict[str, Any] = {"size": size, "rms_ns": [math.sqrt(sum(x * x for x in w) / len(w)) for w in windows],
                            "p99_abs_ns": [_p99_abs(w) for w in windows], "samples": xs}
@@ -144,25 +148,41 @@ def _p99_abs(xs: list[float]) -> float:
 
 
 def bootstrap_ratio(ref: list[list[float]], cand: list[list[float]], statistic, draws: int = 2000,
-                    seed: int = 1) -> tuple[float, float, float]:
+                    seed: int = 1, paired: bool = False) -> tuple[float, float, float]:
     """The ratio statistic(candidate) / statistic(reference) and its 95 % bootstrap interval, resampling whole
     windows (lists of values) of each with replacement: windows, not samples, since samples in a window are not
-    independent (a stall spans several)."""
+    independent (a stall spans several).  ``paired`` (the two measured at once, window i of each over the same
+    stretch of time): the same draw of window indices for both, so that what the host did to both at once stays
+    paired in every resample."""
     import random
 
     rng = random.Random(seed)
     point = statistic(cand) / statistic(ref)
-    ratios = sorted(statistic(rng.choices(cand, k=len(cand))) / statistic(rng.choices(ref, k=len(ref)))
-                    for _ in range(draws))
+    ratios = []
+    for _ in range(draws):
+        if paired:
+            picks = rng.choices(range(len(cand)), k=len(cand))
+            ratios.append(statistic([cand[i] for i in picks]) / statistic([ref[i] for i in picks]))
+        else:
+            ratios.append(statistic(rng.choices(cand, k=len(cand))) / statistic(rng.choices(ref, k=len(ref))))
+    ratios.sort()
     return point, ratios[int(0.025 * draws)], ratios[int(0.975 * draws) - 1]
 
 
-def print_windows(res: dict[str, Any]) -> None:
+def print_windows(res: dict[str, Any], paired: bool = False) -> None:
     """The statistics a shared host's stalls do not decide, over every round's windows: the median of the windows'
     rms and the p99|offset| of the pooled samples, each as a candidate / ptp4l ratio with a 95 % bootstrap interval
-    (windows resampled), and the means with their standard errors and alternate-Sync split."""
-    wins = {name: [w for r in res["rounds"] if r[name].get("windows") for w in _chunks(r[name]["windows"])]
-            for name in ("reference", "candidate")}
+    (windows resampled; ``paired``: window i of each round for both at once, the same count of each), the means
+    with their standard errors and alternate-Sync split, and the verdict on issue 23's target."""
+    wins: dict[str, list[list[float]]] = {"reference": [], "candidate": []}
+    for r in res["rounds"]:
+        if not (r["reference"].get("windows") and r["candidate"].get("windows")):
+            continue
+        ref, cand = _chunks(r["reference"]["windows"]), _chunks(r["candidate"]["windows"])
+        if paired:
+            ref, cand = ref[:min(len(ref), len(cand))], cand[:min(len(ref), len(cand))]
+        wins["reference"] += ref
+        wins["candidate"] += cand
     if not wins["reference"] or not wins["candidate"]:
         return
 
@@ -173,10 +193,13 @@ def print_windows(res: dict[str, Any]) -> None:
         return _p99_abs([x for w in windows for x in w])
 
     size = res["rounds"][0]["reference"]["windows"]["size"]
+    verdicts = []
     for label, statistic in (("median window rms", median_rms), ("p99|offset|", pooled_p99)):
-        point, low, high = bootstrap_ratio(wins["reference"], wins["candidate"], statistic)
+        point, low, high = bootstrap_ratio(wins["reference"], wins["candidate"], statistic, paired=paired)
         print(f"  {res['transport']:9} {res['rate']:6g}  {label} candidate/ptp4l {point:.2f} "
-              f"[{low:.2f} .. {high:.2f}] ({len(wins['candidate'])} / {len(wins['reference'])} windows of {size})")
+              f"[{low:.2f} .. {high:.2f}] ({len(wins['candidate'])} / {len(wins['reference'])} windows of {size}"
+              f"{', paired' if paired else ''})")
+        verdicts.append((label, point <= TARGET_RATIO and high < EXCLUDED_RATIO, f"{point:.2f}, upper {high:.2f}"))
     for name, label in (("reference", "ptp4l"), ("candidate", "candidate")):
         stats = [r[name]["windows"] for r in res["rounds"] if r[name].get("windows", {}).get("mean_se_ns")]
         if stats:
@@ -185,6 +208,17 @@ def print_windows(res: dict[str, Any]) -> None:
                                   for w in stats)
             print(f"  {res['transport']:9} {res['rate']:6g}  {label:11} mean ns per round {means}; "
                   f"alternate Syncs {alternate}")
+    means = {name: statistics.median(r[name]["windows"]["mean_ns"] for r in res["rounds"]
+                                     if r[name].get("windows", {}).get("mean_ns") is not None)
+             for name in ("reference", "candidate")}
+    gap = means["candidate"] - means["reference"]
+    verdicts.append(("mean", abs(gap) <= TARGET_MEAN_NS,
+                     f"candidate {means['candidate']:+.0f} ns, ptp4l {means['reference']:+.0f} ns: {gap:+.0f} ns "
+                     f"(from the true 0: candidate {means['candidate']:+.0f}, ptp4l {means['reference']:+.0f})"))
+    failed = [f"{label} ({why})" for label, good, why in verdicts if not good]
+    print(f"  {res['transport']:9} {res['rate']:6g}  target (ratios <= {TARGET_RATIO:g} with the interval below "
+          f"{EXCLUDED_RATIO:g}; mean within +/-{TARGET_MEAN_NS} ns of ptp4l's): "
+          + ("PASS" if not failed else "FAIL on " + "; ".join(failed)))
 
 
 def _chunks(windows: dict[str, Any]) -> list[list[float]]:
@@ -474,7 +508,7 @@ def main() -> int:
         res["ratio_p99_abs"] = cand["p99_abs_ns"] / ref["p99_abs_ns"] if ref["p99_abs_ns"] else math.nan
         print(f"  {res['transport']:9} {res['rate']:6g}  ratio candidate/ptp4l: rms {res['ratio_rms']:.2f}, "
               f"max|offset| {res['ratio_max_abs']:.2f}, p99|offset| {res['ratio_p99_abs']:.2f}")
-        print_windows(res)
+        print_windows(res, paired=args.together)
         if tracer is not None:
             print_stalls(res)
     if args.json:
