@@ -34,32 +34,55 @@ class KernelTrace:
     """tracefs events over one observation window (mounted if it is not).  ``clock="mono"`` stamps the events
     with CLOCK_MONOTONIC (time.monotonic()), to line them up with samples taken outside the kernel."""
 
-    def __init__(self, clock: str | None = None) -> None:
+    def __init__(self, clock: str | None = None, events: tuple[str, ...] = TRACE_EVENTS, cpus: str | None = None,
+                 buffer_kb: int = 40000) -> None:
         if not (TRACEFS / "set_event").exists():
             subprocess.run(["mount", "-t", "tracefs", "nodev", str(TRACEFS)], check=True)
         size = (TRACEFS / "buffer_size_kb").read_text()  # "1408", or "7 (expanded: 1408)" before first use
-        self._buffer_kb = size.split("expanded:")[-1].strip(" )\n")  # given back after each window
+        # given back after each window ("X" when the CPUs' buffers differ: the default then)
+        self._buffer_kb = size.split("expanded:")[-1].strip(" )\n")
+        if not self._buffer_kb.isdigit():
+            self._buffer_kb = "1408"
         self._clock = clock
+        self._events, self._cpus, self._kb = events, cpus, buffer_kb  # cpus: a hex mask ("1": CPU 0 alone)
+        self._old_cpus = (TRACEFS / "tracing_cpumask").read_text().strip()
         self._old_clock = re.search(r"\[(\w+)\]", (TRACEFS / "trace_clock").read_text())
 
     def _write(self, name: str, text: str) -> None:
         (TRACEFS / name).write_text(text)
 
     def start(self) -> None:
+        self.arm()
+        self.on()
+
+    def arm(self, filters: dict[str, str] | None = None) -> None:
+        """Everything but turning it on: the buffer's allocation stalls the CPUs for a while (hundreds of ms for
+        hundreds of MB), so a measurement arms before it starts and turns tracing on when its window opens."""
         self._write("tracing_on", "0")
         self._write("trace", "")
         if self._clock:
             self._write("trace_clock", self._clock)
-        self._write("buffer_size_kb", "40000")
-        self._write("set_event", "\n".join(TRACE_EVENTS) + "\n")
+        self._write("buffer_size_kb", str(self._kb))
+        if self._cpus:
+            self._write("tracing_cpumask", self._cpus)
+        self._filtered = list(filters or {})
+        for event, expression in (filters or {}).items():  # "raw_syscalls:sys_enter": "common_pid == 1510"
+            self._write(f"events/{event.replace(':', '/')}/filter", expression)
+        self._write("set_event", "\n".join(self._events) + "\n")
+
+    def on(self) -> None:
         self._write("tracing_on", "1")
 
     def stop(self) -> str:
         self._write("tracing_on", "0")
         text = (TRACEFS / "trace").read_text()
         self._write("set_event", "")
+        for event in getattr(self, "_filtered", []):
+            self._write(f"events/{event.replace(':', '/')}/filter", "0")
         self._write("trace", "")
         self._write("buffer_size_kb", self._buffer_kb)
+        if self._cpus:
+            self._write("tracing_cpumask", self._old_cpus)
         if self._clock and self._old_clock:
             self._write("trace_clock", self._old_clock.group(1))
         return text
@@ -161,3 +184,67 @@ def merge_kernel(windows: list[dict[str, Any]]) -> dict[str, Any]:
     return {**{k: sum(w[k] for w in windows) for k in ("frames", "over_10us", "silent_over_10us")},
             "max_us": max(w["max_us"] for w in windows),
             "median_us": statistics.median([w["median_us"] for w in windows])}
+
+
+
+# Where the sender's own events are the ones wanted (a filter on its thread id keeps the rest of the CPU's load out
+# of the buffer and the trace's cost low): system calls and transmits.
+THREAD_EVENTS = ("raw_syscalls:sys_enter", "net:net_dev_start_xmit")
+WAKE_EVENTS = ("sched:sched_switch", "timer:hrtimer_start", "timer:hrtimer_expire_entry", "irq:softirq_entry",
+               "irq:softirq_exit", "irq:irq_handler_entry", "irq_vectors:local_timer_entry",
+               "irq_vectors:reschedule_entry", "irq_vectors:call_function_single_entry", "ipi:ipi_send_cpu",
+               "raw_syscalls:sys_enter", "net:net_dev_start_xmit", "exceptions:page_fault_user",
+               "exceptions:page_fault_kernel")
+HRTIMER_START = re.compile(r"hrtimer=(\S+) function=\S+ expires=(\d+)")
+HRTIMER_EXPIRE = re.compile(r"hrtimer=(\S+) function=")
+TIMER_LATE_S = 50e-6  # a timer interrupt later than this on a CPU silent meanwhile: the vCPU was not running
+OWN_EVENT_S = 20e-6  # the interrupt's own events just before its expiry handler are not guest activity
+RUNNING_SILENT_S = 200e-6  # no event this long while a thread that makes a system call every few us is current
+
+
+def silent_timer_gaps(text: str, cpu: int, comm: str | None = None) -> list[tuple[float, float]]:
+    """Stretches in which ``cpu`` had a timer due and took its interrupt more than TIMER_LATE_S late, with no guest
+    event at all meanwhile (a trace of WAKE_EVENTS, mono clock): a guest that is running takes a due timer
+    interrupt (user code cannot mask it), so the vCPU was not running -- the hypervisor's time, whether the CPU
+    was idle or running a thread (a stretch the kernel's steal accounting does not always see).  With ``comm``
+    also every stretch over RUNNING_SILENT_S with no event at all (no system call, transmit, fault, interrupt or
+    switch) while that thread was current: a loop that enters the kernel every few microseconds did not run
+    (its thread CPU time still runs on: the hypervisor's exits it does not count as steal).  Sorted (start,
+    end) in trace-clock seconds."""
+    trace = Trace(text)
+    armed: dict[str, float] = {}
+    out: list[tuple[float, float]] = []
+    current, last_s = "", None
+    for who, on_cpu, ts, event, fields in trace.events:
+        if on_cpu != cpu:
+            continue
+        if comm is not None and last_s is not None and current == comm and ts - last_s > RUNNING_SILENT_S:
+            out.append((last_s, ts))
+        last_s = ts
+        current = who
+        if event == "sched_switch":
+            m = re.search(r"next_comm=(.+?) next_pid=", fields)
+            current = m.group(1) if m else ""
+        elif event == "hrtimer_start":
+            m = HRTIMER_START.search(fields)
+            if m:
+                armed[m.group(1)] = int(m.group(2)) / 1e9
+        elif event == "hrtimer_expire_entry":
+            m = HRTIMER_EXPIRE.search(fields)
+            expiry = armed.pop(m.group(1), None) if m else None
+            if expiry is not None and TIMER_LATE_S < ts - expiry < 1.0 and not trace.busy(cpu, expiry,
+                                                                                          ts - OWN_EVENT_S):
+                out.append((expiry, ts))
+    out.sort()
+    return out
+
+
+def overlap_s(gaps: list[tuple[float, float]], t0_s: float, t1_s: float) -> float:
+    """How much of [t0_s, t1_s] the (sorted, possibly overlapping) gaps cover."""
+    total, reach = 0.0, t0_s
+    for start, end in gaps[:bisect.bisect_left(gaps, (t1_s, t1_s))]:
+        start, end = max(start, reach), min(end, t1_s)
+        if end > start:
+            total += end - start
+            reach = end
+    return total

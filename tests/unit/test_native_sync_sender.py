@@ -118,6 +118,9 @@ def test_syncs_at_their_slots_with_follow_ups_carrying_the_served_transmit_time(
     lateness = SyncLateness()
     lateness.merge(taken["late_bins"], taken["late_count"], taken["late_over_1ms"], taken["late_max_ns"])
     assert lateness.count == taken["late_count"] and lateness.snapshot()["max_us"] == taken["late_max_ns"] / 1000
+    # Of the Syncs over 1 ms late, those the thread was held off its CPU for: never more than those late, and the
+    # time held is never negative (wall time not covered by the thread's own CPU time).
+    assert 0 <= taken["late_over_1ms_held"] <= taken["late_over_1ms"] and taken["held_max_ns"] >= 0
 
 
 def test_nothing_is_sent_while_inactive_or_after_the_stream_is_removed(rig: Rig) -> None:

@@ -16,6 +16,16 @@
  * outputs/ptp/lateness.py, which ``take()`` hands to the port, with the thread's own timed wake-ups that came over
  * 1 ms late (the scheduler's or the host's share).  The socket is polled only while the thread waits, so no
  * wake-up callback runs between a Sync's timestamp and its leaving.
+ *
+ * Held time: while the thread runs (between two waits in ppoll), wall time (CLOCK_MONOTONIC) that its CPU time
+ * (CLOCK_THREAD_CPUTIME_ID) does not account for is time it was held off the CPU.  For a SCHED_FIFO thread that is
+ * the hypervisor's (a kernel with paravirtual steal accounting leaves stolen time out of a task's CPU time; without
+ * interrupt-time accounting, interrupt and softirq work done in its context is in it) or a higher-priority thread's.
+ * Each Sync carries the held time between its slot and its sending; a Sync over 1 ms late that would have been
+ * within 1 ms without it is counted apart (late_over_1ms_held), so a verdict can tell the host's share from the
+ * sender's own.  Held time while waiting past a slot is not in it: a Sync late by a timed wake-up that came over
+ * 1 ms after its slot (the timer interrupt came late, or the CPU was in a section the kernel does not preempt) is
+ * counted apart again (late_over_1ms_woken): the kernel's or the host's, the trace says which.
  */
 #define PY_SSIZE_T_CLEAN
 #define _GNU_SOURCE
@@ -54,6 +64,8 @@ enum { KIND_SYNC = 0, KIND_ANNOUNCE = 1 };
 #define LATE_NS 1000000LL
 #define TX_WAIT_NS 1000000LL  /* poll for awaited timestamps at least this often */
 #define TS_LOST_NS 1000000000LL  /* a timestamp not read within this is counted lost */
+#define LATE_RECS 256  /* the latest Syncs over 1 ms late, for take() */
+#define HELD_MARKS 256  /* (monotonic, held total) at each round of the loop and each wait, newest last */
 
 typedef struct {
     int used, kind, log_index;  /* log_index: the Announce template it sends */
@@ -69,7 +81,14 @@ typedef struct {
 typedef struct { int64_t slot_ns; int32_t index; uint32_t gen; } heap_item;
 typedef struct { heap_item *items; int32_t len, cap; } heap;  /* one per kind: Syncs are looked at first */
 
-typedef struct { int32_t index; uint32_t gen; uint16_t seq; int valid; int64_t slot_served_ns, sent_mono_ns; } pending;
+typedef struct {
+    int32_t index; uint32_t gen; uint16_t seq; int valid;
+    int64_t slot_served_ns, sent_mono_ns, held_ns;  /* held_ns: held off the CPU between its slot and its send */
+    int64_t pre_ns;  /* from its slot to the start of the send that carried it */
+    int64_t woke_ns;  /* of that, how long the thread's timed wake-up for it came after its slot */
+} pending;
+typedef struct { int64_t mono_ns, held_ns; } held_mark;
+typedef struct { int64_t slot_mono_ns, late_ns, held_ns; } late_rec;
 
 typedef struct {
     PyObject_HEAD
@@ -92,6 +111,22 @@ typedef struct {
     int64_t late_max_ns;
     uint64_t wakes_over_1ms;  /* timed wake-ups for a slot that came over 1 ms after it: the host's, not ours */
     int64_t wake_max_ns;
+    uint64_t late_over_held;  /* Syncs over 1 ms late that held time accounts for beyond 1 ms */
+    uint64_t late_over_woken;  /* the others over 1 ms late that a late timed wake-up accounts for beyond 1 ms */
+    int64_t woke_due_ns, woke_at_ns;  /* the thread's own: the last timed wake-up, due and come (monotonic) */
+    /* rounds of the loop that took over 1 ms of the thread's CPU time, the most one took, and what it sent */
+    uint64_t long_rounds;
+    int64_t long_round_cpu_max_ns;
+    int32_t long_round_packets;
+    late_rec late_recs[LATE_RECS];  /* the Syncs over 1 ms late since the last take(), the latest LATE_RECS */
+    uint32_t n_late_recs;
+    int64_t held_max_ns;  /* the most held time of one Sync */
+    /* of the Syncs over 1 ms late, the most time before their send began and the most from then to the timestamp */
+    int64_t late_pre_max_ns, late_send_max_ns;
+    /* the thread's own (no lock): held time over finished running stretches, the current stretch's start */
+    int64_t held_total_ns, stretch_mono_ns, stretch_cpu_ns;
+    held_mark marks[HELD_MARKS];
+    uint32_t n_marks;
 } SyncSender;
 
 /* ------------------------------------------------------------------------------------------------- helpers */
@@ -126,12 +161,46 @@ static int bin_of(int64_t us) {
     return (shift << SUB_BITS) + (int)(v >> shift);
 }
 
-static void add_lateness(SyncSender *s, int64_t ns) {
+static void add_lateness(SyncSender *s, int64_t ns, int64_t held_ns, int64_t pre_ns, int64_t woke_ns,
+                         int64_t slot_mono_ns) {
     int64_t us = ns >= 0 ? ns / NS_PER_US : -((-ns + NS_PER_US - 1) / NS_PER_US);  /* floor, as Python's // */
     s->bins[bin_of(us)]++;
     s->late_count++;
-    if (ns > LATE_NS) s->late_over++;
+    if (ns > LATE_NS) {
+        s->late_over++;
+        if (ns - held_ns <= LATE_NS) s->late_over_held++;
+        else if (ns - held_ns - woke_ns <= LATE_NS) s->late_over_woken++;
+        s->late_recs[s->n_late_recs++ % LATE_RECS] = (late_rec){slot_mono_ns, ns, held_ns};
+        if (pre_ns > s->late_pre_max_ns) s->late_pre_max_ns = pre_ns;
+        if (ns - pre_ns > s->late_send_max_ns) s->late_send_max_ns = ns - pre_ns;
+    }
     if (ns > s->late_max_ns) s->late_max_ns = ns;
+    if (held_ns > s->held_max_ns) s->held_max_ns = held_ns;
+}
+
+/* The thread's held time so far: finished stretches plus the current one's wall time less its CPU time. */
+static int64_t held_now(const SyncSender *s, int64_t mono_ns) {
+    return s->held_total_ns + (mono_ns - s->stretch_mono_ns) - (clock_ns(CLOCK_THREAD_CPUTIME_ID) - s->stretch_cpu_ns);
+}
+
+/* The held total at the last mark at or before ``mono_ns`` (a slot); the oldest mark when all are after it, which
+ * leaves out held time before it (never counts more than there was). */
+static int64_t held_at(const SyncSender *s, int64_t mono_ns) {
+    uint32_t n = s->n_marks < HELD_MARKS ? s->n_marks : HELD_MARKS;
+    for (uint32_t k = 1; k <= n; k++) {
+        const held_mark *m = &s->marks[(s->n_marks - k) % HELD_MARKS];
+        if (m->mono_ns <= mono_ns || k == n) return m->held_ns;
+    }
+    return s->held_total_ns;
+}
+
+/* The sender thread takes the lock through this: the time it waits for the Python side to let go of it is the
+ * appliance's own, not held time, so it is taken out of the held total. */
+static void lock_mu(SyncSender *s) {
+    if (pthread_mutex_trylock(&s->mu) == 0) return;
+    int64_t t0 = clock_ns(CLOCK_MONOTONIC);
+    pthread_mutex_lock(&s->mu);
+    s->held_total_ns -= clock_ns(CLOCK_MONOTONIC) - t0;
 }
 
 /* ------------------------------------------------------------------------------------------------ the heap */
@@ -216,7 +285,7 @@ static void send_follow_ups(SyncSender *s, struct mmsghdr *out, int n) {
     if (n == 0) return;
     uint64_t errors = 0;
     int64_t sent = sendmmsg_all(s->general_fd, out, n, &errors);
-    pthread_mutex_lock(&s->mu);
+    lock_mu(s);
     s->follow_ups += (uint64_t)sent;
     s->send_errors += errors;
     pthread_mutex_unlock(&s->mu);
@@ -256,7 +325,7 @@ static int read_timestamps(SyncSender *s, int limit) {
             }
         }
         if (!has_id || ts_ns == 0) continue;
-        pthread_mutex_lock(&s->mu);
+        lock_mu(s);
         pending *p = &s->ring[id % RING];
         if (p->valid) {
             p->valid = 0;
@@ -264,7 +333,8 @@ static int read_timestamps(SyncSender *s, int limit) {
             stream *st = &s->streams[p->index];
             if (st->used && st->gen == p->gen) {
                 int64_t tx_served = served_ns(s, ts_ns);
-                add_lateness(s, tx_served - p->slot_served_ns);
+                add_lateness(s, tx_served - p->slot_served_ns, p->held_ns, p->pre_ns, p->woke_ns,
+                             p->sent_mono_ns - p->pre_ns);
                 memcpy(fups[n_out], st->fup_tpl, MSG_LEN);
                 fups[n_out][30] = (uint8_t)(p->seq >> 8);
                 fups[n_out][31] = (uint8_t)p->seq;
@@ -296,7 +366,7 @@ static int send_syncs(SyncSender *s) {
     int32_t who[BATCH];
     int64_t slots[BATCH];
     int n = 0;
-    pthread_mutex_lock(&s->mu);
+    lock_mu(s);
     int64_t now = clock_ns(CLOCK_MONOTONIC);
     if (!s->active || !s->map_valid) {
         pthread_mutex_unlock(&s->mu);
@@ -331,12 +401,15 @@ static int send_syncs(SyncSender *s) {
             done++;
             continue;
         }
+        int64_t held_sent = held_now(s, clock_ns(CLOCK_MONOTONIC));
         for (int i = done; i < done + k; i++) {
             stream *st = &s->streams[who[i]];
             pending *p = &s->ring[s->next_id % RING];
             if (p->valid) s->ts_lost++;
             else s->awaited++;
-            *p = (pending){who[i], st->gen, st->seq, 1, served_now - (mono - slots[i]), mono};
+            *p = (pending){who[i], st->gen, st->seq, 1, served_now - (mono - slots[i]), mono,
+                           held_sent - held_at(s, slots[i]), mono - slots[i],
+                           slots[i] >= s->woke_due_ns && slots[i] < s->woke_at_ns ? s->woke_at_ns - slots[i] : 0};
             s->next_id++;
             st->seq++;
             st->sent++;
@@ -357,7 +430,7 @@ static int send_announces(SyncSender *s, int limit) {
     int n = 0;
     int64_t slot;
     if (limit > BATCH) limit = BATCH;
-    pthread_mutex_lock(&s->mu);
+    lock_mu(s);
     int64_t now = clock_ns(CLOCK_MONOTONIC);
     if (!s->active || !s->map_valid) {
         pthread_mutex_unlock(&s->mu);
@@ -386,7 +459,7 @@ static int send_announces(SyncSender *s, int limit) {
     if (n == 0) return 0;
     uint64_t errors = 0;
     int64_t sent = sendmmsg_all(s->general_fd, out, n, &errors);
-    pthread_mutex_lock(&s->mu);
+    lock_mu(s);
     s->announces += (uint64_t)sent;
     s->send_errors += errors;
     pthread_mutex_unlock(&s->mu);
@@ -411,13 +484,29 @@ static void forget_lost(SyncSender *s, int64_t now) {
 static void *run(void *arg) {
     SyncSender *s = arg;
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    s->stretch_mono_ns = clock_ns(CLOCK_MONOTONIC);
+    s->stretch_cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     while (__atomic_load_n(&s->running, __ATOMIC_ACQUIRE)) {
+        int64_t mark = clock_ns(CLOCK_MONOTONIC), mark_held = held_now(s, mark);
+        s->marks[s->n_marks++ % HELD_MARKS] = (held_mark){mark, mark_held};
         /* Due Syncs first, every time round; the rest in small bites, so that a Sync never waits behind much. */
-        while (send_syncs(s) == BATCH) {}
-        int more = read_timestamps(s, BITE) == BITE;
-        more |= send_announces(s, BITE) == BITE;
-        if (more) continue;
-        pthread_mutex_lock(&s->mu);
+        int sent = 0, k, f, a;
+        while ((k = send_syncs(s)) == BATCH) sent += k;
+        f = read_timestamps(s, BITE);
+        a = send_announces(s, BITE);
+        sent += k + f + a;
+        int64_t end = clock_ns(CLOCK_MONOTONIC), round_cpu = (end - mark) - (held_now(s, end) - mark_held);
+        if (round_cpu > LATE_NS) {
+            lock_mu(s);
+            s->long_rounds++;
+            if (round_cpu > s->long_round_cpu_max_ns) {
+                s->long_round_cpu_max_ns = round_cpu;
+                s->long_round_packets = sent;
+            }
+            pthread_mutex_unlock(&s->mu);
+        }
+        if (f == BITE || a == BITE) continue;
+        lock_mu(s);
         int64_t now = clock_ns(CLOCK_MONOTONIC);
         forget_lost(s, now);
         int64_t due = -1;
@@ -431,10 +520,17 @@ static void *run(void *arg) {
         if (wait <= 0) continue;
         struct pollfd fds[2] = {{s->event_fd, 0, 0}, {s->wake_fd, POLLIN, 0}};  /* POLLERR: a timestamp */
         struct timespec ts = {wait / NS_PER_S, wait % NS_PER_S};
+        int64_t before = clock_ns(CLOCK_MONOTONIC);
+        s->held_total_ns = held_now(s, before);  /* the stretch ends: waiting is not held time */
+        s->marks[s->n_marks++ % HELD_MARKS] = (held_mark){before, s->held_total_ns};
         int r = ppoll(fds, 2, &ts, NULL);
+        s->stretch_mono_ns = clock_ns(CLOCK_MONOTONIC);
+        s->stretch_cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
         if (r == 0 && due >= 0) {  /* woke for a slot: how late the scheduler let it run */
             int64_t late = clock_ns(CLOCK_MONOTONIC) - due;
-            pthread_mutex_lock(&s->mu);
+            s->woke_due_ns = due;
+            s->woke_at_ns = due + late;
+            lock_mu(s);
             if (late > LATE_NS) s->wakes_over_1ms++;
             if (late > s->wake_max_ns) s->wake_max_ns = late;
             pthread_mutex_unlock(&s->mu);
@@ -646,26 +742,61 @@ static PyObject *ss_take(SyncSender *s, PyObject *noargs) {
     long long max_ns = s->late_max_ns;
     s->late_count = s->late_over = s->syncs = s->follow_ups = s->send_errors = s->ts_lost = s->batches = 0;
     s->announces = 0;
-    unsigned long long wakes_over = s->wakes_over_1ms;
-    long long wake_max = s->wake_max_ns;
-    s->wakes_over_1ms = 0;
-    s->wake_max_ns = 0;
+    unsigned long long wakes_over = s->wakes_over_1ms, over_held = s->late_over_held, over_woken = s->late_over_woken;
+    s->late_over_woken = 0;
+    long long wake_max = s->wake_max_ns, held_max = s->held_max_ns;
+    long long pre_max = s->late_pre_max_ns, send_max = s->late_send_max_ns;
+    s->late_pre_max_ns = s->late_send_max_ns = 0;
+    unsigned long long long_rounds = s->long_rounds;
+    long long long_cpu = s->long_round_cpu_max_ns;
+    int long_pkts = s->long_round_packets;
+    s->long_rounds = 0;
+    s->long_round_cpu_max_ns = 0;
+    s->long_round_packets = 0;
+    s->wakes_over_1ms = s->late_over_held = 0;
+    s->wake_max_ns = s->held_max_ns = 0;
     s->late_max_ns = 0;
     int32_t streams = s->n_used;
     unsigned long awaited = s->awaited;
+    uint32_t n_recs = s->n_late_recs < LATE_RECS ? s->n_late_recs : LATE_RECS;
+    late_rec recs[LATE_RECS];
+    for (uint32_t k = 0; k < n_recs; k++) recs[k] = s->late_recs[(s->n_late_recs - n_recs + k) % LATE_RECS];
+    s->n_late_recs = 0;
     pthread_mutex_unlock(&s->mu);
+    PyObject *late = PyList_New(0);
+    if (late == NULL) {
+        Py_DECREF(bins);
+        return NULL;
+    }
+    for (uint32_t k = 0; k < n_recs; k++) {
+        PyObject *rec = Py_BuildValue("(LLL)", (long long)recs[k].slot_mono_ns, (long long)recs[k].late_ns,
+                                      (long long)recs[k].held_ns);
+        if (rec == NULL || PyList_Append(late, rec) < 0) {
+            Py_XDECREF(rec);
+            Py_DECREF(late);
+            Py_DECREF(bins);
+            return NULL;
+        }
+        Py_DECREF(rec);
+    }
     for (int i = 0; i < N_BINS; i++) {
         if (!copy[i]) continue;
         PyObject *pair = Py_BuildValue("(iK)", i, (unsigned long long)copy[i]);
         if (pair == NULL || PyList_Append(bins, pair) < 0) {
             Py_XDECREF(pair);
             Py_DECREF(bins);
+            Py_DECREF(late);
             return NULL;
         }
         Py_DECREF(pair);
     }
-    return Py_BuildValue("{s:K,s:L,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:L,s:N,s:K,s:i,s:k,s:O}",
-                         "wakes_over_1ms", wakes_over, "wake_max_ns", wake_max, "announces", announces,
+    return Py_BuildValue("{s:K,s:L,s:i,s:N,s:K,s:K,s:L,s:K,s:L,s:L,s:L,s:K,"
+                         "s:K,s:K,s:K,s:K,s:K,s:K,s:L,s:N,s:K,s:i,s:k,s:O}",
+                         "long_rounds", long_rounds, "long_round_cpu_max_ns", long_cpu, "long_round_packets", long_pkts,
+                         "late_syncs", late, "late_over_1ms_woken", over_woken, "wakes_over_1ms", wakes_over,
+                         "wake_max_ns", wake_max, "late_over_1ms_held", over_held,
+                         "held_max_ns", held_max, "late_pre_max_ns", pre_max, "late_send_max_ns", send_max,
+                         "announces", announces,
                          "syncs", syncs, "follow_ups", fups,
                          "send_errors", errors, "timestamps_lost", lost, "batches", batches, "late_count", count,
                          "late_max_ns", max_ns, "late_bins", bins, "late_over_1ms", over, "streams", (int)streams,

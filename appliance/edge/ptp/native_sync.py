@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import socket
+from collections import deque
 from typing import Any
 
 from appliance.protocol.clockmap import ClockMap
@@ -30,6 +31,7 @@ except ImportError:  # built optionally (setup.py)
 REALTIME_PRIORITY = 1  # SCHED_FIFO 1 when allowed: above every normal thread, below the kernel's own
 GOLDEN = 0.6180339887498949
 SPREAD_MAX_NS = 1_000_000_000  # a first Sync comes at most this long after its grant
+LATE_SYNCS_KEPT = 256  # the latest Syncs over 1 ms late that status shows
 
 
 def available() -> bool:
@@ -58,6 +60,20 @@ class NativeSync:
         # share of a late Sync, apart from the sender's own work.
         self.wakes_over_1ms = 0
         self.wake_max_ns = 0
+        # Syncs over 1 ms late that would have been within 1 ms but for the time the running thread was held off
+        # its CPU (the hypervisor's or a higher-priority thread's, when it runs SCHED_FIFO), and the most one Sync
+        # was held.
+        self.late_over_1ms_held = 0
+        self.late_over_1ms_woken = 0  # the others: a timed wake-up for them came over 1 ms late
+        # The latest Syncs over 1 ms late: (slot on CLOCK_MONOTONIC in ns, lateness us, held us), to line up with
+        # a kernel trace of that CPU.
+        # Rounds of the sender's loop that took over 1 ms of its CPU time; the longest, and what it sent.
+        self.long_rounds = self.long_round_cpu_max_ns = self.long_round_packets = 0
+        self.late_syncs: deque[tuple[int, float, float]] = deque(maxlen=LATE_SYNCS_KEPT)
+        self.held_max_ns = 0
+        # Of the Syncs over 1 ms late: the most time from the slot to the start of their send, and from then to
+        # their transmit timestamp (in the kernel's send path), since start: where lateness comes from.
+        self.late_pre_max_ns = self.late_send_max_ns = 0
 
     def adopt(self, port: Any, now_ns: int) -> None:
         """Every stream the port already grants (a transport opened again) starts now; the multicast Syncs start
@@ -158,8 +174,24 @@ class NativeSync:
         port.add_offloaded(taken)
         self.wakes_over_1ms += taken["wakes_over_1ms"]
         self.wake_max_ns = max(self.wake_max_ns, taken["wake_max_ns"])
+        self.late_over_1ms_held += taken["late_over_1ms_held"]
+        self.late_over_1ms_woken += taken["late_over_1ms_woken"]
+        self.long_rounds += taken["long_rounds"]
+        if taken["long_round_cpu_max_ns"] > self.long_round_cpu_max_ns:
+            self.long_round_cpu_max_ns, self.long_round_packets = (taken["long_round_cpu_max_ns"],
+                                                                   taken["long_round_packets"])
+        self.late_syncs.extend((slot, late / 1000, held / 1000) for slot, late, held in taken["late_syncs"])
+        self.held_max_ns = max(self.held_max_ns, taken["held_max_ns"])
+        self.late_pre_max_ns = max(self.late_pre_max_ns, taken["late_pre_max_ns"])
+        self.late_send_max_ns = max(self.late_send_max_ns, taken["late_send_max_ns"])
         return {"streams": taken["streams"], "realtime": taken["realtime"], "send_errors": taken["send_errors"],
-                "wakes_over_1ms": self.wakes_over_1ms, "wake_max_us": self.wake_max_ns / 1000}
+                "wakes_over_1ms": self.wakes_over_1ms, "wake_max_us": self.wake_max_ns / 1000,
+                "late_over_1ms_held": self.late_over_1ms_held, "late_over_1ms_woken": self.late_over_1ms_woken,
+                "held_max_us": self.held_max_ns / 1000,
+                "late_pre_max_us": self.late_pre_max_ns / 1000, "late_send_max_us": self.late_send_max_ns / 1000,
+                "long_rounds": self.long_rounds, "long_round_cpu_max_us": self.long_round_cpu_max_ns / 1000,
+                "long_round_packets": self.long_round_packets,
+                "late_syncs_recent": [list(x) for x in self.late_syncs]}
 
     def close(self) -> None:
         self.sender.close()

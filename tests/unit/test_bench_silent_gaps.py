@@ -1,0 +1,56 @@
+"""Silent timer gaps in a kernel trace (bench/kernel_trace.py): a timer interrupt that came late on a CPU with no
+guest event meanwhile marks a stretch the vCPU was not running; one that came on time, or on a busy CPU, does not."""
+
+from __future__ import annotations
+
+from bench.kernel_trace import overlap_s, silent_timer_gaps
+
+
+def _line(comm: str, ts: float, event: str, fields: str) -> str:
+    return f"          {comm}-1510    [000] d..2. {ts:.6f}: {event}: {fields}"
+
+
+def _arm(t0: float, expires: float, addr: str) -> str:
+    return _line("ptp-sync", t0, "hrtimer_start",
+                 f"hrtimer={addr} function=hrtimer_wakeup expires={int(expires * 1e9)} softexpires=0 mode=ABS")
+
+
+def _fire(t_irq: float, addr: str) -> list[str]:
+    return [_line("python", t_irq - 1e-6, "local_timer_entry", "vector=236"),
+            _line("python", t_irq, "hrtimer_expire_entry", f"hrtimer={addr} function=hrtimer_wakeup now=0")]
+
+
+def test_a_late_interrupt_on_a_silent_cpu_is_a_gap() -> None:
+    text = "\n".join([_arm(100.0, 100.001, "aa")] + _fire(100.0025, "aa"))
+    (gap,) = silent_timer_gaps(text, 0)
+    assert abs(gap[0] - 100.001) < 1e-9 and abs(gap[1] - 100.0025) < 1e-9
+
+
+def test_a_busy_cpu_or_an_on_time_interrupt_is_not() -> None:
+    busy = [_arm(100.0, 100.001, "aa"), _line("python", 100.0015, "softirq_entry", "vec=3 [action=NET_RX]")]
+    assert silent_timer_gaps("\n".join(busy + _fire(100.0025, "aa")), 0) == []
+    on_time = [_arm(100.0, 100.001, "bb")] + _fire(100.00101, "bb")
+    assert silent_timer_gaps("\n".join(on_time), 0) == []
+    other_cpu = "\n".join([_arm(100.0, 100.001, "aa")] + _fire(100.0025, "aa"))
+    assert silent_timer_gaps(other_cpu, 1) == []
+
+
+def test_overlap_counts_each_instant_once() -> None:
+    gaps = [(1.0, 2.0), (1.5, 3.0), (5.0, 6.0)]
+    assert abs(overlap_s(gaps, 0.0, 10.0) - 3.0) < 1e-9
+    assert abs(overlap_s(gaps, 2.5, 5.5) - 1.0) < 1e-9
+    assert overlap_s(gaps, 3.5, 4.5) == 0.0
+
+
+def test_a_silent_stretch_of_the_running_sender_is_a_gap() -> None:
+    """The sender enters the kernel every few microseconds: 1.5 ms with no event while it is current is not its."""
+    lines = [_line("python", 100.0, "sched_switch", "prev_comm=python prev_pid=1508 prev_prio=120 prev_state=R ==> "
+                   "next_comm=ptp-sync next_pid=1510 next_prio=98"),
+             _line("ptp-sync", 100.00001, "sys_enter", "NR 307 (3, 7f, 10, 0, 0, 0)"),
+             _line("ptp-sync", 100.00151, "sys_enter", "NR 307 (3, 7f, 10, 0, 0, 0)"),
+             _line("ptp-sync", 100.00152, "sched_switch", "prev_comm=ptp-sync prev_pid=1510 prev_prio=98 "
+                   "prev_state=S ==> next_comm=python next_pid=1508 next_prio=120"),
+             _line("python", 100.00400, "sys_enter", "NR 0 (3, 7f, 10, 0, 0, 0)")]
+    text = "\n".join(lines)
+    assert silent_timer_gaps(text, 0, "ptp-sync") == [(100.00001, 100.00151)]
+    assert silent_timer_gaps(text, 0) == []  # python's 2.5 ms without an event may be its own computing
