@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from bench.ptp_offset import bootstrap_ratio, print_windows, window_stats
+from bench.ptp_offset import bootstrap_mean, bootstrap_ratio, print_windows, window_stats
 
 
 def _noise(seed: int, n: int, scale: float) -> list[float]:
@@ -54,3 +54,21 @@ def test_the_verdict_names_what_failed(capsys) -> None:
     print_windows(worse, paired=True)
     last = capsys.readouterr().out.splitlines()[-1]
     assert "FAIL on median window rms" in last and "p99|offset|" in last and "mean" in last
+
+
+def test_a_mean_at_the_truth_passes_when_the_reference_is_off(capsys) -> None:
+    """ptp4l's mean is off the true 0 by more than the target; a candidate whose whole interval is within +/-50 ns
+    of 0 meets the mean target, one whose interval reaches past it does not."""
+    res = {"transport": "udp4", "rate": 1.0,
+           "rounds": [{"reference": _run(-200, 500, r), "candidate": _run(10, 100, 10 + r)} for r in range(3)]}
+    print_windows(res, paired=True)
+    assert capsys.readouterr().out.splitlines()[-1].endswith("PASS")
+    off = {**res, "rounds": [{"reference": _run(-200, 500, r), "candidate": _run(45, 300, 10 + r)} for r in range(3)]}
+    print_windows(off, paired=True)
+    assert "FAIL on mean" in capsys.readouterr().out.splitlines()[-1]
+
+
+def test_the_interval_of_the_mean_holds_its_point() -> None:
+    windows = [[5 + x for x in _noise(seed, 10, 100)] for seed in range(60)]
+    point, low, high = bootstrap_mean(windows)
+    assert low < point < high and high - low < 100
