@@ -194,6 +194,10 @@ def test_unicast_ptp4l_locks_to_syncs_from_the_native_sender_and_from_the_port(t
             if native == "auto":
                 assert ptp["native_sync"]["running"] and ptp["native_sync"]["error"] == ""
                 assert ptp["native_sync"]["streams"] == 2 and ptp["native_sync"]["realtime"]  # Sync, Announce; root: FIFO
+                # its Delay_Reqs answered by the sender thread too, and counted as the port's
+                ptp = gm.wait(lambda s: s["outputs"]["ptp"]["native_sync"].get("delay_reqs_answered", 0) >= 2,
+                              15)["outputs"]["ptp"]
+                assert ptp["native_sync"]["delay_clients"] == 1 and ptp["counters"]["tx_delay_resp"] >= 2
             else:
                 assert "native_sync" not in ptp
             _offsets_within_the_bound(gm, slave)

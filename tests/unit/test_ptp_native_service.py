@@ -23,8 +23,9 @@ S = 1_000_000_000
 class FakeSender:
     made: list[FakeSender] = []
 
-    def __init__(self, transport: Any, log: Any) -> None:
+    def __init__(self, transport: Any, log: Any, answer_delay: bool = False) -> None:
         self.transport, self.changes, self.active, self.closed = transport, [], False, False
+        self.answer_delay = answer_delay
         FakeSender.made.append(self)
 
     def publish(self, clock_map: Any, port: Any) -> None:

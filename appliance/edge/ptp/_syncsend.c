@@ -26,6 +26,13 @@
  * sender's own.  Held time while waiting past a slot is not in it: a Sync late by a timed wake-up that came over
  * 1 ms after its slot (the timer interrupt came late, or the CPU was in a section the kernel does not preempt) is
  * counted apart again (late_over_1ms_woken): the kernel's or the host's, the trace says which.
+ *
+ * Delay_Req answers (set_delay, for unicast-negotiating clients): the event socket's reuseport program then steers
+ * every datagram whose messageType is Delay_Req to this object's socket, and the thread answers those of the
+ * clients Python registered (add_client: a Delay_Resp grant) between its Syncs, a token bucket per client at the
+ * port's request rate; everything else it does not answer (a client without a grant, another domain or version, a
+ * message with a suffix, no receive timestamp, the port not MASTER) goes back to Python whole, with its receive
+ * timestamp, through a ring and an eventfd (handoff_fd, take_handoff), where the port decides as it always did.
  */
 #define PY_SSIZE_T_CLEAN
 #define _GNU_SOURCE
@@ -65,7 +72,10 @@ enum { KIND_SYNC = 0, KIND_ANNOUNCE = 1 };
 #define TX_WAIT_NS 1000000LL  /* poll for awaited timestamps at least this often */
 #define TS_LOST_NS 1000000000LL  /* a timestamp not read within this is counted lost */
 #define LATE_RECS 256  /* the latest Syncs over 1 ms late, for take() */
-#define HELD_MARKS 256  /* (monotonic, held total) at each round of the loop and each wait, newest last */
+#define HELD_MARKS 256
+#define DRESP_LEN 54  /* a Delay_Resp: header, receiveTimestamp, requestingPortIdentity */
+#define HANDOFF_RING 4096  /* datagrams on their way back to Python */
+#define HANDOFF_MAX 1536  /* (monotonic, held total) at each round of the loop and each wait, newest last */
 
 typedef struct {
     int used, kind, log_index;  /* log_index: the Announce template it sends */
@@ -89,6 +99,22 @@ typedef struct {
 } pending;
 typedef struct { int64_t mono_ns, held_ns; } held_mark;
 typedef struct { int64_t slot_mono_ns, late_ns, held_ns; } late_rec;
+typedef struct { uint8_t family, ip[16], port_id[10]; } client_key;  /* source address and sourcePortIdentity */
+typedef struct {
+    int used;
+    client_key key;
+    int8_t log_interval;  /* the Delay_Resp grant's */
+    double tokens;
+    int64_t bucket_ns, last_seen_ns;  /* monotonic */
+    uint64_t requests;  /* answered since the last take() */
+} dclient;
+typedef struct {
+    uint16_t len;
+    uint8_t data[HANDOFF_MAX];
+    struct sockaddr_storage addr;
+    socklen_t addr_len;
+    int64_t ts_ns;  /* CLOCK_REALTIME receive timestamp, 0 when none */
+} handoff;
 
 typedef struct {
     PyObject_HEAD
@@ -127,6 +153,17 @@ typedef struct {
     int64_t held_total_ns, stretch_mono_ns, stretch_cpu_ns;
     held_mark marks[HELD_MARKS];
     uint32_t n_marks;
+    /* Delay_Req answers (set_delay) */
+    int delay_on, handoff_fd, burst;
+    uint8_t dresp_tpl[DRESP_LEN], own_clock[8], domain;
+    double rate_per_s;
+    dclient *dclients;
+    int32_t n_dclients, cap_dclients, n_dused;
+    int32_t *dslots;  /* open addressing: 0 empty, -1 removed, else client index + 1 */
+    int32_t cap_dslots, dslots_taken;  /* taken: used or removed */
+    handoff *handoffs;
+    uint32_t ho_head, ho_tail;
+    uint64_t delay_answered, delay_rate_limited, handed_off, handoff_dropped;
 } SyncSender;
 
 /* ------------------------------------------------------------------------------------------------- helpers */
@@ -277,6 +314,193 @@ static int64_t sendmmsg_all(int fd, struct mmsghdr *out, int n, uint64_t *errors
         done += k;
     }
     return sent;
+}
+
+/* ---------------------------------------------------------------------------------------- Delay_Req answers */
+
+static int make_key(const struct sockaddr_storage *addr, const uint8_t *port_id, client_key *key) {
+    memset(key, 0, sizeof(*key));
+    if (addr->ss_family == AF_INET) {
+        memcpy(key->ip, &((const struct sockaddr_in *)addr)->sin_addr, 4);
+    } else if (addr->ss_family == AF_INET6) {
+        memcpy(key->ip, &((const struct sockaddr_in6 *)addr)->sin6_addr, 16);
+    } else {
+        return -1;
+    }
+    key->family = (uint8_t)addr->ss_family;
+    memcpy(key->port_id, port_id, 10);
+    return 0;
+}
+
+static uint32_t key_hash(const client_key *key) {
+    const uint8_t *p = (const uint8_t *)key;
+    uint32_t h = 2166136261u;  /* FNV-1a */
+    for (size_t i = 0; i < sizeof(*key); i++) h = (h ^ p[i]) * 16777619u;
+    return h;
+}
+
+/* The slot of ``key`` in the table (its index + 1 there), or, when absent, the first free one on its probe path
+ * (*found 0).  The table is never full: it grows at half. */
+static int32_t probe(const SyncSender *s, const client_key *key, int *found) {
+    uint32_t mask = (uint32_t)s->cap_dslots - 1, i = key_hash(key) & mask;
+    int32_t free_at = -1;
+    for (;; i = (i + 1) & mask) {
+        int32_t v = s->dslots[i];
+        if (v == 0) {
+            *found = 0;
+            return free_at >= 0 ? free_at : (int32_t)i;
+        }
+        if (v < 0) {
+            if (free_at < 0) free_at = (int32_t)i;
+        } else if (memcmp(&s->dclients[v - 1].key, key, sizeof(*key)) == 0) {
+            *found = 1;
+            return (int32_t)i;
+        }
+    }
+}
+
+static int32_t find_client(const SyncSender *s, const struct sockaddr_storage *addr, const uint8_t *port_id) {
+    client_key key;
+    int found;
+    if (s->cap_dslots == 0 || make_key(addr, port_id, &key) < 0) return -1;
+    int32_t at = probe(s, &key, &found);
+    return found ? s->dslots[at] - 1 : -1;
+}
+
+static int grow_slots(SyncSender *s) {
+    int32_t cap = s->cap_dslots ? s->cap_dslots * 2 : 1024;
+    while (s->n_dused * 2 >= cap) cap *= 2;
+    int32_t *slots = calloc((size_t)cap, sizeof(*slots));
+    if (slots == NULL) return -1;
+    free(s->dslots);
+    s->dslots = slots;
+    s->cap_dslots = cap;
+    s->dslots_taken = 0;
+    for (int32_t i = 0; i < s->n_dclients; i++) {
+        if (!s->dclients[i].used) continue;
+        int found;
+        s->dslots[probe(s, &s->dclients[i].key, &found)] = i + 1;
+        s->dslots_taken++;
+    }
+    return 0;
+}
+
+static int64_t rx_timestamp(struct msghdr *msg) {
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(msg); cm != NULL; cm = CMSG_NXTHDR(msg, cm)) {
+        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SO_TIMESTAMPING) {
+            struct timespec ts[3];
+            memcpy(ts, CMSG_DATA(cm), sizeof(ts));
+            return (int64_t)ts[0].tv_sec * NS_PER_S + ts[0].tv_nsec;
+        }
+    }
+    return 0;
+}
+
+/* A Delay_Req this thread answers itself: exactly a 44-octet Delay_Req of PTP version 2 (majorSdoId 0) in the
+ * port's domain with the unicast flag, not our own, from a registered client.  The rest goes to Python. */
+static int32_t answerable(const SyncSender *s, const uint8_t *m, unsigned len, const struct sockaddr_storage *from) {
+    if (!s->delay_on || !s->active || !s->map_valid || len != MSG_LEN) return -1;
+    if (m[0] != 0x01 || (m[1] & 0x0f) != 2 || ((m[2] << 8) | m[3]) != MSG_LEN || m[4] != s->domain) return -1;
+    if (!(m[6] & 0x04) || memcmp(m + 20, s->own_clock, 8) == 0) return -1;
+    return find_client(s, from, m + 20);
+}
+
+static void push_handoff(SyncSender *s, const uint8_t *m, unsigned len, const struct sockaddr_storage *from,
+                         socklen_t from_len, int64_t ts) {
+    if (s->ho_tail - s->ho_head >= HANDOFF_RING || len > HANDOFF_MAX) {
+        s->handoff_dropped++;
+        return;
+    }
+    handoff *h = &s->handoffs[s->ho_tail++ % HANDOFF_RING];
+    h->len = (uint16_t)len;
+    memcpy(h->data, m, len);
+    h->addr = *from;
+    h->addr_len = from_len;
+    h->ts_ns = ts;
+    s->handed_off++;
+}
+
+/* Reads at most ``limit`` datagrams from the event socket (the Delay_Reqs steered to it), answers what it may and
+ * hands the rest to Python; returns how many it read. */
+static int answer_delay_reqs(SyncSender *s, int limit) {
+    if (!__atomic_load_n(&s->delay_on, __ATOMIC_ACQUIRE)) return 0;
+    struct mmsghdr in[BITE], out[BITE];
+    struct iovec iov[BITE], oiov[BITE];
+    static __thread uint8_t bufs[BITE][HANDOFF_MAX];
+    uint8_t ctrls[BITE][256], resp[BITE][DRESP_LEN];
+    struct sockaddr_storage from[BITE];
+    if (limit > BITE) limit = BITE;
+    for (int i = 0; i < limit; i++) {
+        iov[i] = (struct iovec){bufs[i], HANDOFF_MAX};
+        memset(&in[i], 0, sizeof(in[i]));
+        in[i].msg_hdr.msg_name = &from[i];
+        in[i].msg_hdr.msg_namelen = sizeof(from[i]);
+        in[i].msg_hdr.msg_iov = &iov[i];
+        in[i].msg_hdr.msg_iovlen = 1;
+        in[i].msg_hdr.msg_control = ctrls[i];
+        in[i].msg_hdr.msg_controllen = sizeof(ctrls[i]);
+    }
+    int n = recvmmsg(s->event_fd, in, (unsigned)limit, MSG_DONTWAIT, NULL);
+    if (n <= 0) return 0;
+    int n_out = 0, handed = 0;
+    int64_t now = clock_ns(CLOCK_MONOTONIC);
+    lock_mu(s);
+    for (int i = 0; i < n; i++) {
+        const uint8_t *m = bufs[i];
+        unsigned len = in[i].msg_len;
+        int64_t ts = rx_timestamp(&in[i].msg_hdr);
+        int32_t who = (in[i].msg_hdr.msg_flags & MSG_TRUNC) || ts == 0 ? -1 : answerable(s, m, len, &from[i]);
+        if (who < 0) {
+            push_handoff(s, m, len, &from[i], in[i].msg_hdr.msg_namelen, ts);
+            handed = 1;
+            continue;
+        }
+        dclient *d = &s->dclients[who];
+        if (s->rate_per_s > 0) {
+            d->tokens += (double)(now - d->bucket_ns) * s->rate_per_s * 1e-9;
+            if (d->tokens > s->burst) d->tokens = s->burst;
+            d->bucket_ns = now;
+            if (d->tokens < 1.0) {
+                s->delay_rate_limited++;
+                continue;
+            }
+            d->tokens -= 1.0;
+        }
+        d->requests++;
+        d->last_seen_ns = now;
+        uint8_t *r = resp[n_out];
+        memcpy(r, s->dresp_tpl, DRESP_LEN);
+        memcpy(r + 8, m + 8, 8);  /* correctionField */
+        r[30] = m[30];  /* sequenceId */
+        r[31] = m[31];
+        r[33] = (uint8_t)d->log_interval;
+        put_ts(r + 34, served_ns(s, ts));
+        memcpy(r + 44, m + 20, 10);  /* requestingPortIdentity */
+        struct sockaddr_storage *to = &from[i];  /* answered to the general port */
+        if (to->ss_family == AF_INET) ((struct sockaddr_in *)to)->sin_port = htons((uint16_t)s->general_port);
+        else ((struct sockaddr_in6 *)to)->sin6_port = htons((uint16_t)s->general_port);
+        oiov[n_out] = (struct iovec){r, DRESP_LEN};
+        memset(&out[n_out], 0, sizeof(out[n_out]));
+        out[n_out].msg_hdr.msg_name = to;
+        out[n_out].msg_hdr.msg_namelen = in[i].msg_hdr.msg_namelen;
+        out[n_out].msg_hdr.msg_iov = &oiov[n_out];
+        out[n_out].msg_hdr.msg_iovlen = 1;
+        n_out++;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (handed) {
+        uint64_t one = 1;
+        if (write(s->handoff_fd, &one, sizeof(one)) < 0) { /* already signalled */ }
+    }
+    if (n_out) {
+        uint64_t errors = 0;
+        int64_t sent = sendmmsg_all(s->general_fd, out, n_out, &errors);
+        lock_mu(s);
+        s->delay_answered += (uint64_t)sent;
+        s->send_errors += errors;
+        pthread_mutex_unlock(&s->mu);
+    }
+    return n;
 }
 
 /* ------------------------------------------------------------------------------------------------ the thread */
@@ -494,7 +718,8 @@ static void *run(void *arg) {
         while ((k = send_syncs(s)) == BATCH) sent += k;
         f = read_timestamps(s, BITE);
         a = send_announces(s, BITE);
-        sent += k + f + a;
+        int q = answer_delay_reqs(s, BITE);
+        sent += k + f + a + q;
         int64_t end = clock_ns(CLOCK_MONOTONIC), round_cpu = (end - mark) - (held_now(s, end) - mark_held);
         if (round_cpu > LATE_NS) {
             lock_mu(s);
@@ -505,7 +730,7 @@ static void *run(void *arg) {
             }
             pthread_mutex_unlock(&s->mu);
         }
-        if (f == BITE || a == BITE) continue;
+        if (f == BITE || a == BITE || q == BITE) continue;
         lock_mu(s);
         int64_t now = clock_ns(CLOCK_MONOTONIC);
         forget_lost(s, now);
@@ -518,7 +743,9 @@ static void *run(void *arg) {
         if (s->awaited > 0 && wait > TX_WAIT_NS) wait = TX_WAIT_NS;
         pthread_mutex_unlock(&s->mu);
         if (wait <= 0) continue;
-        struct pollfd fds[2] = {{s->event_fd, 0, 0}, {s->wake_fd, POLLIN, 0}};  /* POLLERR: a timestamp */
+        /* POLLERR: a timestamp; POLLIN: a Delay_Req */
+        struct pollfd fds[2] = {{s->event_fd, __atomic_load_n(&s->delay_on, __ATOMIC_ACQUIRE) ? POLLIN : 0, 0},
+                                {s->wake_fd, POLLIN, 0}};
         struct timespec ts = {wait / NS_PER_S, wait % NS_PER_S};
         int64_t before = clock_ns(CLOCK_MONOTONIC);
         s->held_total_ns = held_now(s, before);  /* the stretch ends: waiting is not held time */
@@ -729,6 +956,159 @@ static PyObject *ss_remove(SyncSender *s, PyObject *args) {
     return Py_BuildValue("(KiL)", sent, seq, slot);
 }
 
+/* set_delay(delay_resp_template, rate_per_s, burst): answer the registered clients' Delay_Reqs from now on.  The
+ * template is a 54-octet Delay_Resp the codec encoded for this port (its domain, identity, version, flags); the
+ * correctionField, sequenceId, logMessageInterval, receiveTimestamp and requestingPortIdentity are filled in. */
+static PyObject *ss_set_delay(SyncSender *s, PyObject *args) {
+    Py_buffer tpl;
+    double rate;
+    int burst;
+    if (!PyArg_ParseTuple(args, "y*di", &tpl, &rate, &burst)) return NULL;
+    if (tpl.len != DRESP_LEN || !(rate >= 0) || !isfinite(rate) || burst < 1) {
+        PyBuffer_Release(&tpl);
+        PyErr_SetString(PyExc_ValueError, "a 54-octet Delay_Resp template, a rate >= 0 and a burst >= 1");
+        return NULL;
+    }
+    handoff *ring = NULL;
+    if (s->handoffs == NULL && (ring = calloc(HANDOFF_RING, sizeof(*ring))) == NULL) {
+        PyBuffer_Release(&tpl);
+        return PyErr_NoMemory();
+    }
+    pthread_mutex_lock(&s->mu);
+    if (ring != NULL) s->handoffs = ring;
+    memcpy(s->dresp_tpl, tpl.buf, DRESP_LEN);
+    memcpy(s->own_clock, s->dresp_tpl + 20, 8);
+    s->domain = s->dresp_tpl[4];
+    s->rate_per_s = rate;
+    s->burst = burst;
+    __atomic_store_n(&s->delay_on, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&s->mu);
+    PyBuffer_Release(&tpl);
+    wake(s);
+    Py_RETURN_NONE;
+}
+
+static int parse_client(PyObject *args, struct sockaddr_storage *addr, client_key *key, int *log) {
+    PyObject *address;
+    Py_buffer port_id;
+    socklen_t len;
+    *log = 0;
+    if (!PyArg_ParseTuple(args, "Oy*|i", &address, &port_id, log)) return -1;
+    int bad = port_id.len != 10;
+    if (bad) PyErr_SetString(PyExc_ValueError, "a portIdentity is 10 octets");
+    else bad = parse_address(address, 0, addr, &len) < 0 || make_key(addr, port_id.buf, key) < 0;
+    PyBuffer_Release(&port_id);
+    if (!bad && (*log < -128 || *log > 127)) {
+        PyErr_SetString(PyExc_ValueError, "a log interval must be -128..127");
+        bad = 1;
+    }
+    return bad ? -1 : 0;
+}
+
+/* add_client(address, port_identity, log_interval) -> index: a client whose Delay_Reqs are answered here (again:
+ * its log interval changes). */
+static PyObject *ss_add_client(SyncSender *s, PyObject *args) {
+    struct sockaddr_storage addr;
+    client_key key;
+    int log, found;
+    if (parse_client(args, &addr, &key, &log) < 0) return NULL;
+    pthread_mutex_lock(&s->mu);
+    if ((s->dslots_taken + 1) * 2 > s->cap_dslots && grow_slots(s) < 0) {
+        pthread_mutex_unlock(&s->mu);
+        return PyErr_NoMemory();
+    }
+    int32_t at = probe(s, &key, &found), index;
+    if (found) {
+        index = s->dslots[at] - 1;
+    } else {
+        if (s->n_dclients == s->cap_dclients) {
+            int32_t cap = s->cap_dclients ? s->cap_dclients * 2 : 256;
+            dclient *grown = realloc(s->dclients, (size_t)cap * sizeof(*grown));
+            if (grown == NULL) {
+                pthread_mutex_unlock(&s->mu);
+                return PyErr_NoMemory();
+            }
+            s->dclients = grown;
+            s->cap_dclients = cap;
+        }
+        index = -1;
+        if (s->n_dused < s->n_dclients)
+            for (int32_t i = 0; i < s->n_dclients; i++)
+                if (!s->dclients[i].used) { index = i; break; }
+        if (index < 0) index = s->n_dclients++;
+        if (s->dslots[at] == 0) s->dslots_taken++;
+        s->dslots[at] = index + 1;
+        s->n_dused++;
+        s->dclients[index] = (dclient){.used = 1, .key = key, .tokens = s->burst,
+                                       .bucket_ns = clock_ns(CLOCK_MONOTONIC)};
+    }
+    s->dclients[index].log_interval = (int8_t)log;
+    pthread_mutex_unlock(&s->mu);
+    return PyLong_FromLong(index);
+}
+
+/* remove_client(address, port_identity) -> requests answered since the last take (0 when it was not there). */
+static PyObject *ss_remove_client(SyncSender *s, PyObject *args) {
+    struct sockaddr_storage addr;
+    client_key key;
+    int log, found = 0;
+    if (parse_client(args, &addr, &key, &log) < 0) return NULL;
+    unsigned long long requests = 0;
+    pthread_mutex_lock(&s->mu);
+    if (s->cap_dslots) {
+        int32_t at = probe(s, &key, &found);
+        if (found) {
+            dclient *d = &s->dclients[s->dslots[at] - 1];
+            requests = d->requests;
+            d->used = 0;
+            s->dslots[at] = -1;
+            s->n_dused--;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return PyLong_FromUnsignedLongLong(requests);
+}
+
+static PyObject *address_tuple(const struct sockaddr_storage *addr) {
+    char text[INET6_ADDRSTRLEN];
+    if (addr->ss_family == AF_INET) {
+        const struct sockaddr_in *v4 = (const struct sockaddr_in *)addr;
+        inet_ntop(AF_INET, &v4->sin_addr, text, sizeof(text));
+        return Py_BuildValue("(si)", text, ntohs(v4->sin_port));
+    }
+    const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)addr;
+    inet_ntop(AF_INET6, &v6->sin6_addr, text, sizeof(text));
+    return Py_BuildValue("(siII)", text, ntohs(v6->sin6_port), ntohl(v6->sin6_flowinfo), v6->sin6_scope_id);
+}
+
+/* take_handoff() -> [(datagram, source address, receive timestamp ns or None)]: what the thread did not answer. */
+static PyObject *ss_take_handoff(SyncSender *s, PyObject *noargs) {
+    uint64_t v;
+    if (read(s->handoff_fd, &v, sizeof(v)) < 0) { /* nothing signalled: there may still be some */ }
+    PyObject *out = PyList_New(0);
+    if (out == NULL) return NULL;
+    for (;;) {
+        handoff h;
+        pthread_mutex_lock(&s->mu);
+        int any = s->handoffs != NULL && s->ho_head != s->ho_tail;
+        if (any) h = s->handoffs[s->ho_head++ % HANDOFF_RING];
+        pthread_mutex_unlock(&s->mu);
+        if (!any) break;
+        PyObject *addr = address_tuple(&h.addr);
+        PyObject *item = addr == NULL ? NULL : h.ts_ns ? Py_BuildValue("(y#NL)", h.data, (Py_ssize_t)h.len, addr,
+                                                                       (long long)h.ts_ns)
+                                                       : Py_BuildValue("(y#NO)", h.data, (Py_ssize_t)h.len, addr,
+                                                                       Py_None);
+        if (item == NULL || PyList_Append(out, item) < 0) {
+            Py_XDECREF(item);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(item);
+    }
+    return out;
+}
+
 /* take() -> dict of counters since the last take and the lateness histogram's non-empty bins [(bin, count)] */
 static PyObject *ss_take(SyncSender *s, PyObject *noargs) {
     PyObject *bins = PyList_New(0);
@@ -758,13 +1138,36 @@ static PyObject *ss_take(SyncSender *s, PyObject *noargs) {
     s->late_max_ns = 0;
     int32_t streams = s->n_used;
     unsigned long awaited = s->awaited;
+    unsigned long long answered = s->delay_answered, limited = s->delay_rate_limited, handed = s->handed_off,
+        ho_dropped = s->handoff_dropped;
+    s->delay_answered = s->delay_rate_limited = s->handed_off = s->handoff_dropped = 0;
+    /* (index, requests, last seen monotonic ns) of the clients heard from: copied under the lock, made into
+     * Python objects after it (the sender must not wait on the interpreter) */
+    int64_t *heard = s->n_dclients ? malloc((size_t)s->n_dclients * 3 * sizeof(int64_t)) : NULL;
+    int32_t n_heard = 0;
+    for (int32_t i = 0; heard != NULL && i < s->n_dclients; i++) {
+        dclient *d = &s->dclients[i];
+        if (!d->used || !d->requests) continue;
+        heard[3 * n_heard] = i, heard[3 * n_heard + 1] = (int64_t)d->requests, heard[3 * n_heard + 2] = d->last_seen_ns;
+        n_heard++;
+        d->requests = 0;
+    }
     uint32_t n_recs = s->n_late_recs < LATE_RECS ? s->n_late_recs : LATE_RECS;
     late_rec recs[LATE_RECS];
     for (uint32_t k = 0; k < n_recs; k++) recs[k] = s->late_recs[(s->n_late_recs - n_recs + k) % LATE_RECS];
     s->n_late_recs = 0;
     pthread_mutex_unlock(&s->mu);
-    PyObject *late = PyList_New(0);
+    PyObject *seen = PyList_New(0);
+    for (int32_t k = 0; seen != NULL && k < n_heard; k++) {
+        PyObject *rec = Py_BuildValue("(LLL)", (long long)heard[3 * k], (long long)heard[3 * k + 1],
+                                      (long long)heard[3 * k + 2]);
+        if (rec == NULL || PyList_Append(seen, rec) < 0) Py_CLEAR(seen);
+        Py_XDECREF(rec);
+    }
+    free(heard);
+    PyObject *late = seen == NULL ? NULL : PyList_New(0);
     if (late == NULL) {
+        Py_XDECREF(seen);
         Py_DECREF(bins);
         return NULL;
     }
@@ -774,6 +1177,7 @@ static PyObject *ss_take(SyncSender *s, PyObject *noargs) {
         if (rec == NULL || PyList_Append(late, rec) < 0) {
             Py_XDECREF(rec);
             Py_DECREF(late);
+            Py_DECREF(seen);
             Py_DECREF(bins);
             return NULL;
         }
@@ -786,12 +1190,15 @@ static PyObject *ss_take(SyncSender *s, PyObject *noargs) {
             Py_XDECREF(pair);
             Py_DECREF(bins);
             Py_DECREF(late);
+            Py_DECREF(seen);
             return NULL;
         }
         Py_DECREF(pair);
     }
-    return Py_BuildValue("{s:K,s:L,s:i,s:N,s:K,s:K,s:L,s:K,s:L,s:L,s:L,s:K,"
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:N,s:K,s:L,s:i,s:N,s:K,s:K,s:L,s:K,s:L,s:L,s:L,s:K,"
                          "s:K,s:K,s:K,s:K,s:K,s:K,s:L,s:N,s:K,s:i,s:k,s:O}",
+                         "delay_answered", answered, "delay_rate_limited", limited, "handed_off", handed,
+                         "handoff_dropped", ho_dropped, "delay_seen", seen,
                          "long_rounds", long_rounds, "long_round_cpu_max_ns", long_cpu, "long_round_packets", long_pkts,
                          "late_syncs", late, "late_over_1ms_woken", over_woken, "wakes_over_1ms", wakes_over,
                          "wake_max_ns", wake_max, "late_over_1ms_held", over_held,
@@ -838,7 +1245,8 @@ static int ss_init(SyncSender *s, PyObject *args, PyObject *kwds) {
     s->event_port = event_port;
     s->general_port = general_port;
     s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (s->wake_fd < 0) {
+    s->handoff_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (s->wake_fd < 0 || s->handoff_fd < 0) {
         PyErr_SetFromErrno(PyExc_OSError);
         return -1;
     }
@@ -868,10 +1276,18 @@ static int ss_init(SyncSender *s, PyObject *args, PyObject *kwds) {
 static void ss_dealloc(SyncSender *s) {
     ss_close(s, NULL);
     if (s->wake_fd > 0) close(s->wake_fd);
+    if (s->handoff_fd > 0) close(s->handoff_fd);
+    free(s->dclients);
+    free(s->dslots);
+    free(s->handoffs);
     free(s->streams);
     free(s->heaps[0].items);
     free(s->heaps[1].items);
     Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+static PyObject *ss_handoff_fd(SyncSender *s, PyObject *noargs) {
+    return PyLong_FromLong(s->handoff_fd);
 }
 
 static PyMethodDef ss_methods[] = {
@@ -883,6 +1299,11 @@ static PyMethodDef ss_methods[] = {
     {"set_announce", (PyCFunction)ss_set_announce, METH_VARARGS, "set_announce(log_interval, template)"},
     {"remove", (PyCFunction)ss_remove, METH_VARARGS, "remove(index) -> (sent, next_seq, next_slot_ns)"},
     {"take", (PyCFunction)ss_take, METH_NOARGS, "counters and lateness bins since the last take"},
+    {"set_delay", (PyCFunction)ss_set_delay, METH_VARARGS, "set_delay(delay_resp_template, rate_per_s, burst)"},
+    {"add_client", (PyCFunction)ss_add_client, METH_VARARGS, "add_client(address, port_identity, log_interval)"},
+    {"remove_client", (PyCFunction)ss_remove_client, METH_VARARGS, "remove_client(address, port_identity)"},
+    {"take_handoff", (PyCFunction)ss_take_handoff, METH_NOARGS, "[(datagram, address, rx_ns or None)] not answered"},
+    {"handoff_fd", (PyCFunction)ss_handoff_fd, METH_NOARGS, "the eventfd readable when take_handoff has some"},
     {"close", (PyCFunction)ss_close, METH_NOARGS, "stop the thread (the sockets stay the caller's)"},
     {NULL, NULL, 0, NULL},
 };

@@ -74,6 +74,8 @@ class PtpService:
 
     def _close_native(self) -> None:
         if self.native is not None:
+            if self.native.answer_delay and self.runner.loop is not None:
+                self.runner.loop.remove_reader(self.native.handoff_fd)
             self.native.close()
             self.native = None
 
@@ -89,8 +91,11 @@ class PtpService:
         elif not isinstance(transport, UdpTransport) or self.runner.hardware:
             self.native_error = "software timestamps over UDP only"
         else:
+            # Negotiated unicast clients' Delay_Reqs are answered by the sender too (the rest handed back here).
+            answer_delay = (self.config.unicast_negotiation and self.config.delay_mechanism == "e2e"
+                            and self.runner.loop is not None)
             try:
-                self.native = native_sync.NativeSync(transport, log)
+                self.native = native_sync.NativeSync(transport, log, answer_delay=answer_delay)
             except (TransportError, OSError) as exc:
                 self.native_error = str(exc)
                 log.warning("PTP Syncs sent by the port: the native sender did not start: %s", exc)
@@ -98,6 +103,9 @@ class PtpService:
             self.native_error = ""
             self.native.publish(self.clock_map, port)
             self.native.adopt(port, now_ns)
+            if answer_delay and self.runner.loop is not None:
+                self.native.enable_delay(port)
+                self.runner.loop.add_reader(self.native.handoff_fd, self._handed_back)
 
     def publish(self, clock_map: ClockMap, view: GrandmasterView) -> None:
         """The clock's map and quality, every second and at every state change (the PHC is read against the host
@@ -143,6 +151,18 @@ class PtpService:
                             address_key=transport.address_key, management_rules=self.management_rules)
         self._open_native(transport, self.port, now_ns)
         return self.port, self.port.start(now_ns)
+
+    def _handed_back(self) -> None:
+        """Datagrams the native sender read from the event socket and did not answer: the port's, as if it had
+        read them itself."""
+        if self.native is None or self.port is None:
+            return
+        now_ns = time.monotonic_ns()
+        actions: list[Any] = []
+        for data, source, ts_ns in self.native.take_handoff():
+            actions += self._received(data, source, None if ts_ns is None else self.served_ns(ts_ns), now_ns)
+        self.runner.apply(actions)
+        self.runner.rearm()
 
     def _received(self, data: bytes, source: Any, rx_ts_ns: int | None, now_ns: int) -> list[Send]:
         return self.port.handle_rx(data, source, rx_ts_ns, now_ns) if self.port else []

@@ -10,12 +10,17 @@ slot and its Sync.  The port still decides everything else; the service publishe
 Announces say to the thread each second, tells it whether the port is MASTER, and adds what it sent (counters,
 lateness) to the port's own figures.  ``available()`` is False when the module was not built (the port then sends
 them itself).
+
+With ``answer_delay`` (unicast negotiation, E2E) the thread also answers the Delay_Reqs of every client granted
+Delay_Resp (``PtpPort.delay_offload``: the port says whose grants start and end) and hands the rest back through
+``take_handoff``; what it answered is folded into the port's counters and its table of slaves seen.
 """
 
 from __future__ import annotations
 
 import logging
 import socket
+import time
 from collections import deque
 from typing import Any
 
@@ -42,9 +47,12 @@ class NativeSync:
     """One sender thread for one transport: ``apply(port)`` after every call into the port, ``publish(map)``, then
     ``take(port)`` to fold its figures in, ``close()`` before the transport closes."""
 
-    def __init__(self, transport: Any, log: logging.Logger) -> None:
+    def __init__(self, transport: Any, log: logging.Logger, answer_delay: bool = False) -> None:
+        """``answer_delay``: the event socket steers Delay_Reqs to the sender, which answers those of negotiated
+        clients (``enable_delay``) and hands the rest back (``handoff_fd``, ``take_handoff``)."""
         self.log = log
-        self.sock: socket.socket = transport.open_sync_socket()
+        self.answer_delay = answer_delay
+        self.sock: socket.socket = transport.open_sync_socket(steer_delay_req=answer_delay)
         try:
             self.sender = _syncsend.SyncSender(self.sock.fileno(), transport.general.fileno(), REALTIME_PRIORITY)
         except OSError:
@@ -56,6 +64,10 @@ class NativeSync:
         self.announces: dict[int, bytes] = {}  # log interval -> the Announce template the sender has
         self.active = False
         self._started = 0
+        # client key -> (sender index, address, portIdentity) of the clients whose Delay_Reqs the sender answers,
+        # and by the sender's index
+        self.delay_clients: dict[Any, tuple[int, Any, c.PortIdentity]] = {}
+        self.delay_index: dict[int, tuple[Any, c.PortIdentity]] = {}
         # Timed wake-ups that came over 1 ms after their slot, and the latest: the scheduler's (or the host's)
         # share of a late Sync, apart from the sender's own work.
         self.wakes_over_1ms = 0
@@ -69,6 +81,7 @@ class NativeSync:
         # a kernel trace of that CPU.
         # Rounds of the sender's loop that took over 1 ms of its CPU time; the longest, and what it sent.
         self.long_rounds = self.long_round_cpu_max_ns = self.long_round_packets = 0
+        self.delay_answered = self.handed_off = 0
         self.late_syncs: deque[tuple[int, float, float]] = deque(maxlen=LATE_SYNCS_KEPT)
         self.held_max_ns = 0
         # Of the Syncs over 1 ms late: the most time from the slot to the start of their send, and from then to
@@ -84,9 +97,56 @@ class NativeSync:
                 if mtype in client.grants:
                     self._start(port, key, kind, now_ns)
 
+    @property
+    def handoff_fd(self) -> int:
+        return self.sender.handoff_fd()
+
+    def take_handoff(self) -> list[tuple[bytes, Any, int | None]]:
+        """The datagrams the sender read and did not answer: (data, source, CLOCK_REALTIME receive ns or None)."""
+        return self.sender.take_handoff()
+
+    def enable_delay(self, port: Any) -> None:
+        """The sender answers the Delay_Reqs of every client with a Delay_Resp grant, now and as they come, at the
+        port's request rate per client."""
+        if not self.answer_delay:
+            return
+        port.delay_offload = True
+        self.sender.set_delay(port.delay_resp_template(), port.limiter.rate_per_s, port.limiter.burst)
+        for key, client in port.clients.items():
+            if c.MsgType.DELAY_RESP in client.grants:
+                self._start_delay(port, key)
+
+    def _start_delay(self, port: Any, key: Any) -> None:
+        client = port.clients.get(key)
+        grant = client.grants.get(c.MsgType.DELAY_RESP) if client is not None else None
+        if grant is None:
+            return
+        try:
+            index = self.sender.add_client(_plain(client.address), _port_bytes(client.port), grant.log_interval)
+        except ValueError as exc:  # its Delay_Reqs come back to the port, which answers them itself
+            self.log.warning("PTP Delay_Reqs of %s answered by the port: %s", client.address, exc)
+            return
+        self.delay_clients[key] = (index, client.address, client.port)
+        self.delay_index[index] = (client.address, client.port)
+
+    def _stop_delay(self, port: Any, key: Any) -> None:
+        held = self.delay_clients.pop(key, None)
+        if held is None:
+            return
+        index, address, identity = held
+        self.delay_index.pop(index, None)
+        requests = self.sender.remove_client(_plain(address), _port_bytes(identity))
+        if requests:
+            port.seen_offloaded(identity, address, requests, time.monotonic_ns())
+
     def apply(self, port: Any, now_ns: int) -> None:
         for what, key, kind in port.take_stream_changes():
-            if what == "start":
+            if kind == "delay":
+                if what == "start":
+                    self._start_delay(port, key)
+                else:
+                    self._stop_delay(port, key)
+            elif what == "start":
                 self._start(port, key, kind, now_ns)
             else:
                 self._stop(port, key, kind)
@@ -184,7 +244,16 @@ class NativeSync:
         self.held_max_ns = max(self.held_max_ns, taken["held_max_ns"])
         self.late_pre_max_ns = max(self.late_pre_max_ns, taken["late_pre_max_ns"])
         self.late_send_max_ns = max(self.late_send_max_ns, taken["late_send_max_ns"])
-        return {"streams": taken["streams"], "realtime": taken["realtime"], "send_errors": taken["send_errors"],
+        port.add_offloaded_delay(taken["delay_answered"], taken["delay_rate_limited"], taken["handoff_dropped"])
+        for index, requests, last_seen_ns in taken["delay_seen"]:
+            who = self.delay_index.get(index)
+            if who is not None:
+                port.seen_offloaded(who[1], who[0], requests, last_seen_ns)
+        self.delay_answered += taken["delay_answered"]
+        self.handed_off += taken["handed_off"]
+        return {"delay_reqs_answered": self.delay_answered, "delay_reqs_handed_back": self.handed_off,
+                "delay_clients": len(self.delay_clients),
+                "streams": taken["streams"], "realtime": taken["realtime"], "send_errors": taken["send_errors"],
                 "wakes_over_1ms": self.wakes_over_1ms, "wake_max_us": self.wake_max_ns / 1000,
                 "late_over_1ms_held": self.late_over_1ms_held, "late_over_1ms_woken": self.late_over_1ms_woken,
                 "held_max_us": self.held_max_ns / 1000,
@@ -197,3 +266,15 @@ class NativeSync:
         self.sender.close()
         self.sock.close()
         self.streams.clear()
+        self.delay_clients.clear()
+        self.delay_index.clear()
+
+
+def _port_bytes(identity: c.PortIdentity) -> bytes:
+    return identity.clock_identity + identity.port_number.to_bytes(2, "big")
+
+
+def _plain(address: Any) -> Any:
+    """A source address without an IPv6 zone ("fe80::1%eth0"): the sender keys its clients by the address octets."""
+    host = address[0].split("%", 1)[0] if isinstance(address, tuple) and isinstance(address[0], str) else address
+    return (host,) + tuple(address[1:]) if isinstance(address, tuple) else address

@@ -180,6 +180,11 @@ class PortRunner:
         self._open()
 
     @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop it runs on, once started."""
+        return self._loop
+
+    @property
     def retrying(self) -> bool:
         """The transport would not open; another try is due in FAULT_RETRY_S."""
         return self._retry is not None

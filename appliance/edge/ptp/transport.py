@@ -48,6 +48,10 @@ SIOCETHTOOL, ETHTOOL_GET_TS_INFO = 0x8946, 0x41
 SIOCGIFHWADDR = 0x8927
 SO_ATTACH_REUSEPORT_CBPF, IP_MULTICAST_ALL, IPV6_MULTICAST_ALL = 51, 49, 29
 STEER_TO_FIRST = struct.pack("HBBI", 0x06, 0, 0, 0)  # classic BPF "ret #0": every datagram to the group's first
+# ... but a Delay_Req (messageType 1, the low nibble of the payload's first octet) to the second, the native sender's:
+# ldb [0]; and #0x0f; jeq #1, 0, 1; ret #1; ret #0
+STEER_DELAY_REQ_TO_SECOND = b"".join(struct.pack("HBBI", *insn) for insn in (
+    (0x30, 0, 0, 0), (0x54, 0, 0, 0x0F), (0x15, 0, 1, 1), (0x06, 0, 0, 1), (0x06, 0, 0, 0)))
 
 PTP_PRIMARY_V4, PTP_PDELAY_V4 = "224.0.1.129", "224.0.0.107"  # IEEE 1588-2019 Annex C.3
 PTP_PRIMARY_V6, PTP_PDELAY_V6 = "ff0e::181", "ff02::6b"  # Annex D.3
@@ -262,14 +266,16 @@ class UdpTransport:
                                             f"{self.iface}: {exc.strerror}") from None
         return sock
 
-    def open_sync_socket(self) -> socket.socket:
+    def open_sync_socket(self, steer_delay_req: bool = False) -> socket.socket:
         """A second event socket for a native Sync sender: bound to port 319 on the same interface in the event
         socket's SO_REUSEPORT group, its sends timestamped and numbered alike, but it never receives: a classic
         BPF program steers every datagram to the group's first socket (the port's), and it joins no multicast group
         and hears none of the port's (IP_MULTICAST_ALL off).  Its error queue is the native sender's alone.  Unlike
         the port's socket it asks for no SOF_TIMESTAMPING_OPT_TSONLY, as ptp4l does not: the kernel then clones the
         Sync for the error queue instead of allocating a new buffer, between the Sync's transmit timestamp and its
-        leaving, and the mean offset a slave reads at 16 Sync/s came within 50 ns of ptp4l's (bench/ptp_offset.py)."""
+        leaving, and the mean offset a slave reads at 16 Sync/s came within 50 ns of ptp4l's (bench/ptp_offset.py).
+        ``steer_delay_req``: the unicast Delay_Reqs are steered to it instead (a native sender answers them), every
+        other datagram still to the port's socket."""
         if self.hardware:
             raise TransportError(95, "a native Sync sender takes software timestamps only")
         sock = socket.socket(self.family, socket.SOCK_DGRAM)
@@ -292,8 +298,9 @@ class UdpTransport:
                 sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, mreqn)
                 sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 0)
                 sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 1)
-            program = ctypes.create_string_buffer(STEER_TO_FIRST)
-            fprog = struct.pack("HL", 1, ctypes.addressof(program))
+            code = STEER_DELAY_REQ_TO_SECOND if steer_delay_req else STEER_TO_FIRST
+            program = ctypes.create_string_buffer(code, len(code))
+            fprog = struct.pack("HL", len(code) // 8, ctypes.addressof(program))
             sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, fprog)
             _big_buffers(sock)  # its transmit timestamps count against its receive buffer
             sock.setblocking(False)

@@ -148,6 +148,10 @@ class PtpPort(PortStateMachine):
         # "sync", "u-sync" or "u-announce" timers and says instead which streams start (MASTER entered; a grant, or
         # its interval changed) and stop (a grant ended); the sender is told apart whether the port is MASTER.
         self.sync_offload = False
+        # Set by the edge when the native sender answers the Delay_Reqs of negotiated clients itself: the port then
+        # says which clients' Delay_Resp grants start (or change interval) and end, as ("start"/"stop", key,
+        # "delay"), and answers the rest it is handed as ever.
+        self.delay_offload = False
         self._stream_changes: list[tuple[str, Any, str]] = []
 
     # --- state --------------------------------------------------------------------------------------------
@@ -689,6 +693,9 @@ class PtpPort(PortStateMachine):
         if mtype in (c.MsgType.SYNC, c.MsgType.ANNOUNCE) and (old is None or old.log_interval !=
                                                                 tlv.log_inter_message_period):
             self._phase_streams(client, key, mtype, now_ns)
+        if mtype == c.MsgType.DELAY_RESP and self.delay_offload and (old is None or old.log_interval !=
+                                                                     tlv.log_inter_message_period):
+            self._stream_changes.append(("start", key, "delay"))
         self._count("unicast_granted")
         return c.GrantUnicastTransmissionTlv(tlv.message_type, tlv.log_inter_message_period, duration, True)
 
@@ -712,12 +719,15 @@ class PtpPort(PortStateMachine):
         self._at(at if at >= now_ns else at + step, "u-announce", key)  # the first Announce slot from now
 
     def _stream_stopped(self, key: Any, mtype: int) -> None:
+        if self.delay_offload and mtype == c.MsgType.DELAY_RESP:
+            self._stream_changes.append(("stop", key, "delay"))
         if self.sync_offload and mtype in (c.MsgType.SYNC, c.MsgType.ANNOUNCE):
             self._stream_changes.append(("stop", key, "sync" if mtype == c.MsgType.SYNC else "announce"))
 
     def take_stream_changes(self) -> list[tuple[str, Any, str]]:
         """With ``sync_offload``, in order since the last call: ("start", key, kind) for a client whose Sync or
-        Announce stream (kind "sync" or "announce") (re)starts now, ("stop", key, kind) for one whose grant ended,
+        Announce stream (kind "sync" or "announce") (re)starts now, ("stop", key, kind) for one whose grant ended
+        (with ``delay_offload`` also kind "delay": a Delay_Resp grant),
         and ("start", None, "sync") for the multicast Syncs when the port becomes MASTER."""
         changes, self._stream_changes = self._stream_changes, []
         return changes
@@ -757,6 +767,27 @@ class PtpPort(PortStateMachine):
             return self._seq
         client = self.clients.get(key)
         return client.sequence if client is not None else {}
+
+    def delay_resp_template(self) -> bytes:
+        """A unicast Delay_Resp of this port, for a native sender to fill in (correctionField, sequenceId,
+        logMessageInterval, receiveTimestamp, requestingPortIdentity)."""
+        return c.encode_timestamped(c.MsgType.DELAY_RESP, self.config.domain, self.identity, 0, c.FLAG_UNICAST, 0, 0,
+                                    0, c.PortIdentity(bytes(8), 0))
+
+    def add_offloaded_delay(self, answered: int, rate_limited: int, handoff_dropped: int) -> None:
+        """Delay_Reqs a native sender answered, dropped over the rate, or could not hand back (its ring full)."""
+        self._count("rx_delayreq", answered + rate_limited)
+        self._count("tx_delay_resp", answered)
+        if rate_limited:
+            self._count("drop_rate_limited", rate_limited)
+        if handoff_dropped:
+            self._count("drop_handoff_full", handoff_dropped)
+
+    def seen_offloaded(self, port: c.PortIdentity, source: Any, requests: int, last_seen_ns: int) -> None:
+        """A client whose Delay_Reqs a native sender answered: ``requests`` since the last call, the latest at
+        ``last_seen_ns`` (monotonic), into the table of slaves seen."""
+        self._seen(port, source, last_seen_ns, "e2e")
+        self.slaves[(port, _address_text(source))].requests += requests - 1
 
     def add_offloaded(self, taken: dict[str, Any]) -> None:
         """What a native sender sent since it was last asked (its ``take()``): counted as the port's own Syncs and
