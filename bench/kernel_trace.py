@@ -123,6 +123,18 @@ class Trace:
         for times in self._guest.values():
             times.sort()
 
+    def first_after(self, cpu: int, t_s: float) -> float | None:
+        """The first event of any kind on ``cpu`` after ``t_s``."""
+        if not hasattr(self, "_all"):
+            self._all: dict[int, list[float]] = {}
+            for _, on_cpu, ts, _, _ in self.events:
+                self._all.setdefault(on_cpu, []).append(ts)
+            for times in self._all.values():
+                times.sort()
+        times = self._all.get(cpu, [])
+        i = bisect.bisect_right(times, t_s)
+        return times[i] if i < len(times) else None
+
     def busy(self, cpu: int, t0_s: float, t1_s: float) -> bool:
         """A guest event on ``cpu`` strictly between the two instants."""
         times = self._guest.get(cpu, [])
@@ -198,15 +210,16 @@ WAKE_EVENTS = ("sched:sched_switch", "timer:hrtimer_start", "timer:hrtimer_expir
 HRTIMER_START = re.compile(r"hrtimer=(\S+) function=\S+ expires=(\d+)")
 HRTIMER_EXPIRE = re.compile(r"hrtimer=(\S+) function=")
 TIMER_LATE_S = 50e-6  # a timer interrupt later than this on a CPU silent meanwhile: the vCPU was not running
-OWN_EVENT_S = 20e-6  # the interrupt's own events just before its expiry handler are not guest activity
 RUNNING_SILENT_S = 200e-6  # no event this long while a thread that makes a system call every few us is current
 
 
 def silent_timer_gaps(text: str, cpu: int, comm: str | None = None) -> list[tuple[float, float]]:
-    """Stretches in which ``cpu`` had a timer due and took its interrupt more than TIMER_LATE_S late, with no guest
-    event at all meanwhile (a trace of WAKE_EVENTS, mono clock): a guest that is running takes a due timer
-    interrupt (user code cannot mask it), so the vCPU was not running -- the hypervisor's time, whether the CPU
-    was idle or running a thread (a stretch the kernel's steal accounting does not always see).  With ``comm``
+    """Stretches in which ``cpu`` had a timer due, took its interrupt more than TIMER_LATE_S late, and showed no
+    event at all from the timer's expiry for more than TIMER_LATE_S (a trace of WAKE_EVENTS, mono clock): a guest
+    that is running takes a due timer interrupt (user code cannot mask it), so the vCPU was not running -- the
+    hypervisor's time, whether the CPU was idle or running a thread (a stretch the kernel's steal accounting does
+    not always see).  The stretch runs from the expiry to the CPU's first event after it: interrupts that were
+    pending meanwhile (an IPI, the timer itself) are delivered together when the vCPU runs again.  With ``comm``
     also every stretch over RUNNING_SILENT_S with no event at all (no system call, transmit, fault, interrupt or
     switch) while that thread was current: a loop that enters the kernel every few microseconds did not run
     (its thread CPU time still runs on: the hypervisor's exits it does not count as steal).  Sorted (start,
@@ -232,9 +245,10 @@ def silent_timer_gaps(text: str, cpu: int, comm: str | None = None) -> list[tupl
         elif event == "hrtimer_expire_entry":
             m = HRTIMER_EXPIRE.search(fields)
             expiry = armed.pop(m.group(1), None) if m else None
-            if expiry is not None and TIMER_LATE_S < ts - expiry < 1.0 and not trace.busy(cpu, expiry,
-                                                                                          ts - OWN_EVENT_S):
-                out.append((expiry, ts))
+            if expiry is not None and TIMER_LATE_S < ts - expiry < 1.0:
+                first = trace.first_after(cpu, expiry)
+                if first is not None and first - expiry > TIMER_LATE_S:
+                    out.append((expiry, min(first, ts)))
     out.sort()
     return out
 

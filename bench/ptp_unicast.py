@@ -5,9 +5,9 @@ without a missed Sync, the appliance against ptp4l, same load generator, same ru
         [--candidate-cmd CMD | --candidate-cmd ptp4l] [--skip-reference] [--repeat 1] [--refine 0] [--max-minutes 15]
         [--ftrace]
 
-Needs root (network namespaces), gcc, ptp4l (linuxptp), taskset, setpriv and ethtool.  Two network namespaces joined by a
-veth pair: the grandmaster's side has 10.77.255.254/16, the clients' side one address per emulated client from
-10.77.0.1 up.  The load generator (bench/ptpunicast.c, compiled here) runs in the clients' namespace on CPU 1 and
+Needs root (network namespaces), gcc, ptp4l (linuxptp), taskset, setpriv and ethtool.  Two network namespaces
+joined by a veth pair: the grandmaster's side has 10.77.255.254/16, the clients' side one address per emulated
+client from 10.77.0.1 up.  The load generator (bench/ptpunicast.c, compiled here) runs in the clients' namespace on CPU 1 and
 emulates every client with its own address and clockIdentity: IEEE 1588-2019 clause 16.1 negotiation of Announce,
 Sync and Delay_Resp (one Signaling message with three REQUEST_UNICAST_TRANSMISSION TLVs, --ramp new clients a
 second, grants renewed at half their duration), a Delay_Req a second per client, and CANCEL_UNICAST_TRANSMISSION at
@@ -97,6 +97,7 @@ from appliance.outputs.ptp.lateness import window as lateness_window  # noqa: E4
 from bench.kernel_trace import THREAD_EVENTS, WAKE_EVENTS, KernelTrace, overlap_s, silent_timer_gaps  # noqa: E402
 GM_CPU, LOAD_CPU = "0", "1"
 SENDER_THREAD = "ptp-sync"  # the native Sync sender's thread name (appliance/edge/ptp/_syncsend.c)
+LATE_POLL_S = 1.0  # with --ftrace, how often the status's latest late Syncs are gathered
 TRACE_BUFFER_KB = 150_000  # per CPU: a 10,000-client window of 20 s on the grandmaster's CPU takes about 60 MB
 GM_IP = "10.77.255.254"
 FIRST_CLIENT_IP = "10.77.0.1"
@@ -477,6 +478,7 @@ class WindowProbe:
         self.trace = (KernelTrace("mono", WAKE_EVENTS, f"{1 << int(GM_CPU):x}", TRACE_BUFFER_KB) if args.ftrace
                       else None)
         self.gaps: list[tuple[float, float]] | str = "not traced (--ftrace)"
+        self.late_syncs: dict[tuple[int, float], float] = {}
 
     def start(self) -> None:
         self.t0 = time.monotonic()
@@ -491,6 +493,11 @@ class WindowProbe:
 
     def _run(self) -> None:
         for at_s in (self.open_s, self.close_s):
+            # with --ftrace, the status's latest late Syncs gathered every LATE_POLL_S meanwhile (it keeps 256)
+            while self.trace is not None and self.readings and time.monotonic() < self.t0 + at_s - LATE_POLL_S:
+                if self._stop.wait(LATE_POLL_S):
+                    break
+                self._gather(self.gm.sync_lateness())
             if self._stop.wait(max(0.0, self.t0 + at_s - time.monotonic())):
                 if self.trace is not None:
                     self.trace.stop()  # given back however far it got
@@ -499,11 +506,17 @@ class WindowProbe:
                 self.trace.on()
             cpu_ns, lateness, t = self.gm.cpu_ns(), self.gm.sync_lateness(), time.monotonic()
             self.readings.append((t, cpu_ns, lateness, steal_ms(GM_CPU)))
+            self._gather(lateness)
         if self.trace is not None:
             try:
                 self.gaps = silent_timer_gaps(self.trace.stop(), int(GM_CPU), SENDER_THREAD)
             except (OSError, ValueError) as e:
                 self.gaps = f"trace failed: {e}"
+
+    def _gather(self, lateness: dict | str) -> None:
+        if isinstance(lateness, dict):
+            for slot, late_us, held_us in lateness["sender"].get("late_syncs_recent", []):
+                self.late_syncs[(slot, late_us)] = held_us
 
     def result(self, n: int) -> dict:
         """CPU us per client per second and the window's lateness (or why not measured)."""
@@ -524,7 +537,8 @@ class WindowProbe:
                 out["lateness"]["held"] = s2["late_over_1ms_held"] - s1["late_over_1ms_held"]
                 out["lateness"]["woken"] = s2.get("late_over_1ms_woken", 0) - s1.get("late_over_1ms_woken", 0)
                 if isinstance(self.gaps, list):
-                    out["lateness"]["traced"] = classify_late(s2.get("late_syncs_recent", []), self.gaps, t1, t2)
+                    gathered = [(slot, late_us, held_us) for (slot, late_us), held_us in self.late_syncs.items()]
+                    out["lateness"]["traced"] = classify_late(gathered, self.gaps, t1, t2)
                 else:
                     out["lateness"]["traced"] = self.gaps
                 out["lateness"]["held_max_us"] = s2["held_max_us"]
