@@ -154,6 +154,8 @@ class NativeSync:
         if active != self.active:
             self.sender.set_active(active)
             self.active = active
+            if not active:  # what it sent up to now counted at once: from here the port's counters stand still
+                self.take(port)
 
     def _start(self, port: Any, key: Any, kind: str, now_ns: int) -> None:
         """A unicast client's Sync stream (its slots spread, ``_phase_ns``), its Announce stream (half an interval

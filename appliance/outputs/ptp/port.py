@@ -776,8 +776,10 @@ class PtpPort(PortStateMachine):
 
     def add_offloaded_delay(self, answered: int, rate_limited: int, handoff_dropped: int) -> None:
         """Delay_Reqs a native sender answered, dropped over the rate, or could not hand back (its ring full)."""
-        self._count("rx_delayreq", answered + rate_limited)
-        self._count("tx_delay_resp", answered)
+        if answered + rate_limited:
+            self._count("rx_delayreq", answered + rate_limited)
+        if answered:
+            self._count("tx_delay_resp", answered)
         if rate_limited:
             self._count("drop_rate_limited", rate_limited)
         if handoff_dropped:

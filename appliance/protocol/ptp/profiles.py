@@ -60,12 +60,23 @@ def load_profile(name: str) -> Profile:
     return parse_profile(text, f"{name}.toml")
 
 
+def _pair(origin: str, key: str, value: Any) -> tuple[int, int]:
+    """A [low, high] pair of integers, or the file's error."""
+    if not isinstance(value, list) or len(value) != 2 or not all(isinstance(x, int) and not isinstance(x, bool)
+                                                                 for x in value):
+        raise ValueError(f"{origin}: {key} must be a [low, high] pair of integers, got {value!r}")
+    return value[0], value[1]
+
+
 def parse_profile(text: str, origin: str) -> Profile:
     try:
         raw: dict[str, Any] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{origin}: {exc}") from None
-    ranges = {k: (int(v[0]), int(v[1])) for k, v in raw.pop("ranges", {}).items()}
+    ranges_raw = raw.pop("ranges", {})
+    if not isinstance(ranges_raw, dict):
+        raise ValueError(f"{origin}: ranges must be a table of [low, high] pairs")
+    ranges = {k: _pair(origin, f"ranges.{k}", v) for k, v in ranges_raw.items()}
     known = set(Profile.__dataclass_fields__)
     unknown = sorted(set(raw) - known)
     if unknown:
@@ -75,7 +86,7 @@ def parse_profile(text: str, origin: str) -> Profile:
     for key in ("unicast_duration_s", "unicast_log_announce_interval", "unicast_log_sync_interval",
                 "unicast_log_delay_resp_interval"):
         if key in raw:
-            raw[key] = (int(raw[key][0]), int(raw[key][1]))
+            raw[key] = _pair(origin, key, raw[key])
     raw.setdefault("local_priority", 128)
     raw.setdefault("master_only", raw.get("clock_class_rules") == "telecom")  # G.8275.x T-GM ports: masterOnly
     try:
