@@ -62,7 +62,13 @@ class KernelTrace:
         self._write("trace", "")
         if self._clock:
             self._write("trace_clock", self._clock)
-        self._write("buffer_size_kb", str(self._kb))
+        if self._cpus:  # the traced CPUs' buffers only: the others stay small
+            mask = int(self._cpus, 16)
+            for cpu_dir in sorted((TRACEFS / "per_cpu").glob("cpu*")):
+                if mask >> int(cpu_dir.name[3:]) & 1:
+                    self._write(f"per_cpu/{cpu_dir.name}/buffer_size_kb", str(self._kb))
+        else:
+            self._write("buffer_size_kb", str(self._kb))
         if self._cpus:
             self._write("tracing_cpumask", self._cpus)
         self._filtered = list(filters or {})
@@ -201,11 +207,11 @@ def merge_kernel(windows: list[dict[str, Any]]) -> dict[str, Any]:
 
 # Where the sender's own events are the ones wanted (a filter on its thread id keeps the rest of the CPU's load out
 # of the buffer and the trace's cost low): system calls and transmits.
-THREAD_EVENTS = ("raw_syscalls:sys_enter", "net:net_dev_start_xmit")
+THREAD_EVENTS = ("raw_syscalls:sys_enter",)
 WAKE_EVENTS = ("sched:sched_switch", "timer:hrtimer_start", "timer:hrtimer_expire_entry", "irq:softirq_entry",
                "irq:softirq_exit", "irq:irq_handler_entry", "irq_vectors:local_timer_entry",
                "irq_vectors:reschedule_entry", "irq_vectors:call_function_single_entry", "ipi:ipi_send_cpu",
-               "raw_syscalls:sys_enter", "net:net_dev_start_xmit", "exceptions:page_fault_user",
+               "raw_syscalls:sys_enter", "exceptions:page_fault_user",
                "exceptions:page_fault_kernel")
 HRTIMER_START = re.compile(r"hrtimer=(\S+) function=\S+ expires=(\d+)")
 HRTIMER_EXPIRE = re.compile(r"hrtimer=(\S+) function=")
@@ -220,7 +226,7 @@ def silent_timer_gaps(text: str, cpu: int, comm: str | None = None) -> list[tupl
     hypervisor's time, whether the CPU was idle or running a thread (a stretch the kernel's steal accounting does
     not always see).  The stretch runs from the expiry to the CPU's first event after it: interrupts that were
     pending meanwhile (an IPI, the timer itself) are delivered together when the vCPU runs again.  With ``comm``
-    also every stretch over RUNNING_SILENT_S with no event at all (no system call, transmit, fault, interrupt or
+    also every stretch over RUNNING_SILENT_S with no event at all (no system call, fault, interrupt or
     switch) while that thread was current: a loop that enters the kernel every few microseconds did not run
     (its thread CPU time still runs on: the hypervisor's exits it does not count as steal).  Sorted (start,
     end) in trace-clock seconds."""
@@ -251,6 +257,20 @@ def silent_timer_gaps(text: str, cpu: int, comm: str | None = None) -> list[tupl
                     out.append((expiry, min(first, ts)))
     out.sort()
     return out
+
+
+def traced_span(text: str, cpu: int) -> tuple[float, float] | None:
+    """The first and last event on ``cpu`` (the trace file is in time order): what the buffer kept, since it drops
+    the oldest when it fills."""
+    lines = text.splitlines()
+    found = []
+    for ordered in (lines, reversed(lines)):
+        for line in ordered:
+            m = TRACE_LINE.match(line)
+            if m and int(m["cpu"]) == cpu:
+                found.append(float(m["ts"]))
+                break
+    return (found[0], found[1]) if len(found) == 2 else None
 
 
 def overlap_s(gaps: list[tuple[float, float]], t0_s: float, t1_s: float) -> float:

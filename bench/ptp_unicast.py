@@ -94,11 +94,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from appliance.edge import control  # noqa: E402  (the appliance's own status, over its control socket)
 from appliance.outputs.ptp.lateness import window as lateness_window  # noqa: E402
-from bench.kernel_trace import THREAD_EVENTS, WAKE_EVENTS, KernelTrace, overlap_s, silent_timer_gaps  # noqa: E402
+from bench.kernel_trace import (THREAD_EVENTS, WAKE_EVENTS, KernelTrace, overlap_s, silent_timer_gaps,  # noqa: E402
+                                traced_span)
 GM_CPU, LOAD_CPU = "0", "1"
 SENDER_THREAD = "ptp-sync"  # the native Sync sender's thread name (appliance/edge/ptp/_syncsend.c)
 LATE_POLL_S = 1.0  # with --ftrace, how often the status's latest late Syncs are gathered
-TRACE_BUFFER_KB = 150_000  # per CPU: a 10,000-client window of 20 s on the grandmaster's CPU takes about 60 MB
+TRACE_BUFFER_KB = 400_000  # on the grandmaster's CPU: a 10,000-client window of 20 s takes about 300 MB
 GM_IP = "10.77.255.254"
 FIRST_CLIENT_IP = "10.77.0.1"
 PROBE_IP = "10.77.255.253"
@@ -449,16 +450,20 @@ def own_late(late: dict) -> int:
     return late["late_over_1ms"] - late.get("held", 0)
 
 
-def classify_late(late_syncs: list, gaps: list[tuple[float, float]], t0_s: float, t1_s: float) -> dict:
+def classify_late(late_syncs: list, gaps: list[tuple[float, float]], t0_s: float, t1_s: float,
+                  span: tuple[float, float] | None = None) -> dict:
     """The Syncs over 1 ms late whose slot is in [t0_s, t1_s] (monotonic s; from the status's latest late Syncs:
     slot ns, lateness us, held us): the host's when the larger of its held time and the silent timer gaps between
-    its slot and its sending (the vCPU not running) leaves it within 1 ms."""
+    its slot and its sending (the vCPU not running) leaves it within 1 ms.  Outside the ``span`` the trace kept,
+    only held time counts (``untraced``)."""
     listed = [(slot / 1e9, late_us, held_us) for slot, late_us, held_us in late_syncs if t0_s <= slot / 1e9 <= t1_s]
-    host = 0
+    host = untraced = 0
     for slot_s, late_us, held_us in listed:
-        silent_us = overlap_s(gaps, slot_s, slot_s + late_us / 1e6) * 1e6
+        traced = span is None or span[0] <= slot_s and slot_s + late_us / 1e6 <= span[1]
+        untraced += not traced
+        silent_us = overlap_s(gaps, slot_s, slot_s + late_us / 1e6) * 1e6 if traced else 0.0
         host += late_us - max(held_us, silent_us) <= 1000
-    return {"listed": len(listed), "host": host,
+    return {"listed": len(listed), "host": host, "untraced": untraced,
             "silent_gaps_over_1ms": sum(1 for a, b in gaps if t0_s <= a <= t1_s and b - a > 1e-3)}
 
 
@@ -479,6 +484,7 @@ class WindowProbe:
                       else None)
         self.gaps: list[tuple[float, float]] | str = "not traced (--ftrace)"
         self.late_syncs: dict[tuple[int, float], float] = {}
+        self.span: tuple[float, float] | None = None
 
     def start(self) -> None:
         self.t0 = time.monotonic()
@@ -509,7 +515,9 @@ class WindowProbe:
             self._gather(lateness)
         if self.trace is not None:
             try:
-                self.gaps = silent_timer_gaps(self.trace.stop(), int(GM_CPU), SENDER_THREAD)
+                text = self.trace.stop()
+                self.gaps = silent_timer_gaps(text, int(GM_CPU), SENDER_THREAD)
+                self.span = traced_span(text, int(GM_CPU))
             except (OSError, ValueError) as e:
                 self.gaps = f"trace failed: {e}"
 
@@ -538,7 +546,7 @@ class WindowProbe:
                 out["lateness"]["woken"] = s2.get("late_over_1ms_woken", 0) - s1.get("late_over_1ms_woken", 0)
                 if isinstance(self.gaps, list):
                     gathered = [(slot, late_us, held_us) for (slot, late_us), held_us in self.late_syncs.items()]
-                    out["lateness"]["traced"] = classify_late(gathered, self.gaps, t1, t2)
+                    out["lateness"]["traced"] = classify_late(gathered, self.gaps, t1, t2, self.span)
                 else:
                     out["lateness"]["traced"] = self.gaps
                 out["lateness"]["held_max_us"] = s2["held_max_us"]
@@ -739,7 +747,9 @@ def lateness_text(late: dict | str | None) -> str:
     if isinstance(traced, dict):
         text += (f"; traced: {traced['listed']} of the late Syncs listed by the status, {traced['host']} of them "
                  f"the host's (held off the CPU or the vCPU not running: a timer interrupt late on a silent CPU); "
-                 f"{traced['silent_gaps_over_1ms']} silent gaps over 1 ms on the grandmaster's CPU")
+                 f"{traced['silent_gaps_over_1ms']} silent gaps over 1 ms on the grandmaster's CPU"
+                 + (f"; {traced['untraced']} of them outside what the trace buffer kept (held time only)"
+                    if traced.get("untraced") else ""))
     elif traced:
         text += f"; {traced}"
     if "sender_wakes_over_1ms" in late:

@@ -46,7 +46,9 @@ def test_with_a_trace_each_listed_late_sync_is_classified() -> None:
     gaps = [(10.0002, 10.0032)]
     syncs = [(10_000_000_000, 3500.0, 0.0), (20_000_000_000, 1800.0, 100.0), (40_000_000_000, 9000.0, 0.0)]
     traced = classify_late(syncs, gaps, 5.0, 30.0)
-    assert traced == {"listed": 2, "host": 1, "silent_gaps_over_1ms": 1}
+    assert traced == {"listed": 2, "host": 1, "untraced": 0, "silent_gaps_over_1ms": 1}
+    # the buffer kept only what came after 15 s: the first one is judged on its held time alone
+    assert classify_late(syncs, gaps, 5.0, 30.0, (15.0, 30.0))["host"] == 0
     late = {"late_over_1ms": 3, "held": 0, "realtime": True, "traced": traced}
     assert own_late(_run(**late)["lateness"]) == 2  # one unlisted in the window counts as the grandmaster's
 

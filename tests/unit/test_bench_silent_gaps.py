@@ -3,7 +3,7 @@ guest event meanwhile marks a stretch the vCPU was not running; one that came on
 
 from __future__ import annotations
 
-from bench.kernel_trace import overlap_s, silent_timer_gaps
+from bench.kernel_trace import overlap_s, silent_timer_gaps, traced_span
 
 
 def _line(comm: str, ts: float, event: str, fields: str) -> str:
@@ -58,3 +58,8 @@ def test_a_silent_stretch_of_the_running_sender_is_a_gap() -> None:
     text = "\n".join(lines)
     assert silent_timer_gaps(text, 0, "ptp-sync") == [(100.00001, 100.00151)]
     assert silent_timer_gaps(text, 0) == []  # python's 2.5 ms without an event may be its own computing
+
+
+def test_the_traced_span_is_what_the_buffer_kept() -> None:
+    text = "\n".join(["# tracer: nop", _arm(100.5, 101.0, "aa")] + _fire(102.0, "aa"))
+    assert traced_span(text, 0) == (100.5, 102.0) and traced_span(text, 1) is None
