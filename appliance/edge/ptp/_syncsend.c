@@ -316,6 +316,17 @@ static int64_t sendmmsg_all(int fd, struct mmsghdr *out, int n, uint64_t *errors
     return sent;
 }
 
+/* Sends ``n`` messages on the port's general socket, counting those sent into ``*sent_count`` (under the lock). */
+static void send_general(SyncSender *s, struct mmsghdr *out, int n, uint64_t *sent_count) {
+    if (n == 0) return;
+    uint64_t errors = 0;
+    int64_t sent = sendmmsg_all(s->general_fd, out, n, &errors);
+    lock_mu(s);
+    *sent_count += (uint64_t)sent;
+    s->send_errors += errors;
+    pthread_mutex_unlock(&s->mu);
+}
+
 /* ---------------------------------------------------------------------------------------- Delay_Req answers */
 
 static int make_key(const struct sockaddr_storage *addr, const uint8_t *port_id, client_key *key) {
@@ -492,28 +503,11 @@ static int answer_delay_reqs(SyncSender *s, int limit) {
         uint64_t one = 1;
         if (write(s->handoff_fd, &one, sizeof(one)) < 0) { /* already signalled */ }
     }
-    if (n_out) {
-        uint64_t errors = 0;
-        int64_t sent = sendmmsg_all(s->general_fd, out, n_out, &errors);
-        lock_mu(s);
-        s->delay_answered += (uint64_t)sent;
-        s->send_errors += errors;
-        pthread_mutex_unlock(&s->mu);
-    }
+    send_general(s, out, n_out, &s->delay_answered);
     return n;
 }
 
 /* ------------------------------------------------------------------------------------------------ the thread */
-
-static void send_follow_ups(SyncSender *s, struct mmsghdr *out, int n) {
-    if (n == 0) return;
-    uint64_t errors = 0;
-    int64_t sent = sendmmsg_all(s->general_fd, out, n, &errors);
-    lock_mu(s);
-    s->follow_ups += (uint64_t)sent;
-    s->send_errors += errors;
-    pthread_mutex_unlock(&s->mu);
-}
 
 /* Reads at most ``limit`` transmit timestamps and sends their Follow_Ups; returns how many it read. */
 static int read_timestamps(SyncSender *s, int limit) {
@@ -574,11 +568,11 @@ static int read_timestamps(SyncSender *s, int limit) {
         }
         pthread_mutex_unlock(&s->mu);
         if (n_out == BATCH) {
-            send_follow_ups(s, out, n_out);
+            send_general(s, out, n_out, &s->follow_ups);
             n_out = 0;
         }
     }
-    send_follow_ups(s, out, n_out);
+    send_general(s, out, n_out, &s->follow_ups);
     return n_read;
 }
 
@@ -680,13 +674,7 @@ static int send_announces(SyncSender *s, int limit) {
         n++;
     }
     pthread_mutex_unlock(&s->mu);
-    if (n == 0) return 0;
-    uint64_t errors = 0;
-    int64_t sent = sendmmsg_all(s->general_fd, out, n, &errors);
-    lock_mu(s);
-    s->announces += (uint64_t)sent;
-    s->send_errors += errors;
-    pthread_mutex_unlock(&s->mu);
+    send_general(s, out, n, &s->announces);
     return n;
 }
 
