@@ -82,7 +82,7 @@ class PtpService:
     def _open_native(self, transport: Any, port: PtpPort, now_ns: int) -> None:
         """The native Sync sender on this transport, when wanted and possible; else the port sends its Syncs."""
         self._close_native()
-        port.sync_offload = False
+        port.sync_offload = port.delay_offload = False
         port.take_stream_changes()  # of a sender gone with the transport
         if not self.native_wanted:
             return

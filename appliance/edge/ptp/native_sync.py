@@ -77,11 +77,11 @@ class NativeSync:
         # was held.
         self.late_over_1ms_held = 0
         self.late_over_1ms_woken = 0  # the others: a timed wake-up for them came over 1 ms late
-        # The latest Syncs over 1 ms late: (slot on CLOCK_MONOTONIC in ns, lateness us, held us), to line up with
-        # a kernel trace of that CPU.
         # Rounds of the sender's loop that took over 1 ms of its CPU time; the longest, and what it sent.
         self.long_rounds = self.long_round_cpu_max_ns = self.long_round_packets = 0
-        self.delay_answered = self.handed_off = 0
+        self.delay_answered = self.handed_off = 0  # Delay_Reqs answered here, and handed back to the port
+        # The latest Syncs over 1 ms late: (slot on CLOCK_MONOTONIC in ns, lateness us, held us), to line up with
+        # a kernel trace of that CPU.
         self.late_syncs: deque[tuple[int, float, float]] = deque(maxlen=LATE_SYNCS_KEPT)
         self.held_max_ns = 0
         # Of the Syncs over 1 ms late: the most time from the slot to the start of their send, and from then to
