@@ -122,6 +122,11 @@ class Trace:
             m = TRACE_LINE.match(line)
             if m:
                 self.events.append((m["comm"], int(m["cpu"]), float(m["ts"]), m["event"], m["fields"]))
+        self._all: dict[int, list[float]] = {}  # every event's time, by CPU
+        for _, cpu, ts, _, _ in self.events:
+            self._all.setdefault(cpu, []).append(ts)
+        for times in self._all.values():
+            times.sort()
         self._guest: dict[int, list[float]] = {}
         for _, cpu, ts, event, _ in self.events:
             if event not in NET_EVENTS:
@@ -131,12 +136,6 @@ class Trace:
 
     def first_after(self, cpu: int, t_s: float) -> float | None:
         """The first event of any kind on ``cpu`` after ``t_s``."""
-        if not hasattr(self, "_all"):
-            self._all: dict[int, list[float]] = {}
-            for _, on_cpu, ts, _, _ in self.events:
-                self._all.setdefault(on_cpu, []).append(ts)
-            for times in self._all.values():
-                times.sort()
         times = self._all.get(cpu, [])
         i = bisect.bisect_right(times, t_s)
         return times[i] if i < len(times) else None

@@ -158,7 +158,7 @@ typedef struct {
     uint8_t dresp_tpl[DRESP_LEN], own_clock[8], domain;
     double rate_per_s;
     dclient *dclients;
-    int32_t n_dclients, cap_dclients, n_dused;
+    int32_t n_dclients, cap_dclients, n_dused, dfree_hint;  /* dfree_hint: the last one removed */
     int32_t *dslots;  /* open addressing: 0 empty, -1 removed, else client index + 1 */
     int32_t cap_dslots, dslots_taken;  /* taken: used or removed */
     handoff *handoffs;
@@ -1020,8 +1020,8 @@ static PyObject *ss_add_client(SyncSender *s, PyObject *args) {
             s->cap_dclients = cap;
         }
         index = -1;
-        if (s->n_dused < s->n_dclients)
-            for (int32_t i = 0; i < s->n_dclients; i++)
+        if (s->n_dused < s->n_dclients)  /* a free one below n_dclients: from the last one removed on */
+            for (int32_t k = 0, i = s->dfree_hint; k < s->n_dclients; k++, i = (i + 1) % s->n_dclients)
                 if (!s->dclients[i].used) { index = i; break; }
         if (index < 0) index = s->n_dclients++;
         if (s->dslots[at] == 0) s->dslots_taken++;
@@ -1046,7 +1046,8 @@ static PyObject *ss_remove_client(SyncSender *s, PyObject *args) {
     if (s->cap_dslots) {
         int32_t at = probe(s, &key, &found);
         if (found) {
-            dclient *d = &s->dclients[s->dslots[at] - 1];
+            s->dfree_hint = s->dslots[at] - 1;
+            dclient *d = &s->dclients[s->dfree_hint];
             requests = d->requests;
             d->used = 0;
             s->dslots[at] = -1;
