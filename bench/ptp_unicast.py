@@ -336,15 +336,8 @@ class Grandmaster:
 
     def thread_ids(self, comm: str) -> list[int]:
         """The grandmaster's threads named ``comm``."""
-        out = []
-        for pid in self.pids():
-            for task in Path(f"/proc/{pid}/task").glob("*"):
-                try:
-                    if (task / "comm").read_text().strip() == comm:
-                        out.append(int(task.name))
-                except (OSError, ValueError):
-                    continue
-        return out
+        return [int(task.name) for pid in self.pids() for task in Path(f"/proc/{pid}/task").glob("*")
+                if _comm(task) == comm]
 
     def cpu_ns(self) -> int:
         """CPU time so far of every thread of every process of the grandmaster (/proc/<pid>/task/*/schedstat)."""
