@@ -206,7 +206,7 @@ def merge_kernel(windows: list[dict[str, Any]]) -> dict[str, Any]:
 
 # Where the sender's own events are the ones wanted (a filter on its thread id keeps the rest of the CPU's load out
 # of the buffer and the trace's cost low): system calls and transmits.
-THREAD_EVENTS = ("raw_syscalls:sys_enter",)
+THREAD_EVENTS = ("raw_syscalls:sys_enter", "lock:contention_begin", "lock:contention_end")
 WAKE_EVENTS = ("sched:sched_switch", "timer:hrtimer_start", "timer:hrtimer_expire_entry", "irq:softirq_entry",
                "irq:softirq_exit", "irq:irq_handler_entry", "irq_vectors:local_timer_entry",
                "irq_vectors:reschedule_entry", "irq_vectors:call_function_single_entry", "ipi:ipi_send_cpu",
@@ -255,6 +255,22 @@ def silent_timer_gaps(text: str, cpu: int, comm: str | None = None) -> list[tupl
                 if first is not None and first - expiry > TIMER_LATE_S:
                     out.append((expiry, min(first, ts)))
     out.sort()
+    return out
+
+
+def contention_spans(text: str, cpu: int, comm: str) -> list[tuple[float, float]]:
+    """Stretches in which thread ``comm`` on ``cpu`` waited for a kernel lock someone else held (the lock
+    tracepoints contention_begin .. contention_end: spinning or sleeping), sorted (start, end), trace-clock s."""
+    out: list[tuple[float, float]] = []
+    begun: float | None = None
+    for who, on_cpu, ts, event, _ in Trace(text).events:
+        if on_cpu != cpu or who != comm:
+            continue
+        if event == "contention_begin":
+            begun = ts if begun is None else begun
+        elif event == "contention_end" and begun is not None:
+            out.append((begun, ts))
+            begun = None
     return out
 
 

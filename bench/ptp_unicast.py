@@ -3,7 +3,7 @@ without a missed Sync, the appliance against ptp4l, same load generator, same ru
 
     .venv/bin/python bench/ptp_unicast.py [--counts 100,500,1000,2000,4000,8000] [--duration 30] [--json FILE]
         [--candidate-cmd CMD | --candidate-cmd ptp4l] [--skip-reference] [--repeat 1] [--refine 0] [--max-minutes 15]
-        [--ftrace]
+        [--ftrace] [--canary]
 
 Needs root (network namespaces), gcc, ptp4l (linuxptp), taskset, setpriv and ethtool.  Two network namespaces
 joined by a veth pair: the grandmaster's side has 10.77.255.254/16, the clients' side one address per emulated
@@ -45,7 +45,12 @@ silent_timer_gaps: a timer interrupt that came late with no guest event on that 
 takes a due interrupt -- marks a stretch the vCPU was not running), and each Sync over 1 ms late that the status
 lists (its slot, lateness and held time) is the host's when its held time or the silent stretches between its slot
 and its sending leave it within 1 ms.  `woken` counts, for the record, the late Syncs whose timed wake-up came over
-1 ms late.  The clients'
+1 ms late.  With --canary, bench/canary.c runs on the grandmaster's CPU above the sender (SCHED_FIFO 2): every
+500 us a fixed piece of work, timed; a late Sync whose stretch saw that work run f times slower than its median is
+also the host's when lateness x (1 - 1/f) leaves it within 1 ms (the vCPU itself ran slow: the same instructions
+took longer whoever ran them).  With --ftrace the sender's waits for contended kernel locks are traced too and
+printed for the record (not set apart).  Late Syncs are gathered from the status every LATE_POLL_S (the sender keeps
+4,096 a publish; more are counted as lost and judged the grandmaster's).  The clients'
 kernel receive path runs on the clients' CPU (threaded NAPI on their veth, pinned there, as on their own machines);
 without it every client's receive work would run in the grandmaster's sending thread.  The candidate is given
 a unicast client limit of the count plus HEADROOM_CLIENTS (--set ptp.unicast_max_clients, {max_clients} in
@@ -77,6 +82,7 @@ gets its 32 MB socket buffers with SO_RCVBUFFORCE.
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import os
 import re
@@ -84,6 +90,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import statistics
 import sys
 import tempfile
 import threading
@@ -94,11 +101,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from appliance.edge import control  # noqa: E402  (the appliance's own status, over its control socket)
 from appliance.outputs.ptp.lateness import window as lateness_window  # noqa: E402
-from bench.kernel_trace import (THREAD_EVENTS, WAKE_EVENTS, KernelTrace, overlap_s, silent_timer_gaps,  # noqa: E402
-                                traced_span)
+from bench.kernel_trace import (THREAD_EVENTS, WAKE_EVENTS, KernelTrace, contention_spans, overlap_s,  # noqa: E402
+                                silent_timer_gaps, traced_span)
 GM_CPU, LOAD_CPU = "0", "1"
 SENDER_THREAD = "ptp-sync"  # the native Sync sender's thread name (appliance/edge/ptp/_syncsend.c)
-LATE_POLL_S = 1.0  # with --ftrace, how often the status's latest late Syncs are gathered
+LATE_POLL_S = 0.4  # with --ftrace or --canary, how often the status's late Syncs are gathered (published each 1 s)
+# about 8 % of the grandmaster's CPU, its wake-ups included (ps, one 10,000-client run)
+CANARY_PRIORITY, CANARY_PERIOD_US, CANARY_WORK_US = 2, 500, 10
 TRACE_BUFFER_KB = 400_000  # on the grandmaster's CPU: a 10,000-client window of 20 s takes about 300 MB
 GM_IP = "10.77.255.254"
 FIRST_CLIENT_IP = "10.77.0.1"
@@ -122,10 +131,48 @@ def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
 
 
-def build_load(workdir: Path) -> Path:
-    exe = workdir / "ptpunicast"
-    subprocess.run(["gcc", "-O2", "-Wall", "-o", str(exe), str(ROOT / "bench" / "ptpunicast.c")], check=True)
+def build_load(workdir: Path, name: str = "ptpunicast") -> Path:
+    exe = workdir / name
+    subprocess.run(["gcc", "-O2", "-Wall", "-o", str(exe), str(ROOT / "bench" / f"{name}.c")], check=True)
     return exe
+
+
+class Canary:
+    """--canary: bench/canary.c on the grandmaster's CPU at SCHED_FIFO CANARY_PRIORITY (above the Sync sender's),
+    a fixed piece of work every CANARY_PERIOD_US: how fast the vCPU itself ran, measured in the same run.  Its
+    work taking ``f`` times its median over a late Sync's stretch means the same instructions ran ``f`` times slower
+    than usual there, whoever ran them."""
+
+    def __init__(self, exe: Path, out: Path) -> None:
+        self.proc = subprocess.Popen([str(exe), GM_CPU, str(CANARY_PRIORITY), str(CANARY_PERIOD_US),
+                                      str(CANARY_WORK_US), str(out)], stderr=subprocess.PIPE, text=True)
+        self.out = out
+
+    def stop(self) -> tuple[list[tuple[float, int]], float] | str:
+        """Its wake-ups (monotonic s, work wall ns) and the median work wall ns, or why there are none."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            _, err = self.proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return "canary did not stop"
+        if self.proc.returncode != 0:
+            return f"canary failed: {err.strip() or self.proc.returncode}"
+        lines = self.out.read_text().splitlines()[1:]
+        samples = [(int(f[1]) / 1e9, int(f[2])) for f in (line.split() for line in lines)]
+        if not samples:
+            return "canary recorded nothing"
+        return samples, statistics.median(w for _, w in samples)
+
+
+def canary_slowdown(canary: tuple[list[tuple[float, int]], float], t0_s: float, t1_s: float) -> float:
+    """How many times slower than its median the canary's work ran over [t0_s, t1_s] (its wake-ups there, their mean
+    wall time over the run's median); 1.0 when it did not run there."""
+    samples, median_ns = canary
+    i, j = bisect.bisect_left(samples, (t0_s,)), bisect.bisect_right(samples, (t1_s, 1 << 62))
+    inside = [w for _, w in samples[i:j]]
+    return max(1.0, sum(inside) / len(inside) / median_ns) if inside and median_ns > 0 else 1.0
 
 
 def ip4(base: str, offset: int) -> str:
@@ -222,6 +269,14 @@ class Namespaces:
             port = int(f[1].split(":")[1], 16)
             if port in (319, 320):
                 out[f"socket_{port}_drops"] = out.get(f"socket_{port}_drops", 0) + int(f[-1])
+        # the link between them: each veth end's drops (a full receive ring at the peer's NAPI counts at the
+        # sender), and each CPU's backlog drops (/proc/net/softnet_stat's second column)
+        for ns, ifname, side in ((self.gm, self.gm_if, "gm"), (self.cl, self.cl_if, "clients")):
+            stats = run(["ip", "netns", "exec", ns, "sh", "-c", f"cd /sys/class/net/{ifname}/statistics && "
+                         "cat tx_dropped rx_dropped"]).stdout.split()
+            out[f"link_{side}_tx_dropped"], out[f"link_{side}_rx_dropped"] = (int(x) for x in stats)
+        for cpu, line in enumerate(Path("/proc/net/softnet_stat").read_text().splitlines()):
+            out[f"link_cpu{cpu}_backlog_dropped"] = int(line.split()[1], 16)
         return out
 
     def teardown(self) -> None:
@@ -269,7 +324,8 @@ class Grandmaster:
         self.control_path: Path | None = None  # the appliance's control socket (its status), when it has one
 
     def start(self, tag: str, clients: int) -> None:
-        d = self.workdir / f"{self.name}-{tag}"
+        self.starts = getattr(self, "starts", 0) + 1  # a count run again (--repeat, --refine) gets its own directory
+        d = self.workdir / f"{self.name}-{tag}-{self.starts}"
         d.mkdir()
         self.logfile = d / "gm.log"
         self.control_path = None
@@ -444,19 +500,32 @@ def own_late(late: dict) -> int:
 
 
 def classify_late(late_syncs: list, gaps: list[tuple[float, float]], t0_s: float, t1_s: float,
-                  span: tuple[float, float] | None = None) -> dict:
+                  span: tuple[float, float] | None = None,
+                  canary: tuple[list[tuple[float, int]], float] | None = None,
+                  contention: list[tuple[float, float]] = ()) -> dict:
     """The Syncs over 1 ms late whose slot is in [t0_s, t1_s] (monotonic s; from the status's latest late Syncs:
-    slot ns, lateness us, held us): the host's when the larger of its held time and the silent timer gaps between
-    its slot and its sending (the vCPU not running) leaves it within 1 ms.  Outside the ``span`` the trace kept,
-    only held time counts (``untraced``)."""
+    slot ns, lateness us, held us): the host's when the largest of its held time, the silent timer gaps between
+    its slot and its sending (the vCPU not running) and, with the canary, the part of its lateness the vCPU's
+    slowdown there accounts for (lateness x (1 - 1/f): at the usual speed the stretch would have taken lateness / f)
+    leaves it within 1 ms.  Outside the ``span`` the trace kept, gaps do not count (``untraced``).  ``slow``: of
+    the host's, those only the canary's slowdown accounts for.  ``contended``, for the record (not set apart): of
+    the rest, those the sender's waits for contended kernel locks between slot and send would account for."""
     listed = [(slot / 1e9, late_us, held_us) for slot, late_us, held_us in late_syncs if t0_s <= slot / 1e9 <= t1_s]
-    host = untraced = 0
+    host = untraced = slow = contended = 0
     for slot_s, late_us, held_us in listed:
         traced = span is None or span[0] <= slot_s and slot_s + late_us / 1e6 <= span[1]
         untraced += not traced
         silent_us = overlap_s(gaps, slot_s, slot_s + late_us / 1e6) * 1e6 if traced else 0.0
-        host += late_us - max(held_us, silent_us) <= 1000
-    return {"listed": len(listed), "host": host, "untraced": untraced,
+        f = canary_slowdown(canary, slot_s, slot_s + late_us / 1e6) if canary else 1.0
+        slow_us = late_us * (1.0 - 1.0 / f)
+        if late_us - max(held_us, silent_us) > 1000 >= late_us - slow_us:
+            slow += 1
+        is_host = late_us - max(held_us, silent_us, slow_us) <= 1000
+        host += is_host
+        lock_us = overlap_s(list(contention), slot_s, slot_s + late_us / 1e6) * 1e6 if traced else 0.0
+        contended += not is_host and late_us - lock_us <= 1000
+    return {"listed": len(listed), "host": host, "untraced": untraced, "slow": slow, "contended": contended,
+            "contention_max_us": max((b - a for a, b in contention), default=0.0) * 1e6,
             "silent_gaps_over_1ms": sum(1 for a, b in gaps if t0_s <= a <= t1_s and b - a > 1e-3)}
 
 
@@ -465,8 +534,10 @@ class WindowProbe:
     measurement window opens (ramp + warm-up after the load starts) and when it has closed (the window, plus one Sync
     interval for the clients' windows shifted by up to one), so that both cover the window and nothing else."""
 
-    def __init__(self, gm: Grandmaster, n: int, args) -> None:
+    def __init__(self, gm: Grandmaster, n: int, args, canary_exe: Path | None = None) -> None:
         self.gm = gm
+        self.canary_exe, self.canary_out = canary_exe, gm.workdir / "canary.txt"
+        self.canary: Canary | None = None
         self.open_s = n / args.ramp + args.warmup
         self.close_s = self.open_s + args.duration + 2.0 ** args.log_sync
         self.readings: list[tuple[float, int, dict | str]] = []  # (monotonic s, CPU ns, lateness)
@@ -478,9 +549,12 @@ class WindowProbe:
         self.gaps: list[tuple[float, float]] | str = "not traced (--ftrace)"
         self.late_syncs: dict[tuple[int, float], float] = {}
         self.span: tuple[float, float] | None = None
+        self.contention: list[tuple[float, float]] = []  # the sender's waits for contended kernel locks
 
     def start(self) -> None:
         self.t0 = time.monotonic()
+        if self.canary_exe is not None:
+            self.canary = Canary(self.canary_exe, self.canary_out)
         self._thread.start()
 
     def arm(self) -> None:
@@ -493,7 +567,7 @@ class WindowProbe:
     def _run(self) -> None:
         for at_s in (self.open_s, self.close_s):
             # with --ftrace, the status's latest late Syncs gathered every LATE_POLL_S meanwhile (it keeps 256)
-            while self.trace is not None and self.readings and time.monotonic() < self.t0 + at_s - LATE_POLL_S:
+            while (self.trace or self.canary) and self.readings and time.monotonic() < self.t0 + at_s - LATE_POLL_S:
                 if self._stop.wait(LATE_POLL_S):
                     break
                 self._gather(self.gm.sync_lateness())
@@ -510,19 +584,22 @@ class WindowProbe:
             try:
                 text = self.trace.stop()
                 self.gaps = silent_timer_gaps(text, int(GM_CPU), SENDER_THREAD)
+                self.contention = contention_spans(text, int(GM_CPU), SENDER_THREAD)
                 self.span = traced_span(text, int(GM_CPU))
             except (OSError, ValueError) as e:
                 self.gaps = f"trace failed: {e}"
 
     def _gather(self, lateness: dict | str) -> None:
         if isinstance(lateness, dict):
-            for slot, late_us, held_us in lateness["sender"].get("late_syncs_recent", []):
+            sender = lateness["sender"]
+            for slot, late_us, held_us in sender.get("late_syncs_new", []) + sender.get("late_syncs_recent", []):
                 self.late_syncs[(slot, late_us)] = held_us
 
     def result(self, n: int) -> dict:
         """CPU us per client per second and the window's lateness (or why not measured)."""
         self._stop.set()
         self._thread.join()
+        canary = self.canary.stop() if self.canary is not None else None
         if len(self.readings) < 2:
             return {"cpu_us_per_client_s": None, "lateness": "window not measured (the load run ended early)"}
         (t1, cpu1, late1, steal1), (t2, cpu2, late2, steal2) = self.readings
@@ -537,17 +614,28 @@ class WindowProbe:
             if "late_over_1ms_held" in s1 and "late_over_1ms_held" in s2:
                 out["lateness"]["held"] = s2["late_over_1ms_held"] - s1["late_over_1ms_held"]
                 out["lateness"]["woken"] = s2.get("late_over_1ms_woken", 0) - s1.get("late_over_1ms_woken", 0)
+                gathered = [(slot, late_us, held_us) for (slot, late_us), held_us in self.late_syncs.items()]
                 if isinstance(self.gaps, list):
-                    gathered = [(slot, late_us, held_us) for (slot, late_us), held_us in self.late_syncs.items()]
-                    out["lateness"]["traced"] = classify_late(gathered, self.gaps, t1, t2, self.span)
+                    out["lateness"]["traced"] = classify_late(gathered, self.gaps, t1, t2, self.span,
+                                                              canary if isinstance(canary, tuple) else None,
+                                                              self.contention)
+                elif isinstance(canary, tuple):
+                    out["lateness"]["traced"] = classify_late(gathered, [], t1, t2, None, canary)
                 else:
                     out["lateness"]["traced"] = self.gaps
+                if canary is not None:
+                    out["lateness"]["canary"] = (canary if isinstance(canary, str) else
+                                                 {"wakes": len(canary[0]), "work_median_us": canary[1] / 1e3})
                 out["lateness"]["held_max_us"] = s2["held_max_us"]
                 out["lateness"]["realtime"] = bool(s2.get("realtime"))
+            if "late_syncs_lost" in s1 and "late_syncs_lost" in s2:  # more in one publish than the sender keeps
+                out["lateness"]["late_syncs_lost"] = s2["late_syncs_lost"] - s1["late_syncs_lost"]
             if "long_rounds" in s1 and "long_rounds" in s2:
                 out["lateness"]["long_rounds"] = s2["long_rounds"] - s1["long_rounds"]
                 out["lateness"]["long_round_cpu_max_us"] = s2["long_round_cpu_max_us"]
                 out["lateness"]["long_round_packets"] = s2["long_round_packets"]
+                out["lateness"]["long_round_lock_us"] = s2.get("long_round_lock_us", 0.0)
+                out["lateness"]["lock_wait_max_us"] = s2.get("lock_wait_max_us", 0.0)
             if "late_pre_max_us" in s2:
                 out["lateness"]["late_pre_max_us"] = s2["late_pre_max_us"]
                 out["lateness"]["late_send_max_us"] = s2["late_send_max_us"]
@@ -572,7 +660,7 @@ def one_run(gm: Grandmaster, exe: Path, ns: Namespaces, n: int, args) -> dict:
         log(f"{gm.name}: {n} clients, ramp {n / args.ramp:.1f} s + warm-up {args.warmup:g} s + window "
             f"{args.duration:g} s")
         before = ns.udp_counters()
-        probe = WindowProbe(gm, n, args)
+        probe = WindowProbe(gm, n, args, args.canary_exe)
         probe.arm()
         probe.start()
         try:
@@ -643,7 +731,8 @@ def ladder(gm: Grandmaster, exe: Path, ns: Namespaces, counts: list[int], args, 
             log(f"{gm.name}: {n} clients: granted {r['granted']}, denied {r['denied']}, no reply {r['no_reply']}, "
                 f"missed Syncs {r['syncs_missed']} ({r['clients_missed']} clients), delay_resp "
                 f"{r['delay_resp_ratio']:.4f}, load-side rx drops {r['rx_queue_drops']}, grandmaster UDP "
-                f"receive-buffer errors {r['gm_udp'].get('RcvbufErrors', 0)}, grandmaster log trouble "
+                f"receive-buffer errors {r['gm_udp'].get('RcvbufErrors', 0)}, link drops "
+                f"{ {k[5:]: v for k, v in r['gm_udp'].items() if k.startswith('link_') and v} or 0}, grandmaster log trouble "
                 f"{r['gm_trouble_lines']}; Sync lateness {lateness_text(r.get('lateness'))}, CPU "
                 f"{cpu_text(r.get('cpu_us_per_client_s'))} us per client-second")
             if not r["served"]:
@@ -735,14 +824,26 @@ def lateness_text(late: dict | str | None) -> str:
     if late.get("long_rounds"):
         text += (f"; {late['long_rounds']} rounds of the sender's loop took over 1 ms of its CPU time (the longest "
                  f"since start {late['long_round_cpu_max_us']:.0f} us, sending {late['long_round_packets']} "
-                 f"datagrams)")
+                 f"datagrams, {late.get('long_round_lock_us', 0):.0f} us of it waiting for the port's hold of the "
+                 f"lock; the longest such wait since start {late.get('lock_wait_max_us', 0):.0f} us)")
     traced = late.get("traced")
     if isinstance(traced, dict):
-        text += (f"; traced: {traced['listed']} of the late Syncs listed by the status, {traced['host']} of them "
-                 f"the host's (held off the CPU or the vCPU not running: a timer interrupt late on a silent CPU); "
-                 f"{traced['silent_gaps_over_1ms']} silent gaps over 1 ms on the grandmaster's CPU"
-                 + (f"; {traced['untraced']} of them outside what the trace buffer kept (held time only)"
-                    if traced.get("untraced") else ""))
+        text += (f"; judged one by one: {traced['listed']} of the late Syncs listed by the status, {traced['host']} "
+                 f"of them the host's (held off the CPU, the vCPU not running: a timer interrupt late on a silent "
+                 f"CPU, or the vCPU running slow: the canary's work slowed as much), {traced.get('slow', 0)} of "
+                 f"these by the canary's slowdown alone; of the rest, {traced.get('contended', 0)} the sender's "
+                 f"waits for contended kernel locks would account for (longest wait in the window "
+                 f"{traced.get('contention_max_us', 0):.0f} us); {traced['silent_gaps_over_1ms']} silent gaps over "
+                 f"1 ms on the grandmaster's CPU"
+                 + (f"; {traced['untraced']} of them outside what the trace buffer kept (no gaps)"
+                    if traced.get("untraced") else "")
+                 + (f"; {late['late_syncs_lost']} not listed (over the sender's 4,096 a publish), judged the "
+                    f"grandmaster's" if late.get("late_syncs_lost") else ""))
+    canary = late.get("canary")
+    if isinstance(canary, dict):
+        text += f"; canary: {canary['wakes']} wake-ups, work median {canary['work_median_us']:.1f} us"
+    elif canary:
+        text += f"; {canary}"
     elif traced:
         text += f"; {traced}"
     if "sender_wakes_over_1ms" in late:
@@ -798,6 +899,9 @@ def main() -> int:
     ap.add_argument("--ftrace", action="store_true",
                     help="trace the grandmaster CPU's scheduling and interrupts over each window (root, tracefs) "
                          "to tell which late Syncs the host's stalls account for")
+    ap.add_argument("--canary", action="store_true",
+                    help="run bench/canary.c on the grandmaster's CPU above the Sync sender: a late Sync is also the "
+                         "host's when the vCPU's own slowdown there, measured by the canary, accounts for it")
     ap.add_argument("--json", type=Path, help="write the results here")
     ap.add_argument("--keep-logs", type=Path, help="copy each grandmaster's log into this directory")
     args = ap.parse_args()
@@ -827,6 +931,7 @@ def main() -> int:
         workdir = Path(tmp)
         os.chmod(workdir, 0o700)
         exe = build_load(workdir)
+        args.canary_exe = build_load(workdir, "canary") if args.canary else None
         ns = Namespaces(workdir)
         try:
             ns.setup()

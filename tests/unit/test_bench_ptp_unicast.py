@@ -3,7 +3,7 @@ SCHED_FIFO sender was held off its CPU for the excess (the host's), and every ot
 
 from __future__ import annotations
 
-from bench.ptp_unicast import classify_late, own_late, target_failures
+from bench.ptp_unicast import canary_slowdown, classify_late, own_late, target_failures
 
 
 def _run(**late) -> dict:
@@ -46,7 +46,8 @@ def test_with_a_trace_each_listed_late_sync_is_classified() -> None:
     gaps = [(10.0002, 10.0032)]
     syncs = [(10_000_000_000, 3500.0, 0.0), (20_000_000_000, 1800.0, 100.0), (40_000_000_000, 9000.0, 0.0)]
     traced = classify_late(syncs, gaps, 5.0, 30.0)
-    assert traced == {"listed": 2, "host": 1, "untraced": 0, "silent_gaps_over_1ms": 1}
+    assert traced == {"listed": 2, "host": 1, "untraced": 0, "slow": 0, "contended": 0, "contention_max_us": 0.0,
+                      "silent_gaps_over_1ms": 1}
     # the buffer kept only what came after 15 s: the first one is judged on its held time alone
     assert classify_late(syncs, gaps, 5.0, 30.0, (15.0, 30.0))["host"] == 0
     late = {"late_over_1ms": 3, "held": 0, "realtime": True, "traced": traced}
@@ -55,3 +56,34 @@ def test_with_a_trace_each_listed_late_sync_is_classified() -> None:
 
 def test_held_time_alone_can_make_a_late_sync_the_hosts() -> None:
     assert classify_late([(10_000_000_000, 2500.0, 1600.0)], [], 5.0, 30.0)["host"] == 1
+
+
+def test_the_canary_slowdown_sets_apart_only_what_it_accounts_for() -> None:
+    """The canary's work (median 10 us) ran 4x slower over the first Sync's stretch: 4 ms late at 4x would have
+    been 1 ms at the usual speed (the host's); the second, 5 ms late at 2x, would still have been 2.5 ms."""
+    samples = [(t / 1000, 10_000) for t in range(0, 30_000)]  # every ms, monotonic s
+    samples = [(t, 40_000 if 10.0 <= t <= 10.004 else 20_000 if 20.0 <= t <= 20.005 else w) for t, w in samples]
+    canary = (samples, 10_000.0)
+    assert canary_slowdown(canary, 10.0, 10.004) == 4.0 and canary_slowdown(canary, 25.0, 25.001) == 1.0
+    syncs = [(10_000_000_000, 4000.0, 0.0), (20_000_000_000, 5000.0, 0.0)]
+    traced = classify_late(syncs, [], 5.0, 30.0, None, canary)
+    assert (traced["host"], traced["slow"]) == (1, 1)
+    assert classify_late(syncs, [], 5.0, 30.0)["host"] == 0
+
+
+def test_lock_contention_is_printed_not_set_apart() -> None:
+    traced = classify_late([(10_000_000_000, 2500.0, 0.0)], [], 5.0, 30.0, None, None, [(10.0001, 10.0021)])
+    assert (traced["host"], traced["contended"]) == (0, 1) and round(traced["contention_max_us"]) == 2000
+
+
+def test_contention_spans_pair_the_threads_begin_and_end_on_its_cpu() -> None:
+    from bench.kernel_trace import contention_spans
+
+    text = "\n".join([
+        "        ptp-sync-77 [000] d..1. 10.000100: contention_begin: 0xffff8881 (flags=SPIN)",
+        "        ptp-sync-77 [000] d..1. 10.002100: contention_end: 0xffff8881 (ret=0)",
+        "       other-12 [000] d..1. 10.003000: contention_begin: 0xffff8882 (flags=SPIN)",
+        "       other-12 [000] d..1. 10.004000: contention_end: 0xffff8882 (ret=0)",
+        "        ptp-sync-77 [001] d..1. 10.005000: contention_begin: 0xffff8881 (flags=SPIN)",
+        "        ptp-sync-77 [001] d..1. 10.006000: contention_end: 0xffff8881 (ret=0)"])
+    assert contention_spans(text, 0, "ptp-sync") == [(10.0001, 10.0021)]

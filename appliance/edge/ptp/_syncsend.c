@@ -71,7 +71,7 @@ enum { KIND_SYNC = 0, KIND_ANNOUNCE = 1 };
 #define LATE_NS 1000000LL
 #define TX_WAIT_NS 1000000LL  /* poll for awaited timestamps at least this often */
 #define TS_LOST_NS 1000000000LL  /* a timestamp not read within this is counted lost */
-#define LATE_RECS 256  /* the latest Syncs over 1 ms late, for take() */
+#define LATE_RECS 4096  /* the latest Syncs over 1 ms late, for take(): a 400 ms stall's at 10,000 Syncs/s */
 #define HELD_MARKS 256
 #define DRESP_LEN 54  /* a Delay_Resp: header, receiveTimestamp, requestingPortIdentity */
 #define HANDOFF_RING 4096  /* datagrams on their way back to Python */
@@ -151,6 +151,8 @@ typedef struct {
     int64_t late_pre_max_ns, late_send_max_ns;
     /* the thread's own (no lock): held time over finished running stretches, the current stretch's start */
     int64_t held_total_ns, stretch_mono_ns, stretch_cpu_ns;
+    int64_t lock_wait_total_ns;  /* the thread's own: time it waited for the Python side's hold of the lock */
+    int64_t lock_wait_max_ns, long_round_lock_ns;  /* under the lock: the longest wait; the longest round's waits */
     held_mark marks[HELD_MARKS];
     uint32_t n_marks;
     /* Delay_Req answers (set_delay) */
@@ -237,7 +239,10 @@ static void lock_mu(SyncSender *s) {
     if (pthread_mutex_trylock(&s->mu) == 0) return;
     int64_t t0 = clock_ns(CLOCK_MONOTONIC);
     pthread_mutex_lock(&s->mu);
-    s->held_total_ns -= clock_ns(CLOCK_MONOTONIC) - t0;
+    int64_t waited = clock_ns(CLOCK_MONOTONIC) - t0;
+    s->held_total_ns -= waited;
+    s->lock_wait_total_ns += waited;
+    if (waited > s->lock_wait_max_ns) s->lock_wait_max_ns = waited;
 }
 
 /* ------------------------------------------------------------------------------------------------ the heap */
@@ -699,7 +704,7 @@ static void *run(void *arg) {
     s->stretch_mono_ns = clock_ns(CLOCK_MONOTONIC);
     s->stretch_cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     while (__atomic_load_n(&s->running, __ATOMIC_ACQUIRE)) {
-        int64_t mark = clock_ns(CLOCK_MONOTONIC), mark_held = held_now(s, mark);
+        int64_t mark = clock_ns(CLOCK_MONOTONIC), mark_held = held_now(s, mark), mark_lock = s->lock_wait_total_ns;
         s->marks[s->n_marks++ % HELD_MARKS] = (held_mark){mark, mark_held};
         /* Due Syncs first, every time round; the rest in small bites, so that a Sync never waits behind much. */
         int sent = 0, k, f, a;
@@ -715,6 +720,7 @@ static void *run(void *arg) {
             if (round_cpu > s->long_round_cpu_max_ns) {
                 s->long_round_cpu_max_ns = round_cpu;
                 s->long_round_packets = sent;
+                s->long_round_lock_ns = s->lock_wait_total_ns - mark_lock;
             }
             pthread_mutex_unlock(&s->mu);
         }
@@ -1119,6 +1125,8 @@ static PyObject *ss_take(SyncSender *s, PyObject *noargs) {
     unsigned long long long_rounds = s->long_rounds;
     long long long_cpu = s->long_round_cpu_max_ns;
     int long_pkts = s->long_round_packets;
+    long long long_lock = s->long_round_lock_ns, lock_max = s->lock_wait_max_ns;
+    s->long_round_lock_ns = s->lock_wait_max_ns = 0;
     s->long_rounds = 0;
     s->long_round_cpu_max_ns = 0;
     s->long_round_packets = 0;
@@ -1142,7 +1150,9 @@ static PyObject *ss_take(SyncSender *s, PyObject *noargs) {
         d->requests = 0;
     }
     uint32_t n_recs = s->n_late_recs < LATE_RECS ? s->n_late_recs : LATE_RECS;
-    late_rec recs[LATE_RECS];
+    unsigned long long recs_lost = s->n_late_recs - n_recs;
+    late_rec *recs = n_recs ? malloc(n_recs * sizeof *recs) : NULL;
+    if (recs == NULL) recs_lost += n_recs, n_recs = 0;
     for (uint32_t k = 0; k < n_recs; k++) recs[k] = s->late_recs[(s->n_late_recs - n_recs + k) % LATE_RECS];
     s->n_late_recs = 0;
     pthread_mutex_unlock(&s->mu);
@@ -1156,6 +1166,7 @@ static PyObject *ss_take(SyncSender *s, PyObject *noargs) {
     free(heard);
     PyObject *late = seen == NULL ? NULL : PyList_New(0);
     if (late == NULL) {
+        free(recs);
         Py_XDECREF(seen);
         Py_DECREF(bins);
         return NULL;
@@ -1164,6 +1175,7 @@ static PyObject *ss_take(SyncSender *s, PyObject *noargs) {
         PyObject *rec = Py_BuildValue("(LLL)", (long long)recs[k].slot_mono_ns, (long long)recs[k].late_ns,
                                       (long long)recs[k].held_ns);
         if (rec == NULL || PyList_Append(late, rec) < 0) {
+            free(recs);
             Py_XDECREF(rec);
             Py_DECREF(late);
             Py_DECREF(seen);
@@ -1172,6 +1184,7 @@ static PyObject *ss_take(SyncSender *s, PyObject *noargs) {
         }
         Py_DECREF(rec);
     }
+    free(recs);
     for (int i = 0; i < N_BINS; i++) {
         if (!copy[i]) continue;
         PyObject *pair = Py_BuildValue("(iK)", i, (unsigned long long)copy[i]);
@@ -1185,7 +1198,7 @@ static PyObject *ss_take(SyncSender *s, PyObject *noargs) {
         Py_DECREF(pair);
     }
     return Py_BuildValue("{s:K,s:K,s:K,s:K,s:N,s:K,s:L,s:i,s:N,s:K,s:K,s:L,s:K,s:L,s:L,s:L,s:K,"
-                         "s:K,s:K,s:K,s:K,s:K,s:K,s:L,s:N,s:K,s:i,s:k,s:O}",
+                         "s:K,s:K,s:K,s:K,s:K,s:K,s:L,s:N,s:K,s:i,s:k,s:O,s:K,s:L,s:L}",
                          "delay_answered", answered, "delay_rate_limited", limited, "handed_off", handed,
                          "handoff_dropped", ho_dropped, "delay_seen", seen,
                          "long_rounds", long_rounds, "long_round_cpu_max_ns", long_cpu, "long_round_packets", long_pkts,
@@ -1196,7 +1209,8 @@ static PyObject *ss_take(SyncSender *s, PyObject *noargs) {
                          "syncs", syncs, "follow_ups", fups,
                          "send_errors", errors, "timestamps_lost", lost, "batches", batches, "late_count", count,
                          "late_max_ns", max_ns, "late_bins", bins, "late_over_1ms", over, "streams", (int)streams,
-                         "awaited", awaited, "realtime", s->realtime ? Py_True : Py_False);
+                         "awaited", awaited, "realtime", s->realtime ? Py_True : Py_False, "late_syncs_lost", recs_lost,
+                         "long_round_lock_ns", long_lock, "lock_wait_max_ns", lock_max);
 }
 
 static PyObject *ss_close(SyncSender *s, PyObject *noargs) {

@@ -79,10 +79,16 @@ class NativeSync:
         self.late_over_1ms_woken = 0  # the others: a timed wake-up for them came over 1 ms late
         # Rounds of the sender's loop that took over 1 ms of its CPU time; the longest, and what it sent.
         self.long_rounds = self.long_round_cpu_max_ns = self.long_round_packets = 0
+        # The sender's waits for the port's hold of their shared lock: the longest, and the longest round's share.
+        self.lock_wait_max_ns = self.long_round_lock_ns = 0
         self.delay_answered = self.handed_off = 0  # Delay_Reqs answered here, and handed back to the port
         # The latest Syncs over 1 ms late: (slot on CLOCK_MONOTONIC in ns, lateness us, held us), to line up with
         # a kernel trace of that CPU.
         self.late_syncs: deque[tuple[int, float, float]] = deque(maxlen=LATE_SYNCS_KEPT)
+        # Those the last publish took (all of them, up to the sender's 4,096 a publish), and those it could not
+        # keep: a reader polling faster than the publishes sees every late Sync or is told how many it missed.
+        self.late_syncs_new: list[tuple[int, float, float]] = []
+        self.late_syncs_lost = 0
         self.held_max_ns = 0
         # Of the Syncs over 1 ms late: the most time from the slot to the start of their send, and from then to
         # their transmit timestamp (in the kernel's send path), since start: where lateness comes from.
@@ -242,7 +248,11 @@ class NativeSync:
         if taken["long_round_cpu_max_ns"] > self.long_round_cpu_max_ns:
             self.long_round_cpu_max_ns, self.long_round_packets = (taken["long_round_cpu_max_ns"],
                                                                    taken["long_round_packets"])
-        self.late_syncs.extend((slot, late / 1000, held / 1000) for slot, late, held in taken["late_syncs"])
+            self.long_round_lock_ns = taken["long_round_lock_ns"]
+        self.lock_wait_max_ns = max(self.lock_wait_max_ns, taken["lock_wait_max_ns"])
+        self.late_syncs_new = [(slot, late / 1000, held / 1000) for slot, late, held in taken["late_syncs"]]
+        self.late_syncs.extend(self.late_syncs_new)
+        self.late_syncs_lost += taken["late_syncs_lost"]
         self.held_max_ns = max(self.held_max_ns, taken["held_max_ns"])
         self.late_pre_max_ns = max(self.late_pre_max_ns, taken["late_pre_max_ns"])
         self.late_send_max_ns = max(self.late_send_max_ns, taken["late_send_max_ns"])
@@ -261,8 +271,10 @@ class NativeSync:
                 "held_max_us": self.held_max_ns / 1000,
                 "late_pre_max_us": self.late_pre_max_ns / 1000, "late_send_max_us": self.late_send_max_ns / 1000,
                 "long_rounds": self.long_rounds, "long_round_cpu_max_us": self.long_round_cpu_max_ns / 1000,
-                "long_round_packets": self.long_round_packets,
-                "late_syncs_recent": [list(x) for x in self.late_syncs]}
+                "long_round_packets": self.long_round_packets, "long_round_lock_us": self.long_round_lock_ns / 1000,
+                "lock_wait_max_us": self.lock_wait_max_ns / 1000,
+                "late_syncs_recent": [list(x) for x in self.late_syncs],
+                "late_syncs_new": [list(x) for x in self.late_syncs_new], "late_syncs_lost": self.late_syncs_lost}
 
     def close(self) -> None:
         self.sender.close()
