@@ -350,6 +350,20 @@ class NtpSettings:
     rate_limit_burst: int = S("int", 32, "Requests a client may send at once before the rate applies",
       minimum=1, maximum=1_000_000)
     keys_file: str = S("path", "", "Symmetric keys (MD5, SHA1, AES128 CMAC) for authenticated clients")
+    nts_enabled: bool = S("bool", False, "Serve NTS (RFC 8915): an NTS-KE server over TLS 1.3 and NTS-authenticated "
+      "NTP on ntp.port")
+    nts_port: int = S("int", 4460, "TCP port of the NTS-KE server", minimum=1, maximum=65535)
+    nts_certificate: str = S("path", "", "PEM certificate chain of the NTS-KE server; empty: a self-signed one made "
+      "in the state directory (nts/cert.pem) for ntp.nts_server_names")
+    nts_private_key: str = S("path", "", "PEM private key of ntp.nts_certificate; empty: with the self-signed one")
+    nts_server_names: str = S("str", "localhost,127.0.0.1,::1", "Comma-separated DNS names and addresses a "
+      "self-signed NTS certificate is made for")
+    nts_key_rotation_s: int = S("int", 86_400, "Seconds between new cookie master keys (4 are kept: a cookie stays "
+      "good for at least 3 rotations)", minimum=60, maximum=31_536_000)
+    nts_rate_limit_per_s: float = S("float", 2.0, "NTS-KE connections per second one client may open (0: no limit)",
+      minimum=0.0, maximum=100_000.0)
+    nts_max_connections: int = S("int", 64, "NTS-KE connections served at once; more are closed at once",
+      minimum=1, maximum=10_000)
 
 
 @dataclass(frozen=True)

@@ -276,7 +276,17 @@ def ntp_output(config: Config, clock_map: Callable[[], ClockMap], alarm: Callabl
     n = config.ntp
     server = ServerConfig(allow=n.allow, deny=n.deny, deny_action=n.deny_action, rate_per_s=n.rate_limit_per_s,
                           burst=n.rate_limit_burst)
-    settings = NtpSettings(n.listen, n.port, n.workers, n.fast_path, server, n.keys_file)
+    nts_config, names = None, tuple(x.strip() for x in n.nts_server_names.split(",") if x.strip())
+    if n.nts_enabled:
+        from appliance.edge.ntp.ntske import KeConfig
+
+        own = config.state_path() / "nts"
+        nts_config = KeConfig(n.listen, n.nts_port, n.nts_certificate or str(own / "cert.pem"),
+                              n.nts_private_key or str(own / "key.pem"), str(own / "cookie_keys.json"),
+                              n.nts_key_rotation_s, n.port, n.nts_rate_limit_per_s, 8, n.nts_max_connections)
+        if n.nts_certificate or n.nts_private_key:
+            names = ()  # the operator's certificate: never replaced by a self-signed one
+    settings = NtpSettings(n.listen, n.port, n.workers, n.fast_path, server, n.keys_file, nts_config, names)
     return NtpOutput(NtpService(settings), clock_map, alarm, now_tai_ns)
 
 

@@ -82,7 +82,7 @@ class Source:
 class Chronyd:
     """``chronyd -x`` as an NTP client of the appliance, driven through chronyc on a Unix socket in its directory."""
 
-    def __init__(self, server_line: str, keys: str = "", acquire_from: str = "") -> None:
+    def __init__(self, server_line: str, keys: str = "", acquire_from: str = "", extra: list[str] | None = None) -> None:
         for binary in ("chronyd", "chronyc", "setpriv"):
             require(binary)
         self.dir = Path(tempfile.mkdtemp(prefix="chrony-"))  # mode 0700: chronyd refuses anything looser
@@ -90,6 +90,7 @@ class Chronyd:
         self.sock = self.dir / "chronyd.sock"
         lines = [server_line, "cmdport 0", f"bindcmdaddress {self.sock}", f"pidfile {self.dir}/chronyd.pid",
                  f"driftfile {self.dir}/drift", f"logdir {self.dir}"]
+        lines += extra or []
         if acquire_from:
             lines.append(f"bindacqaddress {acquire_from}")  # its own client address: its own rate-limit bucket
         if keys:

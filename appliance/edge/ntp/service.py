@@ -20,6 +20,7 @@ from appliance.protocol.clockmap import ClockMap
 from appliance.outputs.ntp.server import ServerConfig
 from appliance.edge.ntp.shm import COUNTER_NAMES, ClockSegment
 from appliance.edge.ntp.worker import config_dict, probe_port, worker_main
+from appliance.edge.ntp import ntske
 
 log = logging.getLogger("appliance.ntp")
 
@@ -32,6 +33,8 @@ class NtpSettings:
     fast_path: str
     server: ServerConfig
     keys_file: str = ""
+    nts: ntske.KeConfig | None = None  # NTS-KE and NTS on the NTP path; None: off
+    nts_names: tuple[str, ...] = ("localhost",)  # in a self-signed certificate
 
 
 @dataclass
@@ -48,6 +51,8 @@ class NtpService:
     error: str = ""
     slots: list[_Slot] = field(default_factory=list)
     segment: ClockSegment | None = None
+    ke: _Slot | None = None  # the NTS-KE process
+    ke_counters: Any = None
 
     def start(self, first_map: ClockMap) -> bool:
         """Probe, check the keys file, create the segment and start the workers; False (and ``error``) if not."""
@@ -56,6 +61,8 @@ class NtpService:
             if s.keys_file:
                 auth.load_keys_file(s.keys_file)  # a broken keys file is a start-up error, not a worker crash
             probe_port(s.listen, s.port)
+            if s.nts is not None:
+                self._prepare_nts(s.nts)
         except (OSError, ValueError) as exc:
             self.error = _explain(exc, s)
             log.error("NTP not served: %s", self.error)
@@ -66,7 +73,33 @@ class NtpService:
         self.slots = [_Slot() for _ in range(count)]
         for index in range(count):
             self._spawn(index)
+        if s.nts is not None:
+            self.ke_counters = multiprocessing.get_context("spawn").Array("q", len(ntske.COUNTERS))
+            self.ke = _Slot()
+            self._spawn_ke()
         return True
+
+    def _prepare_nts(self, ke: ntske.KeConfig) -> None:
+        """Before any process starts: the certificate (made when it is the appliance's own and missing), the first
+        cookie key (so workers start with it), and the KE port free."""
+        from pathlib import Path
+
+        cert, key = Path(ke.certificate), Path(ke.private_key)
+        if not cert.exists() or not key.exists():
+            if cert.exists() != key.exists() or not self.settings.nts_names:
+                raise ValueError(f"NTS: certificate {cert} or private key {key} missing")
+            ntske.ensure_certificate(cert, key, self.settings.nts_names)
+        ntske.tls_context(str(cert), str(key))  # a broken certificate or key is a start-up error
+        ntske.rotate_if_due(Path(ke.keys_path), int(time.time()), ke.rotation_s)
+        ntske.open_listener(ke.listen, ke.port).close()
+
+    def _spawn_ke(self) -> None:
+        assert self.ke is not None and self.settings.nts is not None
+        ctx = multiprocessing.get_context("spawn")
+        proc = ctx.Process(target=ntske.ke_main, name="nts-ke", daemon=True,
+                           args=(self.settings.nts, self.ke_counters))
+        proc.start()
+        self.ke.process = proc
 
     def _spawn(self, index: int) -> None:
         assert self.segment is not None
@@ -74,7 +107,8 @@ class NtpService:
         ctx = multiprocessing.get_context("spawn")
         proc = ctx.Process(target=worker_main, name=f"ntp-worker-{index}", daemon=True,
                            args=(index, self.segment.name, s.listen, s.port, config_dict(s.server), s.keys_file,
-                                 _use_fast_path(s.fast_path), len(self.slots)))
+                                 _use_fast_path(s.fast_path), len(self.slots),
+                                 s.nts.keys_path if s.nts is not None else ""))
         proc.start()
         self.slots[index].process = proc
 
@@ -85,18 +119,25 @@ class NtpService:
 
     def _watch(self) -> None:
         now = time.monotonic()
+        if self.ke is not None:
+            self._restart(self.ke, "NTS-KE server", now, self._spawn_ke)
         for index, slot in enumerate(self.slots):
-            proc = slot.process
-            if proc is None or proc.is_alive():
-                continue
-            if not slot.last_exit:
-                slot.last_exit = f"exit status {proc.exitcode}"
-                slot.next_start = now + min(60.0, 2.0 ** slot.restarts)
-                log.error("NTP worker %d stopped (%s); restarting", index, slot.last_exit)
-            if now >= slot.next_start:
-                slot.restarts += 1
-                slot.last_exit = ""
-                self._spawn(index)
+            self._restart(slot, f"NTP worker {index}", now, lambda i=index: self._spawn(i))
+
+    @staticmethod
+    def _restart(slot: _Slot, what: str, now: float, spawn: Any) -> None:
+        """A process that stopped is started again, with back-off, and said so."""
+        proc = slot.process
+        if proc is None or proc.is_alive():
+            return
+        if not slot.last_exit:
+            slot.last_exit = f"exit status {proc.exitcode}"
+            slot.next_start = now + min(60.0, 2.0 ** slot.restarts)
+            log.error("%s stopped (%s); restarting", what, slot.last_exit)
+        if now >= slot.next_start:
+            slot.restarts += 1
+            slot.last_exit = ""
+            spawn()
 
     def status(self) -> dict[str, Any]:
         s = self.settings
@@ -115,13 +156,30 @@ class NtpService:
                                    "restarts": slot.restarts, "fast_path": bool(row["fast_path"]),
                                    "requests": row["requests"], "replies": row["replies"], "counters": counters})
         out["totals"] = totals
+        if self.settings.nts is not None:
+            out["nts"] = self.nts_status()
         return out
 
+    def nts_status(self) -> dict[str, Any]:
+        ke = self.settings.nts
+        assert ke is not None
+        c = dict(zip(ntske.COUNTERS, self.ke_counters[:])) if self.ke_counters is not None else {}
+        created = c.get("key_created_s", 0)
+        return {"ke_listen": ke.listen, "ke_port": ke.port, "certificate": ke.certificate,
+                "alive": bool(self.ke and self.ke.process and self.ke.process.is_alive()),
+                "restarts": self.ke.restarts if self.ke else 0,
+                "sessions": c.get("sessions", 0), "tls_failures": c.get("tls_failures", 0),
+                "ke_errors": c.get("ke_errors", 0), "rate_limited": c.get("rate_limited", 0),
+                "busy": c.get("busy", 0), "active": c.get("active", 0),
+                "cookie_key_id": f"{c.get('key_id', 0):08x}",
+                "cookie_key_age_s": max(0, int(time.time()) - created) if created else None,
+                "key_rotation_s": ke.rotation_s}
+
     def stop(self) -> None:
-        for slot in self.slots:
+        for slot in self.slots + ([self.ke] if self.ke is not None else []):
             if slot.process is not None and slot.process.is_alive():
                 slot.process.terminate()
-        for slot in self.slots:
+        for slot in self.slots + ([self.ke] if self.ke is not None else []):
             if slot.process is not None:
                 slot.process.join(timeout=5)
                 if slot.process.is_alive():

@@ -25,7 +25,7 @@ COUNTER_NAMES = (
     "requests", "replies", "interleaved", "authenticated", "kod_rate", "kod_deny", "kod_rstr", "crypto_nak",
     "drop_short", "drop_oversize", "drop_malformed", "drop_bad_version", "drop_control_query", "drop_mode",
     "drop_denied", "drop_rate_limited", "rx_without_kernel_timestamp", "tx_kernel_timestamps", "heartbeat_ns",
-    "pid", "fast_path", "slow_path",
+    "pid", "fast_path", "slow_path", "nts", "nts_nak", "drop_nts_malformed", "drop_nts_replay",
 )
 ROW_SLOTS = 32
 ROW_SIZE = 8 * ROW_SLOTS

@@ -120,8 +120,10 @@ def _client_bytes(host: str) -> bytes:
 class Worker:
     """The Python receive/answer loop (also the slow path under the C fast path)."""
 
-    def __init__(self, sock: socket.socket, server: NtpServer, reader: ClockReader | None):
+    def __init__(self, sock: socket.socket, server: NtpServer, reader: ClockReader | None,
+                 cookie_keys: Any = None):
         self.sock, self.server, self.reader = sock, server, reader
+        self.cookie_keys = cookie_keys  # ntske.JarFile: NTS cookie keys, reloaded when the NTS-KE process rotates
         self.extra = {"rx_without_kernel_timestamp": 0, "tx_kernel_timestamps": 0, "slow_path": 0}
         self._next_id = 0
         self._pending: dict[int, int] = {}  # OPT_ID of a sent reply -> its receive timestamp (interleaved key)
@@ -138,6 +140,8 @@ class Worker:
             self.extra["rx_without_kernel_timestamp"] += 1
             rx_ns = time.time_ns()
         clock = self.clock(rx_ns)
+        if self.cookie_keys is not None:
+            self.server.cookies = self.cookie_keys.refresh(time.monotonic())
         result = self.server.handle(data, _client_bytes(addr[0]), addr[1], rx_ns, clock, admitted)
         if isinstance(result, Drop):
             return
@@ -201,7 +205,8 @@ class Worker:
         c = self.server.counters
         values = {"requests": c.requests, "replies": c.replies, "interleaved": c.interleaved,
                   "authenticated": c.authenticated, "kod_rate": c.kod["RATE"], "kod_deny": c.kod["DENY"],
-                  "kod_rstr": c.kod["RSTR"], "crypto_nak": c.kod["CRYPTO-NAK"], "heartbeat_ns": time.time_ns(),
+                  "kod_rstr": c.kod["RSTR"], "crypto_nak": c.kod["CRYPTO-NAK"], "nts": c.nts,
+                  "nts_nak": c.kod["NTSN"], "heartbeat_ns": time.time_ns(),
                   "pid": os.getpid(), **self.extra}
         for reason, count in c.drops.items():
             name = "drop_mode" if reason.startswith("mode-") else "drop_" + reason.replace("-", "_")
@@ -234,7 +239,7 @@ def _opt_id(ancdata: list[tuple[int, int, bytes]]) -> int | None:
 
 
 def worker_main(index: int, shm_name: str, listen: str, port: int, config: dict[str, Any], keys_path: str,
-                fast_path: bool, workers: int = 1) -> None:
+                fast_path: bool, workers: int = 1, nts_keys_path: str = "") -> None:
     """Entry point of a worker process (spawned by the appliance); ``workers``: how many share the port."""
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s %(levelname)s ntp-worker-{index}: %(message)s")
     die_with_parent()
@@ -242,10 +247,17 @@ def worker_main(index: int, shm_name: str, listen: str, port: int, config: dict[
     signal.signal(signal.SIGTERM, lambda *_: stopping.update(now=True))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the appliance decides when workers stop
     keys = auth.load_keys_file(keys_path) if keys_path else None
-    server = NtpServer(ServerConfig(**config), keys)
+    cookie_keys = None
+    if nts_keys_path:
+        from pathlib import Path
+
+        from appliance.edge.ntp.ntske import JarFile
+
+        cookie_keys = JarFile(Path(nts_keys_path))
+    server = NtpServer(ServerConfig(**config), keys, cookie_keys.jar if cookie_keys else None)
     reader = ClockReader(shm_name, index)
     sock = open_socket(listen, port, workers=workers)
-    worker = Worker(sock, server, reader)
+    worker = Worker(sock, server, reader, cookie_keys)
     log.info("serving NTP on %s port %d (pid %d, %s)", listen, port, os.getpid(),
              "fast path" if fast_path else "python path")
     try:

@@ -10,7 +10,10 @@ expired), with root dispersion from the clock's advertised error bound.  In orde
 3. rate limited per client with bounded memory: over the rate, one KoD RATE a second, the rest dropped;
 4. authenticated when it carries a MAC: the reply is signed with the same key, a bad MAC or unknown key gets a
    crypto-NAK (RFC 5905 §7.4);
-5. answered in the interleaved mode (RFC 9769, as chrony's xleave) when its origin timestamp is one of our receive
+5. with NTS (RFC 8915) when it carries a Unique Identifier and the server has cookie keys: its cookie opened
+   and its authenticator verified, the reply carries fresh cookies under the same keys; a cookie or authenticator
+   that does not check gets the NTS NAK (KoD NTSN), a malformed or replayed request is dropped;
+6. answered in the interleaved mode (RFC 9769, as chrony's xleave) when its origin timestamp is one of our receive
    timestamps whose response's kernel transmit timestamp we kept: the reply then carries that more accurate
    transmit timestamp, the current receive timestamp, and as origin the request's receive field.
 
@@ -21,10 +24,12 @@ without keeping every receive timestamp (chrony's trick).
 
 from __future__ import annotations
 
+import os
 from collections import Counter, OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from appliance.protocol.ntp import auth
+from appliance.protocol.ntp import auth, nts
 from appliance.protocol import limits
 from appliance.protocol.clockmap import ClockMap
 from appliance.protocol.ntp.packet import (HEADER_LEN, LI_ALARM, MODE_CLIENT, MODE_CONTROL, MODE_PRIVATE,
@@ -44,6 +49,7 @@ class ServerConfig:
     burst: int = 32
     max_clients: int = 65_536
     interleaved_table: int = 65_536  # receive timestamps whose transmit timestamps we keep
+    nts_replay_table: int = 65_536  # NTS Unique Identifiers seen lately: a request seen again is dropped
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +66,7 @@ class Reply:
     kod: str = ""
 
     wants_tx_timestamp: bool = False  # a client in the interleaved mode will want this reply's kernel transmit time
+    nts: nts.NtsRequest | None = None  # an NTS request's: the reply carries its fields (a NAK when kod is NTSN)
 
     @property
     def rx_key(self) -> int:
@@ -73,18 +80,24 @@ class Counters:
     replies: int = 0
     interleaved: int = 0
     authenticated: int = 0
+    nts: int = 0  # NTS-authenticated replies
     kod: Counter[str] = field(default_factory=Counter)
     drops: Counter[str] = field(default_factory=Counter)
+    nts_naks: Counter[str] = field(default_factory=Counter)  # why each NTS NAK was sent
 
     def as_dict(self) -> dict[str, object]:
         return {"requests": self.requests, "replies": self.replies, "interleaved": self.interleaved,
-                "authenticated": self.authenticated, "kod": dict(self.kod), "drops": dict(self.drops)}
+                "authenticated": self.authenticated, "nts": self.nts, "nts_naks": dict(self.nts_naks), "kod": dict(self.kod), "drops": dict(self.drops)}
 
 
 class NtpServer:
-    def __init__(self, config: ServerConfig = ServerConfig(), keys: auth.KeyTable | None = None):
+    def __init__(self, config: ServerConfig = ServerConfig(), keys: auth.KeyTable | None = None,
+                 cookies: nts.CookieJar | None = None, rand: Callable[[int], bytes] = os.urandom):
         self.config = config
         self.keys = keys
+        self.cookies = cookies  # NTS: None answers NTS requests as plain NTP (the client then rejects them)
+        self.rand = rand
+        self._uids: OrderedDict[bytes, None] = OrderedDict()
         self.access = limits.AccessRules(config.allow, config.deny)
         self.limiter = limits.RateLimiter(config.rate_per_s, config.burst, config.max_clients)
         self.counters = Counters()
@@ -108,6 +121,8 @@ class NtpServer:
         decision = admitted if admitted is not None else self.limiter.check(client_ip, rx_host_ns)
         if decision is limits.Limit.DROP:
             return self._drop("rate-limited")
+        if self.cookies is not None and request.version == 4 and nts.is_nts(data):
+            return self._nts(data, request, decision, rx_host_ns, clock)
         verdict = auth.verify(self.keys, data) if len(data) > HEADER_LEN else None
         if verdict is not None and verdict.outcome in (auth.Outcome.BAD_MAC, auth.Outcome.UNKNOWN_KEY,
                                                        auth.Outcome.BAD_LENGTH):
@@ -116,6 +131,30 @@ class NtpServer:
         if decision is limits.Limit.KOD:
             return self._kod(request, "RATE", rx_host_ns, clock, key)
         return self._reply(request, rx_host_ns, clock, key=key)
+
+    def _nts(self, data: bytes, request: NtpHeader, decision: limits.Limit, rx_host_ns: int,
+             clock: ClockMap) -> Reply | Drop:
+        """RFC 8915 §5.7: answered with fresh cookies under the cookie's keys; a cookie that does not open or an
+        authenticator that does not verify gets the NTS NAK; a malformed or replayed request is dropped."""
+        opened = nts.open_request(data, self.cookies)
+        if isinstance(opened, str):
+            return self._drop(opened)
+        if opened.keys is not None:  # only authenticated identifiers are remembered: a forger cannot block one
+            if opened.uid in self._uids:
+                return self._drop("nts-replay")
+            self._uids[opened.uid] = None
+            if len(self._uids) > self.config.nts_replay_table:
+                self._uids.popitem(last=False)
+        if opened.keys is None:
+            self.counters.nts_naks[opened.reason] += 1
+            reply = self._kod(request, nts.NAK_KISS, rx_host_ns, clock)
+        elif decision is limits.Limit.KOD:
+            reply = self._kod(request, "RATE", rx_host_ns, clock)
+        else:
+            reply = self._reply(request, rx_host_ns, clock)
+            self.counters.nts += 1
+        reply.nts = opened
+        return reply
 
     def _shape(self, data: bytes, client_port: int) -> tuple[NtpHeader | None, str]:
         if len(data) < HEADER_LEN:
@@ -191,6 +230,10 @@ class NtpServer:
             header = header.with_(transmit_ts=clock.ntp_ts(tx_host_ns) & ~LOW_BIT)
             reply.header = header
         packet = header.encode()
+        if reply.nts is not None:
+            if reply.nts.keys is None:
+                return packet + nts.nak_fields(reply.nts)
+            return nts.seal_reply(packet, reply.nts, self.cookies, self.rand)
         if reply.crypto_nak:
             return auth.crypto_nak(packet)
         return auth.sign(reply.key, packet) if reply.key is not None else packet

@@ -1,0 +1,331 @@
+"""Network Time Security for NTPv4 (RFC 8915), sans I/O: the NTS-KE records, the server's cookies, and the NTS
+extension fields of NTP requests and replies.
+
+Pure core.  TLS and the AEAD are libraries' (the edge's TLS connection gives the exporter; ``cryptography``'s AESSIV
+is AEAD_AES_SIV_CMAC_256, RFC 5297 with the nonce as the last associated-data component, RFC 5116 §5); what is here
+is the protocol:
+
+* **NTS-KE** (§4): a request is a sequence of records ending in End of Message.  ``ke_respond`` answers with Next
+  Protocol NTPv4, the AEAD AES-SIV-CMAC-256, ``COOKIES_PER_KE`` cookies and End of Message, or with an Error record
+  (unrecognised critical record, bad request) the RFC names.  The keys come from the TLS exporter (§5.1, label
+  ``EXPORTER-network-time-security``, context protocol id || AEAD id || 0 for client-to-server, 1 for
+  server-to-client).
+* **Cookies** (§6): the server's own format, ``key id (4) || nonce (16) || AES-SIV(master key, AEAD id (2) || 0 (2) ||
+  C2S || S2C)``, 104 bytes, sealed under the newest master key and opened under any key still kept, so that a rotation does not
+  invalidate the cookies clients hold.
+* **NTP** (§5.7): a request carries a Unique Identifier, one cookie, optional cookie placeholders, and an
+  NTS Authenticator over everything before it.  ``open_request`` checks all of it; ``seal_reply`` builds the reply's
+  fields: the Unique Identifier echoed, and an Authenticator whose ciphertext holds one fresh cookie per cookie and
+  placeholder the request carried, never more bytes than the request (no amplification).  A request whose cookie
+  cannot be opened or whose authenticator does not verify gets ``nak_fields``: the NTS NAK, a kiss-o'-death NTSN
+  carrying only the Unique Identifier (§5.7).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESSIV
+
+ALPN = b"ntske/1"
+KE_PORT = 4460
+EXPORTER_LABEL = b"EXPORTER-network-time-security"
+PROTOCOL_NTPV4 = 0
+AEAD_AES_SIV_CMAC_256 = 15
+KEY_LEN = 32  # AEAD_AES_SIV_CMAC_256: 256-bit keys
+COOKIES_PER_KE = 8
+MAX_KE_REQUEST = 1024  # a request is a handful of short records; more is not a client's
+MASTER_KEY_LEN = 64  # AES-SIV-CMAC-512 seals the cookies
+COOKIE_NONCE_LEN = 16
+
+# NTS-KE record types (§4.1)
+END_OF_MESSAGE, NEXT_PROTOCOL, ERROR, WARNING, AEAD_ALGORITHM, NEW_COOKIE, SERVER, PORT = 0, 1, 2, 3, 4, 5, 6, 7
+CRITICAL = 0x8000
+# NTS-KE error codes (§4.1.3)
+ERR_UNRECOGNIZED_CRITICAL, ERR_BAD_REQUEST, ERR_INTERNAL = 0, 1, 2
+
+# NTP extension field types (§5.7, IANA)
+EF_UNIQUE_ID, EF_COOKIE, EF_COOKIE_PLACEHOLDER, EF_AUTHENTICATOR = 0x0104, 0x0204, 0x0304, 0x0404
+MIN_UID_LEN = 32
+MAX_PLACEHOLDERS = 7  # a client asks for at most 8 cookies (§5.7)
+NAK_KISS = "NTSN"
+
+
+class KeError(ValueError):
+    """An NTS-KE request the server answers with an Error record (``code``)."""
+
+    def __init__(self, code: int, why: str) -> None:
+        super().__init__(why)
+        self.code = code
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    critical: bool
+    type: int
+    body: bytes
+
+    def encode(self) -> bytes:
+        return struct.pack("!HH", self.type | (CRITICAL if self.critical else 0), len(self.body)) + self.body
+
+
+def parse_records(data: bytes) -> tuple[list[Record], bool]:
+    """The records in ``data`` and whether the last complete one is End of Message.  Raises KeError(bad request)
+    on a record running past the end once End of Message cannot come any more (caller: at end of stream)."""
+    records: list[Record] = []
+    pos = 0
+    while len(data) - pos >= 4:
+        kind, length = struct.unpack_from("!HH", data, pos)
+        if len(data) - pos - 4 < length:
+            break
+        records.append(Record(bool(kind & CRITICAL), kind & ~CRITICAL, data[pos + 4:pos + 4 + length]))
+        pos += 4 + length
+        if records[-1].type == END_OF_MESSAGE:
+            if pos != len(data):
+                raise KeError(ERR_BAD_REQUEST, "data after End of Message")
+            return records, True
+    return records, False
+
+
+def _u16s(body: bytes, what: str) -> list[int]:
+    if len(body) % 2:
+        raise KeError(ERR_BAD_REQUEST, f"{what}: odd length {len(body)}")
+    return [v for (v,) in struct.iter_unpack("!H", body)]
+
+
+@dataclass(frozen=True, slots=True)
+class KeRequest:
+    protocols: tuple[int, ...]
+    aeads: tuple[int, ...]
+
+
+def parse_ke_request(records: list[Record]) -> KeRequest:
+    """A complete request's records (ending in End of Message) checked as §4 asks of a server."""
+    if not records or records[-1].type != END_OF_MESSAGE or not records[-1].critical:
+        raise KeError(ERR_BAD_REQUEST, "no critical End of Message")
+    protocols: list[int] | None = None
+    aeads: list[int] | None = None
+    for rec in records[:-1]:
+        if rec.type == NEXT_PROTOCOL:
+            if protocols is not None or not rec.critical:
+                raise KeError(ERR_BAD_REQUEST, "Next Protocol twice or not critical")
+            protocols = _u16s(rec.body, "Next Protocol")
+        elif rec.type == AEAD_ALGORITHM:
+            if aeads is not None:
+                raise KeError(ERR_BAD_REQUEST, "AEAD Algorithm twice")
+            aeads = _u16s(rec.body, "AEAD Algorithm")
+        elif rec.type in (ERROR, WARNING, NEW_COOKIE):
+            raise KeError(ERR_BAD_REQUEST, f"record type {rec.type} is the server's to send")
+        elif rec.type in (SERVER, PORT, END_OF_MESSAGE):
+            if rec.type == END_OF_MESSAGE:
+                raise KeError(ERR_BAD_REQUEST, "End of Message before the end")
+            continue  # the client's wishes for the NTP server and port: this server answers with its own
+        elif rec.critical:
+            raise KeError(ERR_UNRECOGNIZED_CRITICAL, f"unrecognised critical record type {rec.type}")
+    if protocols is None:
+        raise KeError(ERR_BAD_REQUEST, "no Next Protocol Negotiation record")
+    return KeRequest(tuple(protocols), tuple(aeads or ()))
+
+
+def exporter_contexts(aead: int = AEAD_AES_SIV_CMAC_256) -> tuple[bytes, bytes]:
+    """The TLS exporter contexts of the client-to-server and server-to-client keys (§5.1)."""
+    base = struct.pack("!HH", PROTOCOL_NTPV4, aead)
+    return base + b"\x00", base + b"\x01"
+
+
+def error_response(code: int) -> bytes:
+    return Record(True, ERROR, struct.pack("!H", code)).encode() + Record(True, END_OF_MESSAGE, b"").encode()
+
+
+@dataclass(frozen=True, slots=True)
+class MasterKey:
+    key_id: int  # 32 bits
+    key: bytes  # MASTER_KEY_LEN
+    created_s: int  # when it was made, seconds of the caller's clock (for its age and rotation)
+
+
+class CookieJar:
+    """The server's cookie keys: the newest seals, every one kept opens.  ``rand`` gives the nonces."""
+
+    def __init__(self, keys: list[MasterKey], rand: Callable[[int], bytes]) -> None:
+        if not keys:
+            raise ValueError("a cookie jar needs at least one master key")
+        self.keys = list(keys)
+        self.rand = rand
+        self._aead = {k.key_id: AESSIV(k.key) for k in keys}
+
+    @property
+    def current(self) -> MasterKey:
+        return self.keys[-1]
+
+    def seal(self, c2s: bytes, s2c: bytes, aead: int = AEAD_AES_SIV_CMAC_256) -> bytes:
+        key = self.current
+        nonce = self.rand(COOKIE_NONCE_LEN)
+        head = struct.pack("!I", key.key_id)
+        plain = struct.pack("!HH", aead, 0) + c2s + s2c
+        return head + nonce + self._aead[key.key_id].encrypt(plain, [head, nonce])
+
+    def open(self, cookie: bytes) -> tuple[bytes, bytes] | None:
+        """(C2S, S2C) from a cookie this server sealed under a key it still keeps, else None."""
+        if len(cookie) != cookie_len():
+            return None
+        head, nonce, sealed = cookie[:4], cookie[4:4 + COOKIE_NONCE_LEN], cookie[4 + COOKIE_NONCE_LEN:]
+        aead = self._aead.get(struct.unpack("!I", head)[0])
+        if aead is None:
+            return None
+        try:
+            plain = aead.decrypt(sealed, [head, nonce])
+        except InvalidTag:
+            return None
+        if struct.unpack_from("!H", plain)[0] != AEAD_AES_SIV_CMAC_256:
+            return None
+        return plain[4:4 + KEY_LEN], plain[4 + KEY_LEN:]
+
+
+def cookie_len() -> int:
+    return 4 + COOKIE_NONCE_LEN + 4 + 2 * KEY_LEN + 16  # 104: a multiple of 4, as an extension field's body is
+
+
+def ke_respond(records: list[Record], c2s: bytes, s2c: bytes, jar: CookieJar, server: str = "",
+               port: int = 0) -> bytes:
+    """The response to a complete NTS-KE request; c2s and s2c are the keys the TLS exporter gave for it (the
+    caller exports them only for AES-SIV-CMAC-256, the one AEAD offered).  Raises KeError for an Error response."""
+    request = parse_ke_request(records)
+    if PROTOCOL_NTPV4 not in request.protocols:
+        # §4.1.2: no protocol in common is an empty Next Protocol record, no cookies
+        return (Record(True, NEXT_PROTOCOL, b"").encode() + Record(True, END_OF_MESSAGE, b"").encode())
+    if AEAD_AES_SIV_CMAC_256 not in request.aeads:
+        raise KeError(ERR_BAD_REQUEST, "no AEAD algorithm in common (AES-SIV-CMAC-256 only)")
+    out = [Record(True, NEXT_PROTOCOL, struct.pack("!H", PROTOCOL_NTPV4)),
+           Record(True, AEAD_ALGORITHM, struct.pack("!H", AEAD_AES_SIV_CMAC_256))]
+    if server:
+        out.append(Record(True, SERVER, server.encode("ascii")))
+    if port:
+        out.append(Record(True, PORT, struct.pack("!H", port)))
+    out += [Record(False, NEW_COOKIE, jar.seal(c2s, s2c)) for _ in range(COOKIES_PER_KE)]
+    out.append(Record(True, END_OF_MESSAGE, b""))
+    return b"".join(r.encode() for r in out)
+
+
+# --- NTP extension fields ----------------------------------------------------------------------------------------
+
+def extension_fields(data: bytes, start: int = 48) -> list[tuple[int, int, int]] | None:
+    """(type, offset, length) of each extension field after the header, or None if they do not tile the packet
+    (RFC 7822: at least 16 bytes each, multiples of 4; NTS's own fields may be shorter, §5.3: at least 4)."""
+    out = []
+    pos = start
+    while pos < len(data):
+        if len(data) - pos < 4:
+            return None
+        kind, length = struct.unpack_from("!HH", data, pos)
+        if length < 4 or length % 4 or pos + length > len(data):
+            return None
+        out.append((kind, pos, length))
+        pos += length
+    return out
+
+
+def is_nts(data: bytes) -> bool:
+    """An NTPv4 request that carries a Unique Identifier field: the server answers it as NTS or not at all."""
+    fields = extension_fields(data)
+    return bool(fields) and any(kind == EF_UNIQUE_ID for kind, _, _ in fields)
+
+
+@dataclass(frozen=True, slots=True)
+class NtsRequest:
+    uid: bytes  # the Unique Identifier field's body, echoed
+    cookies_wanted: int  # 1 + placeholders
+    keys: tuple[bytes, bytes] | None  # (C2S, S2C) from its cookie; None: answer with the NTS NAK
+    request_len: int
+    reason: str = ""  # why a NAK or a drop
+
+
+def open_request(data: bytes, jar: CookieJar) -> NtsRequest | str:
+    """The request's NTS fields checked (§5.7); a string is a reason to drop it silently (malformed: no Unique
+    Identifier to echo, no single cookie, the authenticator not last), an NtsRequest with s2c None asks for a NAK."""
+    fields = extension_fields(data)
+    if fields is None:
+        return "nts-malformed"
+    uid = cookie = None
+    placeholders = 0
+    auth_at = -1
+    for i, (kind, pos, length) in enumerate(fields):
+        body = data[pos + 4:pos + length]
+        if kind == EF_UNIQUE_ID:
+            if uid is not None or len(body) < MIN_UID_LEN:
+                return "nts-malformed"
+            uid = body
+        elif kind == EF_COOKIE:
+            if cookie is not None:
+                return "nts-malformed"
+            cookie = body
+        elif kind == EF_COOKIE_PLACEHOLDER:
+            placeholders += 1
+        elif kind == EF_AUTHENTICATOR:
+            if i != len(fields) - 1:
+                return "nts-malformed"  # nothing unauthenticated may follow it (§5.6)
+            auth_at = i
+    if uid is None or cookie is None or auth_at < 0 or placeholders > MAX_PLACEHOLDERS:
+        return "nts-malformed"
+    _, apos, alen = fields[auth_at]
+    parsed = _authenticator(data[apos + 4:apos + alen])
+    if parsed is None:
+        return "nts-malformed"
+    nonce, ciphertext = parsed
+    keys = jar.open(cookie)
+    if keys is None:
+        return NtsRequest(uid, 1 + placeholders, None, len(data), "nts-bad-cookie")
+    c2s, _ = keys
+    try:
+        plain = AESSIV(c2s).decrypt(ciphertext, [data[:apos], nonce])
+    except InvalidTag:
+        return NtsRequest(uid, 1 + placeholders, None, len(data), "nts-bad-authenticator")
+    if plain and extension_fields(plain, 0) is None:
+        return NtsRequest(uid, 1 + placeholders, None, len(data), "nts-bad-authenticator")
+    return NtsRequest(uid, 1 + placeholders, keys, len(data))
+
+
+def _authenticator(body: bytes) -> tuple[bytes, bytes] | None:
+    """(nonce, ciphertext) of an NTS Authenticator and Encrypted Extension Fields body (§5.6)."""
+    if len(body) < 4:
+        return None
+    nonce_len, ct_len = struct.unpack_from("!HH", body)
+    nonce_end = 4 + _pad4(nonce_len)
+    if nonce_len < 16 or ct_len < 16 or nonce_end + _pad4(ct_len) > len(body):
+        return None
+    return body[4:4 + nonce_len], body[nonce_end:nonce_end + ct_len]
+
+
+def _pad4(n: int) -> int:
+    return (n + 3) & ~3
+
+
+def _field(kind: int, body: bytes) -> bytes:
+    body += b"\0" * (_pad4(len(body)) - len(body))
+    return struct.pack("!HH", kind, 4 + len(body)) + body
+
+
+def seal_reply(header: bytes, request: NtsRequest, jar: CookieJar, rand: Callable[[int], bytes]) -> bytes:
+    """The reply: ``header`` (48 bytes, final), the Unique Identifier echoed, and an Authenticator whose encrypted
+    fields are fresh cookies for the client, as many as it asked for and no more than keep the reply within the
+    request's length."""
+    assert request.keys is not None
+    c2s, s2c = request.keys
+    uid = _field(EF_UNIQUE_ID, request.uid)
+    nonce = rand(16)
+    one_cookie = len(_field(EF_COOKIE, b"\0" * cookie_len()))
+    fixed = len(header) + len(uid) + 4 + 4 + 16 + 16  # authenticator header, nonce lengths, nonce, SIV tag
+    count = max(0, min(request.cookies_wanted, (request.request_len - fixed) // one_cookie))
+    plain = b"".join(_field(EF_COOKIE, jar.seal(c2s, s2c)) for _ in range(count))
+    associated = header + uid
+    ciphertext = AESSIV(s2c).encrypt(plain, [associated, nonce])
+    auth_body = struct.pack("!HH", len(nonce), len(ciphertext)) + nonce + ciphertext
+    return associated + _field(EF_AUTHENTICATOR, auth_body)
+
+
+def nak_fields(request: NtsRequest) -> bytes:
+    """The NTS NAK's extension fields (§5.7): the Unique Identifier alone; the header is a KoD NTSN."""
+    return _field(EF_UNIQUE_ID, request.uid)
