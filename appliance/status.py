@@ -358,7 +358,15 @@ def _ntp_line(ntp: dict[str, Any]) -> str:
     return (f"{where}, {alive}/{len(ntp.get('workers', []))} workers ({fast} fast path): {t.get('requests', 0)} "
             f"requests, {t.get('replies', 0)} replies ({t.get('interleaved', 0)} interleaved, "
             f"{t.get('authenticated', 0)} authenticated), {kods} KoD, {t.get('crypto_nak', 0)} crypto-NAK, "
-            f"{drops} dropped")
+            f"{drops} dropped" + (_nts_text(ntp["nts"], t) if ntp.get("nts") else ""))
+
+
+def _nts_text(nts: dict[str, Any], t: dict[str, Any]) -> str:
+    age = nts.get("cookie_key_age_s")
+    return (f"; NTS-KE port {nts['ke_port']}{'' if nts.get('alive') else ' NOT RUNNING'}: {nts['sessions']} "
+            f"sessions, {nts['tls_failures'] + nts['ke_errors']} failed, {t.get('nts', 0)} NTS replies, "
+            f"{t.get('nts_nak', 0)} NAK, cookie key {nts['cookie_key_id']} "
+            f"{'age unknown' if age is None else f'{age // 3600} h old'}")
 
 
 def _ptp_line(ptp: dict[str, Any]) -> str:

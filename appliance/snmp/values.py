@@ -84,6 +84,11 @@ def _position(s: Snap, key: str, scale: float) -> int | None:
     return _clamp32(pos[key] * scale)
 
 
+def _nts(s: Snap) -> dict[str, Any]:
+    """The NTS part of the NTP status; empty when NTS is off."""
+    return (s.status["outputs"].get("ntp") or {}).get("nts") or {}
+
+
 def _ntp_total(s: Snap, *keys: str) -> int | None:
     ntp = s.status["outputs"].get("ntp") or {}
     totals = ntp.get("totals")
@@ -180,6 +185,13 @@ SCALARS: dict[str, Callable[[Snap], Any]] = {
     "applianceNtpAuthenticated": lambda s: _ntp_total(s, "authenticated"),
     "applianceNtpInterleaved": lambda s: _ntp_total(s, "interleaved"),
     "applianceNtpCryptoNak": lambda s: _ntp_total(s, "crypto_nak"),
+    "applianceNtsEnabled": lambda s: bool(_nts(s)),
+    "applianceNtsReplies": lambda s: _ntp_total(s, "nts"),
+    "applianceNtsNaks": lambda s: _ntp_total(s, "nts_nak"),
+    "applianceNtsKeSessions": lambda s: _nts(s).get("sessions", 0),
+    "applianceNtsKeFailures": lambda s: _nts(s).get("tls_failures", 0) + _nts(s).get("ke_errors", 0),
+    "applianceNtsCookieKeyAge": lambda s: _clamp32(-1 if _nts(s).get("cookie_key_age_s") is None
+                                                   else _nts(s)["cookie_key_age_s"]),
 }
 
 Row = tuple[tuple[Any, ...], dict[str, Any]]  # (index values, column name -> value)

@@ -69,6 +69,14 @@ def _ntp(ntp: dict[str, Any]) -> Iterator[Metric]:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             family.add_metric([key], float(value))
     yield family
+    nts = ntp.get("nts")
+    if nts:
+        ke = CounterMetricFamily("appliance_nts_ke_connections", "NTS-KE connections by outcome", labels=["outcome"])
+        for key in ("sessions", "tls_failures", "ke_errors", "rate_limited", "busy"):
+            ke.add_metric([key], float(nts.get(key, 0)))
+        yield ke
+        yield _gauge("appliance_nts_cookie_key_age_seconds", "Age of the NTS cookie master key in use",
+                     nts.get("cookie_key_age_s"))
 
 
 def _ptp(ptp: dict[str, Any]) -> Iterator[Metric]:

@@ -31,9 +31,14 @@
     }));
     if (!ul.children.length) { const li = document.createElement("li"); li.className = "none"; li.textContent = "none"; ul.appendChild(li); }
   }
+  function ntsDetail(n, t) {
+    const age = n.cookie_key_age_s === null || n.cookie_key_age_s === undefined ? "?" : Math.floor(n.cookie_key_age_s / 3600) + " h";
+    return "; NTS " + (n.alive ? "" : "KE DOWN, ") + (t.nts || 0) + " replies, " + (t.nts_nak || 0) + " NAK, " +
+      n.sessions + " KE sessions, " + (n.tls_failures + n.ke_errors) + " KE failures, cookie key " + n.cookie_key_id + " " + age + " old";
+  }
   function outputDetail(name, o) {
     if (o.error) return "error: " + o.error;
-    if (name === "ntp" && o.totals) return (o.totals.replies || 0) + " replies";
+    if (name === "ntp" && o.totals) return (o.totals.replies || 0) + " replies" + (o.nts ? ntsDetail(o.nts, o.totals) : "");
     if (name === "ptp") return (o.port_state || o.state || "") + (o.profile ? " " + o.profile : "");
     if (name === "pps") return o.seconds + " s, " + o.squelched + " squelched";
     if (name === "irig") return o.format + ", " + o.frames + " frames, quality " + o.time_quality;
