@@ -42,6 +42,7 @@ EDGES = {
     "edge.ntp.service": "starts and watches the NTP worker processes",
     "edge.ntp.shm": "the shared memory between the appliance and its NTP workers",
     "edge.ntp.fast": "drives the native fast path from a worker",
+    "edge.ntp.ntske": "the NTS-KE server process: TLS over TCP, rate and connection limits, key files, the host clock",
     "edge.ptp.transport": "PTP sockets (UDP and raw Ethernet), kernel timestamps, error queue, ethtool ioctl",
     "edge.ptp.native_sync": "drives the native unicast Sync sender thread on the port's sockets",
     "edge.ptp.runner": "runs a PTP port engine on the event loop: transport, readers, timers, host clock reads",
