@@ -411,6 +411,15 @@ class PtpSettings:
       "off, always the port on the event loop", choices=("auto", "off"))
     rate_limit_per_s: float = S("float", 200.0, "Average PTP requests per second one source may send (Delay_Req, "
       "Pdelay_Req, management, signaling); beyond it they are dropped and counted", minimum=1.0, maximum=1_000_000.0)
+    spp: int = S("int", -1, "PTP authentication (IEEE 1588-2019 16.14): the Security Parameters Pointer of the "
+      "security association in ptp.sa_file that signs every message sent and checks every message received; "
+      "-1: off", minimum=-1, maximum=255)
+    sa_file: str = S("path", "", "Security association file, linuxptp's format ([security_association], spp, keys "
+      "'id SHA256-128|SHA256|AES128|AES256 [length] HEX:|B64:|ASCII:key'); needed with ptp.spp")
+    active_key_id: int = S("int", 0, "Key of the ptp.spp association that signs what the port sends (received "
+      "messages may use any key of it)", minimum=0, maximum=2**32 - 1)
+    auth_accept_unsigned: bool = S("bool", False, "With ptp.spp: also accept unsigned messages (slaves not yet "
+      "configured); wrongly signed ones are dropped all the same")
 
 
 @dataclass(frozen=True)

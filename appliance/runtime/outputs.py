@@ -303,12 +303,36 @@ def ptp_output(config: Config, clock_map: ClockMap, status: TimeStatus, publish_
     for warning in warnings:
         log.warning("%s", warning)
     p = config.ptp
+    security = ptp_security(p)
     output = PtpOutput(None, publish_now, alarm, now_tai_ns)
     output.thing = PtpService(port_config, p.interface, clock_map, gm_view(status), p.management_allow,
                               on_event=output.on_event, timestamping=p.timestamping,
                               served_phc=config.clock.phc_device if config.clock.backend == "phc" else "",
-                              on_notice=output.on_notice, native=p.native_sync)
+                              on_notice=output.on_notice, native=p.native_sync, security=security)
     return output
+
+
+def ptp_security(p: Any) -> Any:
+    """The port's ``PortSecurity`` from ``ptp.spp``, ``ptp.sa_file`` and ``ptp.active_key_id``; None when ptp.spp is
+    -1.  A missing or broken file, an spp it does not hold or a key it does not have is a start-up error
+    (ValueError naming every problem, never a key)."""
+    from appliance.protocol.ptp.security import PortSecurity, SaFileError, load_sa_file
+
+    if p.spp < 0:
+        return None
+    if not p.sa_file:
+        raise ValueError(f"ptp.spp={p.spp} needs ptp.sa_file (the security association file)")
+    if p.active_key_id < 1:
+        raise ValueError(f"ptp.spp={p.spp} needs ptp.active_key_id (the key that signs, 1 or more)")
+    try:
+        associations = load_sa_file(p.sa_file)
+    except SaFileError as exc:
+        raise ValueError("ptp.sa_file: " + "; ".join(exc.problems)) from None
+    security = PortSecurity.from_file(associations, p.spp, p.active_key_id, p.auth_accept_unsigned)
+    log.info("PTP authentication: spp %d, key %d (%s) signs every message; %s", p.spp, p.active_key_id,
+             security.key.algorithm, "unsigned messages accepted" if p.auth_accept_unsigned
+             else "unsigned or wrongly signed messages dropped")
+    return security
 
 
 def serial_output(config: Config, utc_table: Callable[[], leap.LeapTable], status: Callable[[], TimeStatus],

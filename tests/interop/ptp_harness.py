@@ -927,14 +927,15 @@ def parse_pmc(text: str) -> list[dict[str, Any]]:
 
 def pmc(ns: str | Member, iface: str | None, transport: str = "udp4", domain: int = 0,
         command: str | Sequence[str] = "GET DEFAULT_DATA_SET", timeout_s: float = 5.0, settle_s: float = 0.5,
-        boundary_hops: int = 0, extra_args: Sequence[str] = ()) -> list[dict[str, Any]]:
+        boundary_hops: int = 0, extra_args: Sequence[str] = (), program: str = "pmc") -> list[dict[str, Any]]:
     """Management over the network from namespace ``ns``: ``pmc -4|-6|-2 -i IFACE -d DOMAIN -b 0 'COMMAND'``; the
     RESPONSE/ACKNOWLEDGE blocks (and MANAGEMENT_ERROR_STATUS ones) parsed by ``parse_pmc``, one per responding port
     identity and command.  pmc runs interactively (its batch mode gives up 100 ms after the last command): the
-    answer is collected until ``settle_s`` after the last reply for every command, or ``timeout_s``."""
+    answer is collected until ``settle_s`` after the last reply for every command, or ``timeout_s``.  ``program``:
+    another pmc (linuxptp 4.x's, to sign with an sa_file given in ``extra_args`` as ``-f CONFIG``)."""
     ns_name, iface = _where(ns, iface)
     commands = [command] if isinstance(command, str) else list(command)
-    argv = ["pmc", PMC_FLAG[transport], "-i", iface, "-d", str(domain), "-b", str(boundary_hops), *extra_args]
+    argv = [program, PMC_FLAG[transport], "-i", iface, "-d", str(domain), "-b", str(boundary_hops), *extra_args]
     proc = subprocess.Popen(netns_argv(ns_name, argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, bufsize=1, start_new_session=True)
     lock = threading.Lock()

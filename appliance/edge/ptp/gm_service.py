@@ -28,6 +28,7 @@ from appliance.protocol.limits import AccessRules
 from appliance.protocol.phcmap import PhcMap
 from appliance.protocol.ptp.port_common import Send
 from appliance.protocol.ptp.profiles import PortConfig
+from appliance.protocol.ptp.security import PortSecurity
 
 log = logging.getLogger("appliance.ptp")
 
@@ -41,8 +42,9 @@ class PtpService:
                  management_allow: tuple[str, ...] = ("127.0.0.0/8", "::1/128"),
                  on_event: Callable[[str, str], None] | None = None, timestamping: str = "auto",
                  served_phc: str = "", on_notice: Callable[[PortNotice], None] | None = None,
-                 native: str = "auto"):
+                 native: str = "auto", security: PortSecurity | None = None):
         self.config, self.iface = config, iface
+        self.security = security
         self.native_wanted = native == "auto"
         self.native: native_sync.NativeSync | None = None
         self.native_status: dict[str, Any] = {}
@@ -86,7 +88,9 @@ class PtpService:
         port.take_stream_changes()  # of a sender gone with the transport
         if not self.native_wanted:
             return
-        if not native_sync.available():
+        if self.security is not None:  # the native sender does not sign: the port sends (and signs) everything
+            self.native_error = "off: PTP authentication (ptp.spp) signs every message in the port"
+        elif not native_sync.available():
             self.native_error = "not built"
         elif not isinstance(transport, UdpTransport) or self.runner.hardware:
             self.native_error = "software timestamps over UDP only"
@@ -148,7 +152,8 @@ class PtpService:
             self._open_native(transport, self.port, now_ns)
             return self.port, self.port.fault_cleared(now_ns)
         self.port = PtpPort(self.config, clock_identity(transport.mac), self.view, now_ns,
-                            address_key=transport.address_key, management_rules=self.management_rules)
+                            address_key=transport.address_key, management_rules=self.management_rules,
+                            security=self.security)
         self._open_native(transport, self.port, now_ns)
         return self.port, self.port.start(now_ns)
 

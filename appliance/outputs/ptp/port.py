@@ -12,6 +12,10 @@ mechanisms are served, and unicast negotiation (16.1) grants Announce, Sync and 
 the profile's limits.  Anything malformed, from another domain, from ourselves, over a client's rate or outside the
 allowed networks is dropped and counted by reason, never raised.  Each Sync's transmit timestamp is held against
 the slot it was due in (``sync_lateness``, lateness.py): how late the port sends under load, in its status.
+
+With a ``PortSecurity`` (security.py: IEEE 1588-2019 16.14, linuxptp's sa_file), every message the port sends leaves
+its public entry points signed (an AUTHENTICATION TLV last), and every message it receives is checked before it is
+decoded: an unsigned one (unless accepted) or a wrongly signed one is dropped and counted as ``drop_auth_<reason>``.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ import heapq
 import itertools
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import wraps
 from typing import Any
 
 from appliance.protocol.limits import AccessRules, Limit, RateLimiter
@@ -34,6 +39,7 @@ from appliance.protocol.ptp.port_common import (DISABLED, FAULTY, INITIALIZING, 
                                                 admit, answer_pdelay_req, from_each, interval_ns, keep_recent,
                                                 pdelay_resp_follow_up, port_identity_text)
 from appliance.protocol.ptp.profiles import PortConfig
+from appliance.protocol.ptp.security import PortSecurity
 from appliance.units import NS_PER_S
 
 MAX_SLAVES_SEEN = 1024
@@ -110,13 +116,35 @@ def _address_text(address: Any) -> str:
     return str(address)
 
 
+def _signed(method: Callable[..., list[Send]]) -> Callable[..., list[Send]]:
+    """A public entry point: with a ``PortSecurity``, what it returns to the edge is signed (once: entry points
+    that call one another sign at the outermost)."""
+
+    @wraps(method)
+    def entry(self: PtpPort, *args: Any, **kwargs: Any) -> list[Send]:
+        if self.security is None:
+            return method(self, *args, **kwargs)
+        self._entry_depth += 1
+        try:
+            out = method(self, *args, **kwargs)
+        finally:
+            self._entry_depth -= 1
+        if self._entry_depth:
+            return out
+        return [replace(send, data=self.security.sign(send.data)) for send in out]
+
+    return entry
+
+
 class PtpPort(PortStateMachine):
     TABLE = TRANSITIONS
 
     def __init__(self, config: PortConfig, clock_identity: bytes, view: GrandmasterView, now_ns: int,
                  port_number: int = 1, address_key: Callable[[Any], Any] | None = None,
-                 management_rules: AccessRules | None = None):
+                 management_rules: AccessRules | None = None, security: PortSecurity | None = None):
         self.config = config
+        self.security = security  # sign what is sent, check what is received (None: neither)
+        self._entry_depth = 0
         self.identity = c.PortIdentity(clock_identity, port_number)
         self.quality = AnnouncedQuality()
         self.view = self.quality.apply(view, now_ns)
@@ -185,15 +213,18 @@ class PtpPort(PortStateMachine):
             self._at(now_ns, "pdelay")
         return []
 
+    @_signed
     def start(self, now_ns: int) -> list[Send]:
         out = self._event("INIT_COMPLETE", now_ns, "initialized")
         if self.config.master_only:  # a masterOnly port does not wait to hear a better master (G.8275.x)
             out += self._event("RS_MASTER", now_ns, "masterOnly port (profile)")
         return out
 
+    @_signed
     def fault(self, now_ns: int, reason: str) -> list[Send]:
         return self._event("FAULT_DETECTED", now_ns, reason)
 
+    @_signed
     def fault_cleared(self, now_ns: int) -> list[Send]:
         self._event("FAULT_CLEARED", now_ns, "transport usable again")
         return self.start(now_ns)
@@ -242,6 +273,7 @@ class PtpPort(PortStateMachine):
                          v.offset_scaled_log_variance, self.priority2, 0, self.identity, self.identity,
                          self.config.local_priority)
 
+    @_signed
     def update_view(self, view: GrandmasterView, now_ns: int) -> list[Send]:
         """The clock's quality changed (or the second ticked): re-run the BMCA when what we announce changed, and
         tell the network at once rather than at the next Announce."""
@@ -282,6 +314,7 @@ class PtpPort(PortStateMachine):
             heapq.heappop(self._timers)
         return None
 
+    @_signed
     def handle_timer(self, now_ns: int, served_ns: int) -> list[Send]:
         out: list[Send] = []
         while self._timers and self._timers[0][0] <= now_ns:
@@ -401,6 +434,7 @@ class PtpPort(PortStateMachine):
                                     max(0, served_ns))
         return [Send(data, True, to, token=token)]
 
+    @_signed
     def handle_tx_timestamp(self, token: int, tx_ts_ns: int) -> list[Send]:
         kind, ctx = self._pending.take(token) or (None, None)
         if kind == c.MsgType.SYNC:
@@ -436,7 +470,14 @@ class PtpPort(PortStateMachine):
             del self._pdelay_out[seq]
 
     # --- receiving ----------------------------------------------------------------------------------------
+    @_signed
     def handle_rx(self, data: bytes, source: Any, rx_ts_ns: int | None, now_ns: int) -> list[Send]:
+        if self.security is not None and isinstance(data, bytes | bytearray | memoryview):
+            checked, why = self.security.verify(bytes(data))
+            if checked is None:
+                self._count("drop_auth_" + why)
+                return []
+            data = checked
         msg = admit(data, self.identity, self.config.domain, self._count)
         if msg is None:
             return []
@@ -865,6 +906,7 @@ class PtpPort(PortStateMachine):
             "counters": dict(sorted(self.counters.items())),
             "sync_lateness": self.sync_lateness.snapshot(),
             "transitions": self.transition_rows(now_ns),
+            "security": None if self.security is None else self.security.snapshot(),
         }
 
 
