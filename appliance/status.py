@@ -381,9 +381,18 @@ def _ptp_line(ptp: dict[str, Any]) -> str:
             f" ({ptp.get('slaves_seen', 0)} seen), {ptp.get('unicast_clients', 0)} unicast clients, "
             f"{counters.get('tx_sync', 0)} Sync, {counters.get('tx_delay_resp', 0)} Delay_Resp, "
             f"{counters.get('tx_pdelay_resp', 0)} Pdelay_Resp, {drops} dropped"
-            + _lateness_text(ptp.get("sync_lateness"))
+            + _lateness_text(ptp.get("sync_lateness")) + _ptp_auth_text(ptp.get("security"))
             + (f"; better master {masters[0]['grandmaster']} class {masters[0]['clock_class']}" if masters and
                ptp["state"] == "PASSIVE" else ""))
+
+
+def _ptp_auth_text(auth: dict[str, Any] | None) -> str:
+    if not auth:
+        return ""
+    refused = ", ".join(f"{n} {why}" for why, n in sorted(auth.get("refused", {}).items())) or "none"
+    return (f"; authenticated: spp {auth['spp']} key {auth['key_id']} ({auth['algorithm']}), {auth['signed']} "
+            f"signed, {auth['verified']} verified, refused {refused}"
+            + (f", {auth['accepted_unsigned']} unsigned accepted" if auth.get("accept_unsigned") else ""))
 
 
 def _lateness_text(late: dict[str, Any] | None) -> str:

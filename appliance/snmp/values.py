@@ -278,6 +278,10 @@ def _ptp_ports(s: Snap) -> list[Row]:
            "appliancePtpTxPdelayResp": c.get("tx_pdelay_resp", 0),
            "appliancePtpDropped": sum(v for k, v in c.items() if k.startswith("drop")),
            "appliancePtpSendErrors": c.get("send_errors", 0)}
+    auth = p.get("security") or {}
+    row |= {"appliancePtpAuthSpp": auth.get("spp", -1), "appliancePtpAuthKeyId": auth.get("key_id", 0),
+            "appliancePtpAuthSigned": auth.get("signed", 0), "appliancePtpAuthVerified": auth.get("verified", 0),
+            "appliancePtpAuthRefused": auth.get("refused_total", 0)}
     return [((1,), row)]
 
 

@@ -90,6 +90,17 @@ def _ptp(ptp: dict[str, Any]) -> Iterator[Metric]:
     yield family
     if "unicast_clients" in ptp:
         yield _gauge("appliance_ptp_unicast_clients", "Unicast clients granted", ptp["unicast_clients"])
+    auth = ptp.get("security")
+    if auth:
+        family = CounterMetricFamily("appliance_ptp_auth_messages", "PTP messages by authentication outcome "
+                                     "(IEEE 1588-2019 16.14)", labels=["outcome"])
+        for key in ("signed", "verified", "accepted_unsigned"):
+            family.add_metric([key], float(auth.get(key, 0)))
+        for why, n in sorted(auth.get("refused", {}).items()):
+            family.add_metric(["refused_" + why], float(n))
+        yield family
+        yield _gauge("appliance_ptp_auth_spp", "Security Parameters Pointer of the PTP security association in use",
+                     auth.get("spp"))
 
 
 def view(ctx: Any) -> Callable[[], Response]:

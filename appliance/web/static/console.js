@@ -36,10 +36,14 @@
     return "; NTS " + (n.alive ? "" : "KE DOWN, ") + (t.nts || 0) + " replies, " + (t.nts_nak || 0) + " NAK, " +
       n.sessions + " KE sessions, " + (n.tls_failures + n.ke_errors) + " KE failures, cookie key " + n.cookie_key_id + " " + age + " old";
   }
+  function ptpAuthDetail(a) {
+    return "; signed (spp " + a.spp + ", key " + a.key_id + ", " + a.algorithm + "): " + a.signed + " sent, " +
+      a.verified + " verified, " + a.refused_total + " refused" + (a.accept_unsigned ? ", " + a.accepted_unsigned + " unsigned accepted" : "");
+  }
   function outputDetail(name, o) {
     if (o.error) return "error: " + o.error;
     if (name === "ntp" && o.totals) return (o.totals.replies || 0) + " replies" + (o.nts ? ntsDetail(o.nts, o.totals) : "");
-    if (name === "ptp") return (o.port_state || o.state || "") + (o.profile ? " " + o.profile : "");
+    if (name === "ptp") return (o.port_state || o.state || "") + (o.profile ? " " + o.profile : "") + (o.security ? ptpAuthDetail(o.security) : "");
     if (name === "pps") return o.seconds + " s, " + o.squelched + " squelched";
     if (name === "irig") return o.format + ", " + o.frames + " frames, quality " + o.time_quality;
     if (name === "serial") return (o.format || "") + " " + (o.written || 0) + " written";
