@@ -375,7 +375,7 @@ class PtpSettings:
       "(EtherType 0x88F7); auto: the profile's first (l2 for G.8275.1 and C37.238, else udp4)",
       choices=("auto", "udp4", "udp6", "l2"))
     profile: str = S("enum", "default-e2e", "PTP profile (a file in deploy/ptp-profiles); also sets the clockClass "
-      "rules", choices=("default-e2e", "default-p2p", "g8275.1", "g8275.2", "c37.238"))
+      "rules", choices=("default-e2e", "default-p2p", "g8275.1", "g8275.2", "c37.238", "st2059-2"))
     domain: int = S("int", -1, "PTP domain number; -1: the profile's", minimum=-1, maximum=255)
     delay_mechanism: str = S("enum", "auto", "Delay mechanism; auto: the profile's", choices=("auto", "e2e", "p2p"))
     priority1: int = S("int", -1, "priority1 of the default data set; -1: the profile's", minimum=-1, maximum=255)
@@ -411,6 +411,11 @@ class PtpSettings:
       "off, always the port on the event loop", choices=("auto", "off"))
     rate_limit_per_s: float = S("float", 200.0, "Average PTP requests per second one source may send (Delay_Req, "
       "Pdelay_Req, management, signaling); beyond it they are dropped and counted", minimum=1.0, maximum=1_000_000.0)
+    smpte_frame_rate: str = S("str", "30000/1001", "SMPTE ST 2059-2: defaultSystemFrameRate of the synchronization "
+      "metadata (N/D, an integer or 29.97-style decimal); drop-frame time code is flagged for 30000/1001 and "
+      "60000/1001")
+    smpte_time_zone: str = S("str", "UTC", "SMPTE ST 2059-2: the local time zone of the synchronization metadata "
+      "(UTC, or an IANA zone such as America/New_York): its offset, daylight saving and next jump")
     spp: int = S("int", -1, "PTP authentication (IEEE 1588-2019 16.14): the Security Parameters Pointer of the "
       "security association in ptp.sa_file that signs every message sent and checks every message received; "
       "-1: off", minimum=-1, maximum=255)

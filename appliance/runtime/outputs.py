@@ -304,11 +304,22 @@ def ptp_output(config: Config, clock_map: ClockMap, status: TimeStatus, publish_
         log.warning("%s", warning)
     p = config.ptp
     security = ptp_security(p)
+    sync_metadata = None
+    if port_config.smpte_tlv:
+        from appliance.edge.irig.cli import offset_function
+        from appliance.protocol.ptp.smpte import SyncMetadata, parse_frame_rate
+        try:
+            sync_metadata = SyncMetadata(parse_frame_rate(p.smpte_frame_rate),
+                                         None if p.smpte_time_zone.upper() in ("UTC", "Z", "ETC/UTC")
+                                         else offset_function(p.smpte_time_zone))
+        except ValueError as exc:
+            raise ValueError(f"ptp.smpte_*: {exc}") from None
     output = PtpOutput(None, publish_now, alarm, now_tai_ns)
     output.thing = PtpService(port_config, p.interface, clock_map, gm_view(status), p.management_allow,
                               on_event=output.on_event, timestamping=p.timestamping,
                               served_phc=config.clock.phc_device if config.clock.backend == "phc" else "",
-                              on_notice=output.on_notice, native=p.native_sync, security=security)
+                              on_notice=output.on_notice, native=p.native_sync, security=security,
+                              sync_metadata=sync_metadata)
     return output
 
 

@@ -29,6 +29,7 @@ from appliance.protocol.phcmap import PhcMap
 from appliance.protocol.ptp.port_common import Send
 from appliance.protocol.ptp.profiles import PortConfig
 from appliance.protocol.ptp.security import PortSecurity
+from appliance.protocol.ptp.smpte import SyncMetadata
 
 log = logging.getLogger("appliance.ptp")
 
@@ -42,9 +43,11 @@ class PtpService:
                  management_allow: tuple[str, ...] = ("127.0.0.0/8", "::1/128"),
                  on_event: Callable[[str, str], None] | None = None, timestamping: str = "auto",
                  served_phc: str = "", on_notice: Callable[[PortNotice], None] | None = None,
-                 native: str = "auto", security: PortSecurity | None = None):
+                 native: str = "auto", security: PortSecurity | None = None,
+                 sync_metadata: SyncMetadata | None = None):
         self.config, self.iface = config, iface
         self.security = security
+        self.sync_metadata = sync_metadata
         self.native_wanted = native == "auto"
         self.native: native_sync.NativeSync | None = None
         self.native_status: dict[str, Any] = {}
@@ -153,7 +156,7 @@ class PtpService:
             return self.port, self.port.fault_cleared(now_ns)
         self.port = PtpPort(self.config, clock_identity(transport.mac), self.view, now_ns,
                             address_key=transport.address_key, management_rules=self.management_rules,
-                            security=self.security)
+                            security=self.security, sync_metadata=self.sync_metadata)
         self._open_native(transport, self.port, now_ns)
         return self.port, self.port.start(now_ns)
 

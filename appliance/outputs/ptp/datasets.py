@@ -33,6 +33,8 @@ class GrandmasterView:
     ptp_timescale: bool = True
     error_bound_ns: int | None = None  # C37.238 totalTimeInaccuracy; the console
     state: str = "FREERUN"
+    leap_change_s: int = 0  # a scheduled leap second (+1/-1), else 0 (SMPTE ST 2059-2 jump fields)
+    leap_at_tai_ns: int | None = None  # the first instant with the new offset
 
 
 def leap_flags(pending_change_s: int, pending_at_tai_ns: int | None, now_tai_ns: int) -> tuple[bool, bool]:
@@ -52,7 +54,8 @@ def gm_view(status: TimeStatus) -> GrandmasterView:
     leap61, leap59 = leap_flags(leap.pending_change_s, leap.pending_at_tai_ns, status.at_tai_ns)
     if adv is None:
         return GrandmasterView(current_utc_offset=leap.tai_utc_s, leap61=leap61, leap59=leap59,
-                               state=status.clock.state)
+                               state=status.clock.state, leap_change_s=leap.pending_change_s,
+                               leap_at_tai_ns=leap.pending_at_tai_ns)
     # The offset is valid when it is known to be right: from an unexpired table or the receiver's broadcast.
     valid = leap.source == "receiver" or not leap.table_expired
     return GrandmasterView(
@@ -60,7 +63,8 @@ def gm_view(status: TimeStatus) -> GrandmasterView:
         offset_scaled_log_variance=adv.offset_scaled_log_variance, time_source=adv.time_source,
         current_utc_offset=leap.tai_utc_s, utc_offset_valid=valid, leap61=leap61, leap59=leap59,
         time_traceable=adv.time_traceable, frequency_traceable=adv.frequency_traceable, ptp_timescale=True,
-        error_bound_ns=status.clock.error_bound_ns, state=status.clock.state)
+        error_bound_ns=status.clock.error_bound_ns, state=status.clock.state, leap_change_s=leap.pending_change_s,
+        leap_at_tai_ns=leap.pending_at_tai_ns)
 
 
 IMPROVE_AFTER_NS = 30 * NS_PER_S

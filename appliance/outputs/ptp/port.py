@@ -40,6 +40,8 @@ from appliance.protocol.ptp.port_common import (DISABLED, FAULTY, INITIALIZING, 
                                                 pdelay_resp_follow_up, port_identity_text)
 from appliance.protocol.ptp.profiles import PortConfig
 from appliance.protocol.ptp.security import PortSecurity
+from appliance.protocol.ptp.smpte import SyncMetadata
+from appliance.protocol.ptp.smpte import unpack as smpte_unpack
 from appliance.units import NS_PER_S
 
 MAX_SLAVES_SEEN = 1024
@@ -141,8 +143,13 @@ class PtpPort(PortStateMachine):
 
     def __init__(self, config: PortConfig, clock_identity: bytes, view: GrandmasterView, now_ns: int,
                  port_number: int = 1, address_key: Callable[[Any], Any] | None = None,
-                 management_rules: AccessRules | None = None, security: PortSecurity | None = None):
+                 management_rules: AccessRules | None = None, security: PortSecurity | None = None,
+                 sync_metadata: SyncMetadata | None = None):
         self.config = config
+        # SMPTE ST 2059-2: the synchronization metadata sent every second while MASTER (UTC, 30000/1001 unless the
+        # edge gives the zone and the frame rate)
+        self.sync_metadata = (sync_metadata or SyncMetadata()) if config.smpte_tlv else None
+        self.last_metadata: dict[str, int] | None = None  # the fields of the latest metadata sent
         self.security = security  # sign what is sent, check what is received (None: neither)
         self._entry_depth = 0
         self.identity = c.PortIdentity(clock_identity, port_number)
@@ -193,6 +200,8 @@ class PtpPort(PortStateMachine):
             self.outranked_by = None
         if new == MASTER:
             self._at(now_ns + self.announce_phase_ns(self.log_sync, self.log_announce), "announce")
+            if self.sync_metadata is not None:
+                self._at(now_ns + self.announce_phase_ns(self.log_sync, 0), "smpte")
             if self.config.multicast:
                 if self.sync_offload:
                     self._stream_changes.append(("start", None, "sync"))
@@ -343,6 +352,9 @@ class PtpPort(PortStateMachine):
         if kind == "announce" and self.state == MASTER:
             self._at(_next_slot(at, interval_ns(self.log_announce), now_ns), "announce")
             return [self._announce(served_ns)] if self.config.multicast else []
+        if kind == "smpte" and self.state == MASTER and self.sync_metadata is not None:
+            self._at(_next_slot(at, NS_PER_S, now_ns), "smpte")
+            return [self._smpte(served_ns)]
         if kind == "announce-now" and self.state == MASTER:
             return [self._announce(served_ns)] if self.config.multicast else []
         if kind == "sync" and self.state == MASTER and self.config.multicast:
@@ -418,6 +430,17 @@ class PtpPort(PortStateMachine):
                          self.priority1, c.ClockQuality(v.clock_class, v.clock_accuracy, v.offset_scaled_log_variance),
                          self.priority2, self.identity.clock_identity, 0, v.time_source, tlvs)
         return c.encode(msg)
+
+    def _smpte(self, served_ns: int) -> Send:
+        """ST 2059-2's management message: to all ports and clocks, the SMPTE organization extension TLV in place
+        of a management TLV, action COMMAND (no answer expected), multicast, a general message (port 320)."""
+        assert self.sync_metadata is not None
+        header = self._header(c.MsgType.MANAGEMENT, self._next_seq(c.MsgType.MANAGEMENT), 0x7F)
+        tlv = self.sync_metadata.tlv(served_ns, self.view)
+        self.last_metadata = smpte_unpack(tlv.data)
+        msg = c.Management(header, c.PortIdentity(b"\xff" * 8, 0xFFFF), 0, 0, c.COMMAND, (tlv,))
+        self._count("tx_smpte_metadata")
+        return Send(c.encode(msg), False, None)
 
     def _sync(self, served_ns: int, client: UnicastClient | None, log_interval: int, now_ns: int,
               slot_ns: int) -> list[Send]:
@@ -907,6 +930,7 @@ class PtpPort(PortStateMachine):
             "sync_lateness": self.sync_lateness.snapshot(),
             "transitions": self.transition_rows(now_ns),
             "security": None if self.security is None else self.security.snapshot(),
+            "smpte_metadata": self.last_metadata,
         }
 
 

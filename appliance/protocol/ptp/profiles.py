@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-PROFILE_NAMES = ("default-e2e", "default-p2p", "g8275.1", "g8275.2", "c37.238")
+PROFILE_NAMES = ("default-e2e", "default-p2p", "g8275.1", "g8275.2", "c37.238", "st2059-2")
 L2_FORWARDABLE = "01:1B:19:00:00:00"  # IEEE 1588-2019 Annex E.3: all messages but the peer delay ones
 L2_NON_FORWARDABLE = "01:80:C2:00:00:0E"  # peer delay messages; G.8275.1 may use it for everything
 UNSPECIFIED_LOG = 127  # logMessageInterval 0x7F: "not specified" (IEEE 1588-2019 13.3.2.14)
@@ -49,6 +49,7 @@ class Profile:
     c37238_tlv: bool = False
     grandmaster_id: int = 0
     master_only: bool = False
+    smpte_tlv: bool = False  # SMPTE ST 2059-2 synchronization metadata in a management message every second
     ranges: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
@@ -129,6 +130,7 @@ class PortConfig:
     path_trace: bool = False
     slave_only: bool = False
     two_step: bool = True
+    smpte_tlv: bool = False
 
 
 def resolve(profile: Profile, settings: dict[str, Any]) -> tuple[PortConfig, list[str], list[str]]:
@@ -185,7 +187,7 @@ def resolve(profile: Profile, settings: dict[str, Any]) -> tuple[PortConfig, lis
         unicast_log_delay_resp_interval=profile.unicast_log_delay_resp_interval,
         c37238_tlv=profile.c37238_tlv, grandmaster_id=gm_id, master_only=profile.master_only,
         rate_limit_per_s=float(settings.get("rate_limit_per_s", 200.0)),
-        path_trace=bool(settings.get("path_trace", False)))
+        path_trace=bool(settings.get("path_trace", False)), smpte_tlv=profile.smpte_tlv)
     return config, errors, warnings
 
 
