@@ -375,7 +375,7 @@ class PtpSettings:
       "(EtherType 0x88F7); auto: the profile's first (l2 for G.8275.1 and C37.238, else udp4)",
       choices=("auto", "udp4", "udp6", "l2"))
     profile: str = S("enum", "default-e2e", "PTP profile (a file in deploy/ptp-profiles); also sets the clockClass "
-      "rules", choices=("default-e2e", "default-p2p", "g8275.1", "g8275.2", "c37.238", "st2059-2"))
+      "rules", choices=("default-e2e", "default-p2p", "g8275.1", "g8275.2", "c37.238", "st2059-2", "gptp"))
     domain: int = S("int", -1, "PTP domain number; -1: the profile's", minimum=-1, maximum=255)
     delay_mechanism: str = S("enum", "auto", "Delay mechanism; auto: the profile's", choices=("auto", "e2e", "p2p"))
     priority1: int = S("int", -1, "priority1 of the default data set; -1: the profile's", minimum=-1, maximum=255)
@@ -411,6 +411,9 @@ class PtpSettings:
       "off, always the port on the event loop", choices=("auto", "off"))
     rate_limit_per_s: float = S("float", 200.0, "Average PTP requests per second one source may send (Delay_Req, "
       "Pdelay_Req, management, signaling); beyond it they are dropped and counted", minimum=1.0, maximum=1_000_000.0)
+    neighbor_prop_delay_thresh_ns: int = S("int", 0, "IEEE 802.1AS (gptp): the longest link delay at which the "
+      "port is asCapable and sends Announce and Sync (neighborPropDelayThresh); 0: the profile's 800 ns (software "
+      "timestamps need more)", minimum=0, maximum=1_000_000_000)
     smpte_frame_rate: str = S("str", "30000/1001", "SMPTE ST 2059-2: defaultSystemFrameRate of the synchronization "
       "metadata (N/D, an integer or 29.97-style decimal); drop-frame time code is flagged for 30000/1001 and "
       "60000/1001")

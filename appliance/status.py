@@ -382,8 +382,18 @@ def _ptp_line(ptp: dict[str, Any]) -> str:
             f"{counters.get('tx_sync', 0)} Sync, {counters.get('tx_delay_resp', 0)} Delay_Resp, "
             f"{counters.get('tx_pdelay_resp', 0)} Pdelay_Resp, {drops} dropped"
             + _lateness_text(ptp.get("sync_lateness")) + _ptp_auth_text(ptp.get("security"))
+            + _gptp_text(ptp.get("gptp"))
             + (f"; better master {masters[0]['grandmaster']} class {masters[0]['clock_class']}" if masters and
                ptp["state"] == "PASSIVE" else ""))
+
+
+def _gptp_text(link: dict[str, Any] | None) -> str:
+    if not link:
+        return ""
+    if not link.get("as_capable"):
+        return f"; 802.1AS link NOT asCapable: {link.get('why_not')}"
+    return (f"; 802.1AS link asCapable, delay {link['link_delay_ns']} ns, neighbor rate ratio "
+            f"{link['neighbor_rate_ratio']:.9f}")
 
 
 def _ptp_auth_text(auth: dict[str, Any] | None) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from appliance.units import NS_PER_S
 
 STATES = ("FREERUN", "ACQUIRING", "LOCKED", "HOLDOVER", "HOLDOVER_EXPIRED")
-DEFAULT_PROFILES = ("default-e2e", "default-p2p", "c37.238", "st2059-2")  # C37.238-2017, ST 2059-2: 1588 classes
+DEFAULT_PROFILES = ("default-e2e", "default-p2p", "c37.238", "st2059-2", "gptp")  # their classes are 1588's
 TELECOM_PROFILES = ("g8275.1", "g8275.2")
 PROFILES = DEFAULT_PROFILES + TELECOM_PROFILES
 

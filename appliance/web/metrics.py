@@ -88,6 +88,17 @@ def _ptp(ptp: dict[str, Any]) -> Iterator[Metric]:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             family.add_metric([key], float(value))
     yield family
+    info = GaugeMetricFamily("appliance_ptp_port_info", "The PTP port's profile, transport, domain and state (1)",
+                             labels=["profile", "transport", "domain", "state"])
+    info.add_metric([str(ptp.get("profile", "")), str(ptp.get("transport", "")), str(ptp.get("domain", "")),
+                     str(ptp.get("state", ""))], 1.0)
+    yield info
+    link = ptp.get("gptp")
+    if link:
+        yield _gauge("appliance_ptp_as_capable", "IEEE 802.1AS: 1 while the link is asCapable", float(
+            bool(link.get("as_capable"))))
+        yield _gauge("appliance_ptp_link_delay_seconds", "IEEE 802.1AS mean link delay",
+                     None if link.get("link_delay_ns") is None else link["link_delay_ns"] / 1e9)
     if "unicast_clients" in ptp:
         yield _gauge("appliance_ptp_unicast_clients", "Unicast clients granted", ptp["unicast_clients"])
     auth = ptp.get("security")

@@ -30,6 +30,7 @@ from typing import Any
 
 from appliance.protocol.limits import AccessRules, Limit, RateLimiter
 from appliance.protocol.ptp import codec as c
+from appliance.protocol.ptp import gptp
 from appliance.protocol.ptp.bmca import Candidate, Decision, ForeignMasters, best, decide
 from appliance.outputs.ptp.datasets import AnnouncedQuality, GrandmasterView
 from appliance.outputs.ptp.lateness import SyncLateness
@@ -39,6 +40,7 @@ from appliance.protocol.ptp.port_common import (DISABLED, FAULTY, INITIALIZING, 
                                                 admit, answer_pdelay_req, from_each, interval_ns, keep_recent,
                                                 pdelay_resp_follow_up, port_identity_text)
 from appliance.protocol.ptp.profiles import PortConfig
+from appliance.protocol.ptp.gptp import LinkState
 from appliance.protocol.ptp.security import PortSecurity
 from appliance.protocol.ptp.smpte import SyncMetadata
 from appliance.protocol.ptp.smpte import unpack as smpte_unpack
@@ -119,12 +121,13 @@ def _address_text(address: Any) -> str:
 
 
 def _signed(method: Callable[..., list[Send]]) -> Callable[..., list[Send]]:
-    """A public entry point: with a ``PortSecurity``, what it returns to the edge is signed (once: entry points
-    that call one another sign at the outermost)."""
+    """A public entry point: what it returns to the edge passes through the port's egress (``_egress``: the
+    majorSdoId of 802.1AS, its Follow_Up information TLV, then the AUTHENTICATION TLV), once: entry points that call
+    one another apply it at the outermost."""
 
     @wraps(method)
     def entry(self: PtpPort, *args: Any, **kwargs: Any) -> list[Send]:
-        if self.security is None:
+        if not self._egress_on:
             return method(self, *args, **kwargs)
         self._entry_depth += 1
         try:
@@ -133,7 +136,7 @@ def _signed(method: Callable[..., list[Send]]) -> Callable[..., list[Send]]:
             self._entry_depth -= 1
         if self._entry_depth:
             return out
-        return [replace(send, data=self.security.sign(send.data)) for send in out]
+        return [replace(send, data=self._egress(send.data)) for send in out]
 
     return entry
 
@@ -152,6 +155,10 @@ class PtpPort(PortStateMachine):
         self.last_metadata: dict[str, int] | None = None  # the fields of the latest metadata sent
         self.security = security  # sign what is sent, check what is received (None: neither)
         self._entry_depth = 0
+        # IEEE 802.1AS: the link's rate ratio, delay and asCapable from the peer delay exchanges (None: not gPTP)
+        self.link = LinkState(config.neighbor_prop_delay_thresh_ns) if config.as_capable_required else None
+        self._fui = gptp.follow_up_info() if config.follow_up_info else b""
+        self._egress_on = security is not None or config.major_sdo_id != 0 or bool(self._fui)
         self.identity = c.PortIdentity(clock_identity, port_number)
         self.quality = AnnouncedQuality()
         self.view = self.quality.apply(view, now_ns)
@@ -349,6 +356,14 @@ class PtpPort(PortStateMachine):
                 out = self._run_bmca(now_ns)
             self._schedule_foreign()
             return out
+        if kind in ("announce", "announce-now", "sync", "smpte") and self.state == MASTER and self.link is not None \
+                and not self.link.as_capable:  # 802.1AS: nothing is sent to a port that is not asCapable
+            if kind != "announce-now":
+                every = {"announce": interval_ns(self.log_announce), "sync": interval_ns(self.log_sync)}.get(
+                    kind, NS_PER_S)
+                self._at(_next_slot(at, every, now_ns), kind)
+            self._count(f"held_{kind.removesuffix('-now')}_not_as_capable")
+            return []
         if kind == "announce" and self.state == MASTER:
             self._at(_next_slot(at, interval_ns(self.log_announce), now_ns), "announce")
             return [self._announce(served_ns)] if self.config.multicast else []
@@ -431,6 +446,16 @@ class PtpPort(PortStateMachine):
                          self.priority2, self.identity.clock_identity, 0, v.time_source, tlvs)
         return c.encode(msg)
 
+    def _egress(self, data: bytes) -> bytes:
+        """A message on its way out: majorSdoId set, a Follow_Up given the 802.1AS information TLV, then signed."""
+        if self.config.major_sdo_id:
+            data = gptp.set_major_sdo_id(data, self.config.major_sdo_id)
+        if self._fui and data[0] & 0x0F == c.MsgType.FOLLOW_UP:
+            data = gptp.with_follow_up_info(data, self._fui)
+        if self.security is not None:
+            data = self.security.sign(data)
+        return data
+
     def _smpte(self, served_ns: int) -> Send:
         """ST 2059-2's management message: to all ports and clocks, the SMPTE organization extension TLV in place
         of a management TLV, action COMMAND (no answer expected), multicast, a general message (port 320)."""
@@ -477,6 +502,9 @@ class PtpPort(PortStateMachine):
 
     # --- peer delay ---------------------------------------------------------------------------------------
     def _pdelay_req(self, served_ns: int, now_ns: int) -> list[Send]:
+        if self.link is not None and self._pdelay_out:  # the previous exchange did not complete
+            self.link.lost()
+            self._pdelay_out.clear()
         seq = self._next_seq(c.MsgType.PDELAY_REQ)
         token = self._pending.expect(c.MsgType.PDELAY_REQ, seq, now_ns)
         self._pdelay_out = keep_recent(self._pdelay_out, seq)
@@ -487,7 +515,11 @@ class PtpPort(PortStateMachine):
 
     def _peer_delay(self, seq: int) -> None:
         t = self._pdelay_out.get(seq, {})
-        if {"t1", "t2", "t3", "t4"} <= t.keys():
+        if {"t1", "t2", "t3", "t4"} <= t.keys() and self.link is not None:
+            self.link.exchange(t["t1"], t["t2"], t["t3"], t["t4"], t.get("corr", 0))
+            self.peer_delay_ns = self.link.link_delay_ns
+            del self._pdelay_out[seq]
+        elif {"t1", "t2", "t3", "t4"} <= t.keys():
             delay = ((t["t4"] - t["t1"]) - (t["t3"] - t["t2"]) - t.get("corr", 0)) // 2
             self.peer_delay_ns = delay if self.peer_delay_ns is None else (self.peer_delay_ns * 7 + delay) // 8
             del self._pdelay_out[seq]
@@ -501,7 +533,7 @@ class PtpPort(PortStateMachine):
                 self._count("drop_auth_" + why)
                 return []
             data = checked
-        msg = admit(data, self.identity, self.config.domain, self._count)
+        msg = admit(data, self.identity, self.config.domain, self._count, self.config.major_sdo_id)
         if msg is None:
             return []
         self._count("rx_" + type(msg).__name__.lower())
@@ -931,6 +963,7 @@ class PtpPort(PortStateMachine):
             "transitions": self.transition_rows(now_ns),
             "security": None if self.security is None else self.security.snapshot(),
             "smpte_metadata": self.last_metadata,
+            "gptp": None if self.link is None else self.link.snapshot(),
         }
 
 

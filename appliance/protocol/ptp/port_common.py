@@ -87,9 +87,11 @@ class PortStateMachine:
                 for t, old, new, why in self.transitions[-SNAPSHOT_TRANSITIONS:]]
 
 
-def admit(data: Any, identity: c.PortIdentity, domain: int, count: Callable[[str], None]) -> c.Message | None:
+def admit(data: Any, identity: c.PortIdentity, domain: int, count: Callable[[str], None],
+          major_sdo_id: int = 0) -> c.Message | None:
     """A received message decoded, or None, the drop counted by reason: not bytes, malformed, our own (looped
-    back), another domain (7.1) or another standards organization's (majorSdoId, 7.5.2.2)."""
+    back), another domain (7.1) or another standards organization's (majorSdoId other than the port's: 0, or 1
+    for IEEE 802.1AS; 7.5.2.2)."""
     if not isinstance(data, bytes | bytearray | memoryview):
         count("drop_not_bytes")
         return None
@@ -100,7 +102,7 @@ def admit(data: Any, identity: c.PortIdentity, domain: int, count: Callable[[str
         return None
     h = msg.header
     for dropped, why in ((h.source_port.clock_identity == identity.clock_identity, "drop_own"),
-                         (h.domain != domain, "drop_other_domain"), (h.major_sdo_id != 0, "drop_other_sdo")):
+                         (h.domain != domain, "drop_other_domain"), (h.major_sdo_id != major_sdo_id, "drop_other_sdo")):
         if dropped:
             count(why)
             return None

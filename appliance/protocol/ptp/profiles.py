@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-PROFILE_NAMES = ("default-e2e", "default-p2p", "g8275.1", "g8275.2", "c37.238", "st2059-2")
+PROFILE_NAMES = ("default-e2e", "default-p2p", "g8275.1", "g8275.2", "c37.238", "st2059-2", "gptp")
 L2_FORWARDABLE = "01:1B:19:00:00:00"  # IEEE 1588-2019 Annex E.3: all messages but the peer delay ones
 L2_NON_FORWARDABLE = "01:80:C2:00:00:0E"  # peer delay messages; G.8275.1 may use it for everything
 UNSPECIFIED_LOG = 127  # logMessageInterval 0x7F: "not specified" (IEEE 1588-2019 13.3.2.14)
@@ -50,6 +50,11 @@ class Profile:
     grandmaster_id: int = 0
     master_only: bool = False
     smpte_tlv: bool = False  # SMPTE ST 2059-2 synchronization metadata in a management message every second
+    major_sdo_id: int = 0  # 1: IEEE 802.1AS (transportSpecific 1)
+    follow_up_info: bool = False  # 802.1AS: every Follow_Up carries the Follow_Up information TLV
+    as_capable_required: bool = False  # 802.1AS: Announce and Sync only while the link is asCapable
+    neighbor_prop_delay_thresh_ns: int = 800  # 802.1AS neighborPropDelayThresh
+    path_trace: bool = False  # the profile's path trace default (802.1AS: on)
     ranges: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
@@ -131,6 +136,10 @@ class PortConfig:
     slave_only: bool = False
     two_step: bool = True
     smpte_tlv: bool = False
+    major_sdo_id: int = 0
+    follow_up_info: bool = False
+    as_capable_required: bool = False
+    neighbor_prop_delay_thresh_ns: int = 800
 
 
 def resolve(profile: Profile, settings: dict[str, Any]) -> tuple[PortConfig, list[str], list[str]]:
@@ -187,7 +196,11 @@ def resolve(profile: Profile, settings: dict[str, Any]) -> tuple[PortConfig, lis
         unicast_log_delay_resp_interval=profile.unicast_log_delay_resp_interval,
         c37238_tlv=profile.c37238_tlv, grandmaster_id=gm_id, master_only=profile.master_only,
         rate_limit_per_s=float(settings.get("rate_limit_per_s", 200.0)),
-        path_trace=bool(settings.get("path_trace", False)), smpte_tlv=profile.smpte_tlv)
+        path_trace=bool(settings.get("path_trace", False)) or profile.path_trace, smpte_tlv=profile.smpte_tlv,
+        major_sdo_id=profile.major_sdo_id, follow_up_info=profile.follow_up_info,
+        as_capable_required=profile.as_capable_required,
+        neighbor_prop_delay_thresh_ns=int(settings.get("neighbor_prop_delay_thresh_ns", 0))
+        or profile.neighbor_prop_delay_thresh_ns)
     return config, errors, warnings
 
 

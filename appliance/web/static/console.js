@@ -43,7 +43,8 @@
   function outputDetail(name, o) {
     if (o.error) return "error: " + o.error;
     if (name === "ntp" && o.totals) return (o.totals.replies || 0) + " replies" + (o.nts ? ntsDetail(o.nts, o.totals) : "");
-    if (name === "ptp") return (o.port_state || o.state || "") + (o.profile ? " " + o.profile : "") + (o.security ? ptpAuthDetail(o.security) : "");
+    if (name === "ptp") return (o.port_state || o.state || "") + (o.profile ? " " + o.profile : "") + (o.security ? ptpAuthDetail(o.security) : "") +
+      (o.gptp ? (o.gptp.as_capable ? "; asCapable, link " + o.gptp.link_delay_ns + " ns" : "; NOT asCapable: " + o.gptp.why_not) : "");
     if (name === "pps") return o.seconds + " s, " + o.squelched + " squelched";
     if (name === "irig") return o.format + ", " + o.frames + " frames, quality " + o.time_quality;
     if (name === "serial") return (o.format || "") + " " + (o.written || 0) + " written";
