@@ -179,6 +179,11 @@ def test_malformed_nts_requests_are_dropped_and_the_server_keeps_serving(server:
 def test_ke_errors_and_bad_sessions(server: Server) -> None:
     records, _, _ = ke_exchange(server, ke_request(nts.Record(True, 1234, b"?").encode()))
     assert records[0].type == nts.ERROR and struct.unpack("!H", records[0].body)[0] == nts.ERR_UNRECOGNIZED_CRITICAL
+    aes_gcm_only = ke_request().replace(struct.pack("!HHH", nts.AEAD_ALGORITHM, 2, 15),
+                                        struct.pack("!HHH", nts.AEAD_ALGORITHM, 2, 30))
+    records, _, _ = ke_exchange(server, aes_gcm_only)  # no AEAD in common: an empty AEAD record, no cookies
+    assert [(r.type, r.body) for r in records] == [(nts.NEXT_PROTOCOL, b"\0\0"), (nts.AEAD_ALGORITHM, b""),
+                                                  (nts.END_OF_MESSAGE, b"")]
     records, _, _ = ke_exchange(server, ke_request()[:-4], close_early=True)  # truncated: no End of Message
     assert records and records[0].type == nts.ERROR and struct.unpack("!H", records[0].body)[0] == nts.ERR_BAD_REQUEST
     with pytest.raises(SSL.Error):

@@ -198,7 +198,10 @@ def ke_respond(records: list[Record], c2s: bytes, s2c: bytes, jar: CookieJar, se
         # §4.1.2: no protocol in common is an empty Next Protocol record, no cookies
         return (Record(True, NEXT_PROTOCOL, b"").encode() + Record(True, END_OF_MESSAGE, b"").encode())
     if AEAD_AES_SIV_CMAC_256 not in request.aeads:
-        raise KeError(ERR_BAD_REQUEST, "no AEAD algorithm in common (AES-SIV-CMAC-256 only)")
+        # §4.1.5: no AEAD algorithm in common is an empty AEAD Algorithm Negotiation record, no cookies (as chrony
+        # 4.4 and later answer)
+        return b"".join(r.encode() for r in (Record(True, NEXT_PROTOCOL, struct.pack("!H", PROTOCOL_NTPV4)),
+                                             Record(True, AEAD_ALGORITHM, b""), Record(True, END_OF_MESSAGE, b"")))
     out = [Record(True, NEXT_PROTOCOL, struct.pack("!H", PROTOCOL_NTPV4)),
            Record(True, AEAD_ALGORITHM, struct.pack("!H", AEAD_AES_SIV_CMAC_256))]
     if server:
