@@ -88,6 +88,8 @@ def test_a_ptp4l_4_slave_follows_the_signing_appliance_and_pmc_signs_its_request
         if source == net.ip4_a:
             sent.add(check_signed(message, KEY))
     assert sent >= {ANNOUNCE, SYNC, FOLLOW_UP, DELAY_RESP}, sent
+    frames = h.dissect(cap.path)  # tshark reads the signed messages (the TLV as one it does not know) whole
+    assert frames and not any(f["malformed"] for f in frames), [f for f in frames if f["malformed"]][:1]
 
 
 @pytest.mark.timeout(120)
