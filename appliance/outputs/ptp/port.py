@@ -120,7 +120,7 @@ def _address_text(address: Any) -> str:
     return str(address)
 
 
-def _signed(method: Callable[..., list[Send]]) -> Callable[..., list[Send]]:
+def _outgoing(method: Callable[..., list[Send]]) -> Callable[..., list[Send]]:
     """A public entry point: what it returns to the edge passes through the port's egress (``_egress``: the
     majorSdoId of 802.1AS, its Follow_Up information TLV, then the AUTHENTICATION TLV), once: entry points that call
     one another apply it at the outermost."""
@@ -229,18 +229,18 @@ class PtpPort(PortStateMachine):
             self._at(now_ns, "pdelay")
         return []
 
-    @_signed
+    @_outgoing
     def start(self, now_ns: int) -> list[Send]:
         out = self._event("INIT_COMPLETE", now_ns, "initialized")
         if self.config.master_only:  # a masterOnly port does not wait to hear a better master (G.8275.x)
             out += self._event("RS_MASTER", now_ns, "masterOnly port (profile)")
         return out
 
-    @_signed
+    @_outgoing
     def fault(self, now_ns: int, reason: str) -> list[Send]:
         return self._event("FAULT_DETECTED", now_ns, reason)
 
-    @_signed
+    @_outgoing
     def fault_cleared(self, now_ns: int) -> list[Send]:
         self._event("FAULT_CLEARED", now_ns, "transport usable again")
         return self.start(now_ns)
@@ -289,7 +289,7 @@ class PtpPort(PortStateMachine):
                          v.offset_scaled_log_variance, self.priority2, 0, self.identity, self.identity,
                          self.config.local_priority)
 
-    @_signed
+    @_outgoing
     def update_view(self, view: GrandmasterView, now_ns: int) -> list[Send]:
         """The clock's quality changed (or the second ticked): re-run the BMCA when what we announce changed, and
         tell the network at once rather than at the next Announce."""
@@ -330,7 +330,7 @@ class PtpPort(PortStateMachine):
             heapq.heappop(self._timers)
         return None
 
-    @_signed
+    @_outgoing
     def handle_timer(self, now_ns: int, served_ns: int) -> list[Send]:
         out: list[Send] = []
         while self._timers and self._timers[0][0] <= now_ns:
@@ -482,7 +482,7 @@ class PtpPort(PortStateMachine):
                                     max(0, served_ns))
         return [Send(data, True, to, token=token)]
 
-    @_signed
+    @_outgoing
     def handle_tx_timestamp(self, token: int, tx_ts_ns: int) -> list[Send]:
         kind, ctx = self._pending.take(token) or (None, None)
         if kind == c.MsgType.SYNC:
@@ -525,7 +525,7 @@ class PtpPort(PortStateMachine):
             del self._pdelay_out[seq]
 
     # --- receiving ----------------------------------------------------------------------------------------
-    @_signed
+    @_outgoing
     def handle_rx(self, data: bytes, source: Any, rx_ts_ns: int | None, now_ns: int) -> list[Send]:
         if self.security is not None and isinstance(data, bytes | bytearray | memoryview):
             checked, why = self.security.verify(bytes(data))
