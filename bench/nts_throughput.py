@@ -35,7 +35,6 @@ import json
 import logging
 import os
 import shutil
-import signal
 import socket
 import statistics
 import struct
@@ -50,6 +49,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from appliance.protocol.ntp import nts  # noqa: E402  (the records and exporter contexts: pure protocol)
+from bench.ntp_throughput import appliance_status, stop  # noqa: E402  (the NTP bench's process handling)
+from bench.ntp_throughput import wait_answers as wait_ntp  # noqa: E402
 
 LOSS_LIMIT_PCT = 0.1
 SERVER_CPU, LOAD_CPU = "0", "1"
@@ -252,12 +253,6 @@ def start_appliance(workdir: Path, tag: str, fast_path: str) -> Server:
     raise RuntimeError(f"the appliance did not lock with NTS-KE up within 90 s: {errlog.read_text()[-2000:]}")
 
 
-def appliance_status(state: Path) -> dict | None:
-    out = subprocess.run([sys.executable, "-m", "appliance", "status", "--json", "--set", f"state_dir={state}"],
-                         capture_output=True, text=True, cwd=ROOT, timeout=30)
-    return json.loads(out.stdout) if out.returncode == 0 else None
-
-
 def chronyd_serverstats(sock: Path) -> dict[str, str]:
     """chronyc serverstats over chronyd's own command socket (empty when chronyc is missing or fails)."""
     if shutil.which("chronyc") is None:
@@ -274,21 +269,6 @@ def chronyd_serverstats(sock: Path) -> dict[str, str]:
     return stats
 
 
-def wait_ntp(port: int, timeout_s: float = 30) -> None:
-    request = bytes([0x23]) + bytes(47)
-    deadline = time.monotonic() + timeout_s
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.settimeout(0.5)
-        while time.monotonic() < deadline:
-            s.sendto(request, ("127.0.0.1", port))
-            try:
-                s.recv(128)
-                return
-            except OSError:
-                continue
-    raise RuntimeError(f"nothing answers NTP on port {port}")
-
-
 def wait_tcp(port: int, timeout_s: float = 30) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -298,16 +278,6 @@ def wait_tcp(port: int, timeout_s: float = 30) -> None:
         except OSError:
             time.sleep(0.2)
     raise RuntimeError(f"nothing accepts TCP on port {port}")
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
 
 
 # --- NTS-KE ---------------------------------------------------------------------------------------------------------

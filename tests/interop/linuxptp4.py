@@ -71,3 +71,14 @@ def ptp4l4() -> Path:
     if os.environ.get("CI") == "true":  # CI: a missing peer is a failure, never a skip
         pytest.fail(message)
     pytest.skip(message)  # outside CI only
+
+
+def requirements() -> Path:
+    """What a linuxptp 4.x interop test needs: ``ptp4l4()``, root (namespaces) and ip, setpriv, tshark."""
+    from tests.interop import ptp_harness as h
+
+    directory = ptp4l4()
+    h.require_root()
+    for tool in ("ip", "setpriv", "tshark"):
+        h.require(tool)
+    return directory

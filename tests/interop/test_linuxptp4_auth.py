@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 
 from tests.interop import ptp_harness as h
-from tests.interop.linuxptp4 import ptp4l4
+from tests.interop.linuxptp4 import requirements
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
@@ -103,14 +103,6 @@ class Ptp4l4(h._LogProcess):
             return sum(1 for line in self.lines if pattern.search(line))
 
 
-def _requirements() -> Path:
-    directory = ptp4l4()
-    h.require_root()
-    for tool in ("ip", "setpriv", "tshark"):
-        h.require(tool)
-    return directory
-
-
 def ptp_payloads(capture: Path) -> list[tuple[str, bytes]]:
     """(source address, UDP payload) of every PTP event/general message in the capture."""
     out = h.sh("tshark", "-n", "-r", str(capture), "-Y", "udp.port == 319 || udp.port == 320", "-T", "fields",
@@ -149,7 +141,7 @@ def check_signed(message: bytes, key: bytes) -> int:
 
 @pytest.mark.timeout(120)
 def test_a_ptp4l_4_slave_follows_a_ptp4l_4_master_signing_with_the_same_key(tmp_path: Path) -> None:
-    directory = _requirements()
+    directory = requirements()
     sa = sa_file(tmp_path / "sa.cfg", KEY)
     with h.NetnsPair("lpa") as net:
         with h.Capture(net.b, None, tmp_path / "auth.pcapng") as cap, \
@@ -184,7 +176,7 @@ def test_a_ptp4l_4_slave_follows_a_ptp4l_4_master_signing_with_the_same_key(tmp_
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("case", ["another key", "an unsigned master"])
 def test_a_ptp4l_4_slave_refuses_a_master_with_another_key_or_none(tmp_path: Path, case: str) -> None:
-    directory = _requirements()
+    directory = requirements()
     slave_sa = sa_file(tmp_path / "slave-sa.cfg", KEY)
     master_sa = sa_file(tmp_path / "master-sa.cfg", OTHER_KEY) if case == "another key" else None
     with h.NetnsPair("lpr") as net, \

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.interop import ptp_harness as h
-from tests.interop.linuxptp4 import ptp4l4
+from tests.interop.linuxptp4 import requirements
 from tests.interop.procs import ENV
 from tests.interop.ptp_appliance import ApplianceGm
 from tests.interop.test_linuxptp4_auth import (ANNOUNCE, BAD_RE, BEST_RE, DELAY_RESP, FOLLOW_UP, FOREIGN_RE, KEY,
@@ -34,14 +34,6 @@ from tests.interop.test_linuxptp4_auth import (ANNOUNCE, BAD_RE, BEST_RE, DELAY_
                                                sa_file)
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
-
-
-def _requirements() -> Path:
-    directory = ptp4l4()
-    h.require_root()
-    for tool in ("ip", "setpriv", "tshark"):
-        h.require(tool)
-    return directory
 
 
 def signing(sa: Path, accept_unsigned: bool = False) -> list[str]:
@@ -65,7 +57,7 @@ def pmc_config(path: Path, sa: Path | None) -> Path:
 
 @pytest.mark.timeout(150)
 def test_a_ptp4l_4_slave_follows_the_signing_appliance_and_pmc_signs_its_requests(tmp_path: Path) -> None:
-    directory = _requirements()
+    directory = requirements()
     sa = sa_file(tmp_path / "sa.cfg", KEY)
     with h.NetnsPair("pau") as net, ApplianceGm(net.ns_a, net.if_a, tmp_path / "gm", *signing(sa)) as gm:
         identity = gm.identity()
@@ -94,7 +86,7 @@ def test_a_ptp4l_4_slave_follows_the_signing_appliance_and_pmc_signs_its_request
 
 @pytest.mark.timeout(120)
 def test_a_ptp4l_4_slave_with_another_key_refuses_the_appliance(tmp_path: Path) -> None:
-    directory = _requirements()
+    directory = requirements()
     with h.NetnsPair("paw") as net, \
             ApplianceGm(net.ns_a, net.if_a, tmp_path / "gm", *signing(sa_file(tmp_path / "gm-sa.cfg", OTHER_KEY))), \
             Ptp4l4(net.b, "slave", directory, tmp_path / "slave", sa_file(tmp_path / "sa.cfg", KEY)) as slave:
@@ -106,7 +98,7 @@ def test_a_ptp4l_4_slave_with_another_key_refuses_the_appliance(tmp_path: Path) 
 
 @pytest.mark.timeout(150)
 def test_unsigned_delay_requests_and_management_are_dropped_unless_accepted(tmp_path: Path) -> None:
-    directory = _requirements()
+    directory = requirements()
     sa = sa_file(tmp_path / "sa.cfg", KEY)
     with h.NetnsPair("pan") as net, ApplianceGm(net.ns_a, net.if_a, tmp_path / "gm", *signing(sa)) as gm, \
             Ptp4l4(net.b, "slave", directory, tmp_path / "slave", None) as slave:
