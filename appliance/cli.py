@@ -309,6 +309,11 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         _ptp, errors, warnings = port_config_from(config.section("ptp"))
         for warning in warnings:
             print(f"{args.file}: warning: {warning}", file=sys.stderr)
+        from appliance.runtime.outputs import ptp_security
+        try:
+            ptp_security(config.ptp)  # the sa_file, spp and key of PTP authentication
+        except ValueError as exc:
+            errors.append(str(exc))
         if errors:
             for error in errors:
                 print(f"appliance: config: {args.file}: {error}", file=sys.stderr)

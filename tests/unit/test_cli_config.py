@@ -116,3 +116,15 @@ def test_check_config_as_a_process(bad):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stdout == ""
     assert len(proc.stderr.splitlines()) == 4 and "Traceback" not in proc.stderr
+
+
+def test_check_config_reads_the_ptp_security_association_file(capsys, tmp_path) -> None:
+    sa = tmp_path / "sa.cfg"
+    sa.write_text("[security_association]\nspp 2\n1 SHA256-128 HEX:00112233445566778899aabbccddeeff\n")
+    conf = tmp_path / "ptp.toml"
+    conf.write_text(f'[ptp]\ninterface = "eth1"\nspp = 1\nsa_file = "{sa}"\nactive_key_id = 1\n')
+    code, _out, err = run(capsys, "check-config", str(conf))
+    assert code != 0 and "ptp.spp 1 is not in the security association file (it has 2)" in err
+    assert "00112233" not in err
+    conf.write_text(f'[ptp]\ninterface = "eth1"\nspp = 2\nsa_file = "{sa}"\nactive_key_id = 1\n')
+    assert run(capsys, "check-config", str(conf))[0] == 0
