@@ -131,7 +131,8 @@ else
     fi
 fi
 # A local directory is always reinstalled by pip, even at the same version: this is also the upgrade.  The NTP
-# fast path (C) is built when a compiler and python3-dev are present; without them Python serves everything.
+# fast path (C) is built when a compiler and python3-dev are present; without them Python serves everything.  With
+# libssl-dev (OpenSSL 3's libcrypto) it answers NTS requests too; without it Python answers those.
 run "$DESTDIR$VENV/bin/pip" install --disable-pip-version-check "$SRC"
 
 say ""

@@ -204,21 +204,30 @@ class NtpWorker:
 
 class InProcessWorker:
     """A Worker (with the fast path or not) in this process, driven one receive step at a time, without its poll
-    loop: what it does between datagrams is then exactly what its receive path does."""
+    loop: what it does between datagrams is then exactly what its receive path does.  ``cookies``: an NTS cookie
+    jar for both paths (``use_cookies`` replaces it, as a key rotation does)."""
 
-    def __init__(self, fast_path: bool, config: ServerConfig = ServerConfig()):
+    def __init__(self, fast_path: bool, config: ServerConfig = ServerConfig(), cookies: Any = None):
         self.segment = ClockSegment(1)
         self.segment.publish(host_map())
         self.reader = ClockReader(self.segment.name, 0)
         self.sock = open_socket("127.0.0.1", 0, reuseport=False)
         self.port = self.sock.getsockname()[1]
-        self.worker = Worker(self.sock, NtpServer(config), self.reader)
+        self.worker = Worker(self.sock, NtpServer(config, None, cookies), self.reader)
         self.fast: Any = None
         if fast_path:
-            from appliance.edge.ntp.fast import make_fast_path
+            from appliance.edge.ntp.fast import make_fast_path, sync_cookie_keys
 
             self.fast = make_fast_path(self.worker)
             self.worker.after_send = self.fast.note_sent
+            sync_cookie_keys(self.worker, self.fast)
+
+    def use_cookies(self, cookies: Any) -> None:
+        self.worker.server.cookies = cookies
+        if self.fast is not None:
+            from appliance.edge.ntp.fast import sync_cookie_keys
+
+            sync_cookie_keys(self.worker, self.fast)
 
     def step(self) -> None:
         """Read and answer what has arrived (as serve / serve_fast do after each poll)."""

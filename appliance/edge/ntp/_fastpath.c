@@ -2,11 +2,13 @@
  * _fastpath: the NTP worker's hot loop in C.  recvmmsg / decide / sendmmsg, with kernel timestamps.
  *
  * It makes exactly the decisions of appliance/outputs/ntp/server.py and limits.py (whose docstrings specify the
- * algorithms), for the common request: a bare 48-byte client request.  For every datagram it checks the shape (a
- * MAC or extension-field trailer included), the access rules and the per-client rate; bare requests it then answers
- * itself (basic or interleaved, KoDs included); anything longer (a MAC, extension fields) goes back to the Python
- * server with the admission decision already taken, so each request meets the rate limiter exactly once.  The same
- * tests run against both paths.
+ * algorithms), for the common requests: a bare 48-byte client request, and (built with libcrypto, FASTPATH_NTS) an
+ * NTS request (RFC 8915) while the worker has handed it the cookie master keys.  For every datagram it checks the
+ * shape (a MAC or extension-field trailer included), the access rules and the per-client rate; bare requests it
+ * then answers itself (basic or interleaved, KoDs included), NTS requests too (_nts.c: cookies, authenticator, NAK,
+ * replay table); anything else longer (a MAC, other extension fields) goes back to the Python server with the
+ * admission decision already taken, so each request meets the rate limiter exactly once.  The same tests run
+ * against both paths.
  *
  * Clock: the ClockMap published by the appliance in shared memory (appliance/edge/ntp/shm.py, clockmap.py),
  * read under its sequence counter.  Counters: kept here, merged with the Python ones by fast.py.
@@ -27,6 +29,10 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#ifdef FASTPATH_NTS
+#include "_nts.h"
+#endif
+
 #define BATCH 64
 #define RECV_SIZE 1100
 #define HEADER_LEN 48
@@ -37,11 +43,16 @@
 #define NTP_UNIX_OFFSET_NS (2208988800LL * NS_PER_S)
 #define KOD_INTERVAL_NS NS_PER_S
 #define TX_RING 4096
+#ifndef SEND_CHUNK
+#define SEND_CHUNK 16  /* replies sent together at most */
+#endif
 
 /* Counter slots: the order of COUNTER_NAMES in shm.py. */
 enum { C_REQUESTS, C_REPLIES, C_INTERLEAVED, C_AUTHENTICATED, C_KOD_RATE, C_KOD_DENY, C_KOD_RSTR, C_CRYPTO_NAK,
        C_DROP_SHORT, C_DROP_OVERSIZE, C_DROP_MALFORMED, C_DROP_BAD_VERSION, C_DROP_CONTROL, C_DROP_MODE,
-       C_DROP_DENIED, C_DROP_RATE_LIMITED, C_RX_NO_TS, C_TX_KERNEL_TS, C_COUNT };
+       C_DROP_DENIED, C_DROP_RATE_LIMITED, C_RX_NO_TS, C_TX_KERNEL_TS,
+       C_HEARTBEAT, C_PID, C_FAST_PATH, C_SLOW_PATH,  /* the worker's own: always 0 here */
+       C_NTS, C_NTS_NAK, C_DROP_NTS_MALFORMED, C_DROP_NTS_REPLAY, C_COUNT };
 
 enum { ADMIT_PASS = 0, ADMIT_KOD = 1 };
 enum { DENY_DROP = 0, DENY_KOD_DENY = 1, DENY_KOD_RSTR = 2 };
@@ -94,6 +105,9 @@ typedef struct {
     uint32_t pending_tx;        /* datagrams sent asking for a transmit timestamp, not yet read back */
     uint64_t counters[C_COUNT];
     uint64_t rl_evictions;
+#ifdef FASTPATH_NTS
+    nts_state *nts;             /* NTS in C while it holds cookie keys (set_cookie_keys) */
+#endif
 } FastPath;
 
 /* ----------------------------------------------------------------------------------------- time conversions */
@@ -287,9 +301,13 @@ static void xl_update(FastPath *self, uint64_t rx_key, int64_t tx_ns) {
 /* --------------------------------------------------------------------------------------------- replies */
 
 typedef struct {
-    uint8_t data[HEADER_LEN];
+    uint8_t data[MAX_REQUEST_LEN];  /* the header, then an NTS reply's extension fields */
+    size_t len;
     int kod, interleaved, want_tx_ts;
+    int seal;                       /* an NTS reply whose authenticator is sealed once its header is final */
+    int addr;                       /* the request's index in the batch */
     uint64_t rx_key;
+    int64_t tx_ns;
 } reply;
 
 static void build_header(uint8_t *out, const uint8_t *req, const clock_map *m, int stratum, int leap, const uint8_t *refid,
@@ -313,6 +331,8 @@ static void build_header(uint8_t *out, const uint8_t *req, const clock_map *m, i
 static void make_kod(FastPath *self, reply *r, const uint8_t *req, const clock_map *m, int64_t rx_ns, const char *code, int slot) {
     uint64_t receive = ntp_ts(m, rx_ns) | 1;
     build_header(r->data, req, m, 0, 3, (const uint8_t *)code, (int8_t)req[2], 0, 0, 0, get64(req + 40), receive);
+    r->len = HEADER_LEN;
+    r->seal = 0;
     r->kod = 1;
     r->interleaved = 0;
     r->want_tx_ts = 0;
@@ -329,6 +349,8 @@ static void make_reply(FastPath *self, reply *r, const uint8_t *req, const clock
     uint64_t origin = get64(req + 24), req_receive = get64(req + 32), req_transmit = get64(req + 40);
     build_header(r->data, req, m, m->stratum, m->leap, m->refid, poll, m->root_delay, m->root_dispersion,
                  m->reference_ts, req_transmit, receive);
+    r->len = HEADER_LEN;
+    r->seal = 0;
     r->kod = 0;
     r->interleaved = 0;
     r->rx_key = receive;
@@ -450,14 +472,122 @@ static PyObject *address_tuple(const struct sockaddr_storage *sa) {
     return Py_BuildValue("(siII)", host, ntohs(s6->sin6_port), ntohl(s6->sin6_flowinfo), s6->sin6_scope_id);
 }
 
+static void hand_over(PyObject *slow, const uint8_t *d, ssize_t len, const struct sockaddr_storage *sa, int64_t rx_ns,
+                      int admission) {
+    PyObject *item = Py_BuildValue("(y#NLi)", d, (Py_ssize_t)len, address_tuple(sa), (long long)rx_ns, admission);
+    if (!item) { PyErr_Clear(); return; }  /* out of memory: this one is lost, as a datagram may be */
+    if (PyList_Append(slow, item) < 0) PyErr_Clear();
+    Py_DECREF(item);
+}
+
+#ifdef FASTPATH_NTS
+/* NtpServer._nts, for an NTPv4 request with a Unique Identifier while cookie keys are held: 1 r is its reply (an
+ * NTS reply sealed later, once its header is final), 0 dropped (counted), -1 for the Python server.  As there, an
+ * authenticated request over the rate gets a KoD RATE that still carries fresh cookies, and a NAK is a KoD NTSN
+ * with the Unique Identifier alone. */
+static int nts_answer(FastPath *self, reply *r, int slot, const uint8_t *d, ssize_t len, const clock_map *m,
+                      int64_t rx_ns, int limit) {
+    nts_request rq;
+    switch (nts_open(self->nts, d, (size_t)len, &rq)) {
+    case NTS_DROP_MALFORMED: self->counters[C_DROP_NTS_MALFORMED]++; return 0;
+    case NTS_DROP_REPLAY: self->counters[C_DROP_NTS_REPLAY]++; return 0;
+    case NTS_NAK:
+        make_kod(self, r, d, m, rx_ns, "NTSN", C_NTS_NAK);
+        r->len = HEADER_LEN + nts_nak_fields(&rq, r->data + HEADER_LEN);
+        return 1;
+    case NTS_OK: break;
+    default: return -1;
+    }
+    size_t reply_len = nts_prepare_reply(self->nts, slot, &rq, r->data);
+    if (!reply_len) return 0;  /* libcrypto failed: no reply rather than an unauthenticated one */
+    if (limit == 1) {
+        make_kod(self, r, d, m, rx_ns, "RATE", C_KOD_RATE);
+    } else {
+        make_reply(self, r, d, m, rx_ns);
+        self->counters[C_NTS]++;
+    }
+    r->len = reply_len;
+    r->seal = 1;
+    return 1;
+}
+
+static int nts_decides(FastPath *self, const uint8_t *d, ssize_t len) {
+    return self->nts && nts_key_count(self->nts) && ((d[0] >> 3) & 7) == 4 && nts_is_nts(d, (size_t)len);
+}
+#endif
+
+/* replies[from..to): transmit timestamps, as late as they can be read, then one sendmmsg.  An NTS reply's header
+ * is authenticated, so its own is read just before its seal; the others share one read after the last seal. */
+static void send_replies(FastPath *self, reply *replies, int from, int to, const clock_map *map,
+                         struct sockaddr_storage *addrs, struct mmsghdr *msgs) {
+    static char tx_ctrl[BATCH][CMSG_SPACE(sizeof(uint32_t))];
+    struct mmsghdr out[BATCH];
+    struct iovec out_iov[BATCH];
+    reply *sent_replies[BATCH];
+#ifdef FASTPATH_NTS
+    for (int i = from; i < to; i++) {
+        reply *r = &replies[i];
+        if (!r->seal) continue;
+        r->tx_ns = host_now_ns();
+        if (!r->interleaved) put64(r->data + 40, ntp_ts(map, r->tx_ns) & ~(uint64_t)1);
+        if (nts_seal_reply(self->nts, i, r->data)) r->len = 0;  /* not sent */
+    }
+#endif
+    int64_t tx_ns = host_now_ns();
+    uint64_t tx_ts = ntp_ts(map, tx_ns) & ~(uint64_t)1;
+    int nsend = 0;
+    for (int i = from; i < to; i++) {
+        reply *r = &replies[i];
+        if (!r->seal) {
+            r->tx_ns = tx_ns;
+            if (!r->interleaved) put64(r->data + 40, tx_ts);
+        }
+        if (!r->len) continue;
+        out_iov[nsend].iov_base = r->data;
+        out_iov[nsend].iov_len = r->len;
+        memset(&out[nsend].msg_hdr, 0, sizeof(out[nsend].msg_hdr));
+        out[nsend].msg_hdr.msg_iov = &out_iov[nsend];
+        out[nsend].msg_hdr.msg_iovlen = 1;
+        out[nsend].msg_hdr.msg_name = &addrs[r->addr];
+        out[nsend].msg_hdr.msg_namelen = msgs[r->addr].msg_hdr.msg_namelen;
+        if (r->want_tx_ts) {  /* ask for this datagram's transmit timestamp (and an OPT_ID) only */
+            out[nsend].msg_hdr.msg_control = tx_ctrl[nsend];
+            out[nsend].msg_hdr.msg_controllen = sizeof(tx_ctrl[nsend]);
+            struct cmsghdr *c = CMSG_FIRSTHDR(&out[nsend].msg_hdr);
+            c->cmsg_level = SOL_SOCKET;
+            c->cmsg_type = SO_TIMESTAMPING;
+            c->cmsg_len = CMSG_LEN(sizeof(uint32_t));
+            uint32_t flags = SOF_TIMESTAMPING_TX_SOFTWARE;
+            memcpy(CMSG_DATA(c), &flags, sizeof(flags));
+        }
+        sent_replies[nsend++] = r;
+    }
+    int sent = 0;
+    while (sent < nsend) {
+        int k = sendmmsg(self->fd, out + sent, nsend - sent, 0);
+        if (k <= 0) { if (errno == EINTR) continue; sent++; continue; }
+        sent += k;
+    }
+    for (int i = 0; i < nsend; i++) {
+        reply *r = sent_replies[i];
+        if (!r->kod) xl_put(self, r->rx_key, r->tx_ns);
+        if (!r->want_tx_ts) continue;  /* the kernel numbers only the datagrams that asked for a timestamp */
+        self->tx_ring[self->next_id % TX_RING] = r->rx_key;
+        self->tx_slow[self->next_id % TX_RING] = 0;
+        self->next_id++;
+        self->pending_tx++;
+    }
+}
+
 /* One batch: receive up to BATCH, decide, answer; slow-path requests appended to `slow`.  Returns datagrams read. */
 static int serve_batch(FastPath *self, PyObject *slow) {
     static uint8_t bufs[BATCH][RECV_SIZE];
     static char ctrls[BATCH][256];
     static struct sockaddr_storage addrs[BATCH];
-    struct mmsghdr msgs[BATCH];
-    struct iovec iovs[BATCH];
-    for (int i = 0; i < BATCH; i++) {
+    static struct mmsghdr msgs[BATCH];
+    static struct iovec iovs[BATCH];
+    static int changed = BATCH;  /* headers the last recvmmsg filled in (all, before the first) */
+    for (int i = 0; i < changed; i++) {
         iovs[i].iov_base = bufs[i];
         iovs[i].iov_len = RECV_SIZE;
         memset(&msgs[i].msg_hdr, 0, sizeof(msgs[i].msg_hdr));
@@ -469,14 +599,12 @@ static int serve_batch(FastPath *self, PyObject *slow) {
         msgs[i].msg_hdr.msg_controllen = sizeof(ctrls[i]);
     }
     int n = recvmmsg(self->fd, msgs, BATCH, MSG_DONTWAIT, NULL);
+    changed = n > 0 ? n : 1;  /* an error may still have touched the first */
     if (n <= 0) return 0;
     clock_map map;
     int have_map = read_map(self, &map);
     static reply replies[BATCH];
-    static char tx_ctrl[BATCH][CMSG_SPACE(sizeof(uint32_t))];
-    struct mmsghdr out[BATCH];
-    struct iovec out_iov[BATCH];
-    int nout = 0;
+    int nout = 0, flushed = 0;
     for (int i = 0; i < n; i++) {
         const uint8_t *d = bufs[i];
         ssize_t len = msgs[i].msg_len;
@@ -488,8 +616,7 @@ static int serve_batch(FastPath *self, PyObject *slow) {
         int family = client_address(&addrs[i], addr, &port);
         int dropped = shape(d, len, port);
         if (!dropped && !have_map) {  /* nothing published yet: Python counts, decides and answers (not-ready map) */
-            PyObject *item = Py_BuildValue("(y#NLi)", d, (Py_ssize_t)len, address_tuple(&addrs[i]), (long long)rx_ns, -1);
-            if (item) { PyList_Append(slow, item); Py_DECREF(item); }
+            hand_over(slow, d, len, &addrs[i], rx_ns, -1);
             continue;
         }
         self->counters[C_REQUESTS]++;
@@ -502,55 +629,30 @@ static int serve_batch(FastPath *self, PyObject *slow) {
         } else {
             int limit = rl_check(self, family, addr, rx_ns);
             if (limit == 2) { self->counters[C_DROP_RATE_LIMITED]++; continue; }
-            if (len != HEADER_LEN) {  /* a MAC or extension fields: the Python server, admission already decided */
-                PyObject *item = Py_BuildValue("(y#NLi)", d, (Py_ssize_t)len, address_tuple(&addrs[i]), (long long)rx_ns,
-                                               limit == 1 ? ADMIT_KOD : ADMIT_PASS);
-                if (item) { PyList_Append(slow, item); Py_DECREF(item); }
-                continue;
+            if (len != HEADER_LEN) {  /* NTS here; a MAC or other extension fields: the Python server */
+                int answered = -1;
+#ifdef FASTPATH_NTS
+                if (nts_decides(self, d, len)) answered = nts_answer(self, r, nout, d, len, &map, rx_ns, limit);
+#endif
+                if (answered == 0) continue;
+                if (answered < 0) {  /* admission already decided */
+                    hand_over(slow, d, len, &addrs[i], rx_ns, limit == 1 ? ADMIT_KOD : ADMIT_PASS);
+                    continue;
+                }
+            } else if (limit == 1) {
+                make_kod(self, r, d, &map, rx_ns, "RATE", C_KOD_RATE);
+            } else {
+                make_reply(self, r, d, &map, rx_ns);
             }
-            if (limit == 1) make_kod(self, r, d, &map, rx_ns, "RATE", C_KOD_RATE);
-            else make_reply(self, r, d, &map, rx_ns);
         }
-        out_iov[nout].iov_base = r->data;
-        out_iov[nout].iov_len = HEADER_LEN;
-        memset(&out[nout].msg_hdr, 0, sizeof(out[nout].msg_hdr));
-        out[nout].msg_hdr.msg_iov = &out_iov[nout];
-        out[nout].msg_hdr.msg_iovlen = 1;
-        out[nout].msg_hdr.msg_name = &addrs[i];
-        out[nout].msg_hdr.msg_namelen = msgs[i].msg_hdr.msg_namelen;
-        if (r->want_tx_ts) {  /* ask for this datagram's transmit timestamp (and an OPT_ID) only */
-            out[nout].msg_hdr.msg_control = tx_ctrl[nout];
-            out[nout].msg_hdr.msg_controllen = sizeof(tx_ctrl[nout]);
-            struct cmsghdr *c = CMSG_FIRSTHDR(&out[nout].msg_hdr);
-            c->cmsg_level = SOL_SOCKET;
-            c->cmsg_type = SO_TIMESTAMPING;
-            c->cmsg_len = CMSG_LEN(sizeof(uint32_t));
-            uint32_t flags = SOF_TIMESTAMPING_TX_SOFTWARE;
-            memcpy(CMSG_DATA(c), &flags, sizeof(flags));
-        }
+        r->addr = i;
         nout++;
-    }
-    if (nout) {
-        int64_t tx_ns = host_now_ns();  /* as late as possible: right before the batch leaves */
-        uint64_t tx_ts = ntp_ts(&map, tx_ns) & ~(uint64_t)1;
-        for (int i = 0; i < nout; i++)
-            if (!replies[i].interleaved) put64(replies[i].data + 40, tx_ts);
-        int sent = 0;
-        while (sent < nout) {
-            int k = sendmmsg(self->fd, out + sent, nout - sent, 0);
-            if (k <= 0) { if (errno == EINTR) continue; sent++; continue; }
-            sent += k;
-        }
-        for (int i = 0; i < nout; i++) {
-            reply *r = &replies[i];
-            if (!r->kod) xl_put(self, r->rx_key, tx_ns);
-            if (!r->want_tx_ts) continue;  /* the kernel numbers only the datagrams that asked for a timestamp */
-            self->tx_ring[self->next_id % TX_RING] = r->rx_key;
-            self->tx_slow[self->next_id % TX_RING] = 0;
-            self->next_id++;
-            self->pending_tx++;
+        if (nout - flushed == SEND_CHUNK) {  /* the client can start on these while the rest are worked out */
+            send_replies(self, replies, flushed, nout, &map, addrs, msgs);
+            flushed = nout;
         }
     }
+    if (nout > flushed) send_replies(self, replies, flushed, nout, &map, addrs, msgs);
     return n;
 }
 
@@ -615,13 +717,49 @@ static PyObject *fp_limiter(FastPath *self, PyObject *noargs) {
     return Py_BuildValue("(KK)", (unsigned long long)self->rl_size, (unsigned long long)self->rl_evictions);
 }
 
+#ifdef FASTPATH_NTS
+/* The NTS cookie master keys, oldest first: [(key id, key bytes)], all of one length (an empty list: none, NTS
+   requests go to Python).  Replaces the keys held before; the table of recent Unique Identifiers stays. */
+static PyObject *fp_set_cookie_keys(FastPath *self, PyObject *keys) {
+    if (!self->nts) return PyErr_Format(PyExc_RuntimeError, "NTS: libcrypto's AES or getrandom() unavailable");
+    uint32_t ids[NTS_MAX_KEYS];
+    uint8_t material[NTS_MAX_KEYS * 64];
+    Py_ssize_t n = PySequence_Size(keys), keylen = 0;
+    if (n < 0) return NULL;
+    if (n > NTS_MAX_KEYS) return PyErr_Format(PyExc_ValueError, "at most %d cookie keys", NTS_MAX_KEYS);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *row = PySequence_GetItem(keys, i);
+        unsigned long id;
+        const char *key;
+        Py_ssize_t len;
+        int ok = row && PyArg_ParseTuple(row, "ky#", &id, &key, &len);
+        Py_XDECREF(row);
+        if (!ok) return NULL;
+        if ((len != 32 && len != 48 && len != 64) || (i && len != keylen) || id > 0xFFFFFFFFul)
+            return PyErr_Format(PyExc_ValueError, "cookie key %zd: a 32-bit id and 32, 48 or 64 bytes, all alike", i);
+        keylen = len;
+        ids[i] = (uint32_t)id;
+        memcpy(material + i * len, key, len);
+    }
+    int failed = nts_set_keys(self->nts, (int)n, ids, material, (size_t)keylen);
+    memset(material, 0, sizeof(material));
+    if (failed) return PyErr_Format(PyExc_RuntimeError, "NTS: libcrypto refused the cookie keys");
+    Py_RETURN_NONE;
+}
+#endif
+
 static int fp_init(FastPath *self, PyObject *args, PyObject *kwds) {
-    static char *kw[] = {"fd", "shm", "rules", "deny_action", "rate_per_s", "burst", "max_clients", "interleaved_table", NULL};
+    static char *kw[] = {"fd", "shm", "rules", "deny_action", "rate_per_s", "burst", "max_clients", "interleaved_table",
+                         "nts_replay_table", NULL};
     PyObject *shm_obj, *rules;
-    int interleaved = 65536;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "iOOidii|i", kw, &self->fd, &shm_obj, &rules, &self->deny_action,
-                                     &self->rate_per_s, &self->burst, &self->max_clients, &interleaved))
+    int interleaved = 65536, replay_table = 65536;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "iOOidii|ii", kw, &self->fd, &shm_obj, &rules, &self->deny_action,
+                                     &self->rate_per_s, &self->burst, &self->max_clients, &interleaved, &replay_table))
         return -1;
+    if (replay_table < 0) { PyErr_SetString(PyExc_ValueError, "nts_replay_table must be >= 0"); return -1; }
+#ifdef FASTPATH_NTS
+    self->nts = nts_new((uint32_t)replay_table);  /* NULL: libcrypto's AES or getrandom() unavailable, NTS to Python */
+#endif
     if (PyObject_GetBuffer(shm_obj, &self->shm, PyBUF_SIMPLE) < 0) return -1;
     if (self->shm.len < MAP_OFFSET + (Py_ssize_t)sizeof(clock_map)) {
         PyErr_SetString(PyExc_ValueError, "shared memory too small for a clock map");
@@ -665,6 +803,9 @@ static void fp_dealloc(FastPath *self) {
     PyMem_Free(self->rl);
     PyMem_Free(self->rl_buckets);
     PyMem_Free(self->xl);
+#ifdef FASTPATH_NTS
+    nts_free(self->nts);
+#endif
     Py_XDECREF(self->slow_tx);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -677,6 +818,10 @@ static PyMethodDef fp_methods[] = {
      "[(rx_key, kernel tx ns)] of Python-sent replies since the last call"},
     {"counters", (PyCFunction)fp_counters, METH_NOARGS, "the fast path's counters, in shm.COUNTER_NAMES order"},
     {"limiter", (PyCFunction)fp_limiter, METH_NOARGS, "(clients tracked, evictions)"},
+#ifdef FASTPATH_NTS
+    {"set_cookie_keys", (PyCFunction)fp_set_cookie_keys, METH_O,
+     "set_cookie_keys([(key_id, key)]): the NTS cookie master keys, oldest first (the last seals); [] none"},
+#endif
     {NULL, NULL, 0, NULL},
 };
 
@@ -701,5 +846,10 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
     Py_INCREF(&FastPathType);
     if (PyModule_AddObject(m, "FastPath", (PyObject *)&FastPathType) < 0) return NULL;
     PyModule_AddIntConstant(m, "COUNTERS", C_COUNT);
+#ifdef FASTPATH_NTS
+    PyModule_AddIntConstant(m, "NTS", 1);  /* NTS requests answered here while cookie keys are held */
+#else
+    PyModule_AddIntConstant(m, "NTS", 0);
+#endif
     return m;
 }

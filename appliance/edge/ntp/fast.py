@@ -1,24 +1,31 @@
-"""Drive the native fast path from a worker: it answers bare requests, the Python server answers the rest.
+"""Drive the native fast path from a worker: it answers bare and NTS requests, the Python server answers the rest.
 
 I/O edge.  ``_fastpath.FastPath.serve`` polls the socket, reads and answers whole batches of datagrams with
-recvmmsg/sendmmsg, and returns the requests it leaves to Python (those carrying a MAC or extension fields, with the
-access and rate decisions already taken, or everything while no clock map is published yet).  It also drains the
-socket's error queue, so the kernel transmit timestamps of replies the Python server sent come back through
-``take_kernel_tx`` for its interleaved table.  Counters of both paths are merged into the worker's shared-memory row.
+recvmmsg/sendmmsg, and returns the requests it leaves to Python (those carrying a MAC or extension fields other
+than NTS's, with the access and rate decisions already taken, or everything while no clock map is published yet).
+When built with libcrypto (``_fastpath.NTS``) it answers NTS requests (RFC 8915) itself while it holds the cookie
+master keys: ``sync_cookie_keys`` hands it the worker's keys, again whenever the key file is reloaded after a
+rotation, and the Python server keeps the same jar for what it answers.  It also drains the socket's error queue,
+so the kernel transmit timestamps of replies the Python server sent come back through ``take_kernel_tx`` for its
+interleaved table.  Counters of both paths are merged into the worker's shared-memory row.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
-from appliance.edge.ntp import _fastpath# type: ignore[attr-defined]
+from appliance.edge.ntp import _fastpath  # type: ignore[attr-defined]
 from appliance.protocol.limits import Limit
 from appliance.edge.ntp.shm import COUNTER_NAMES
 
+log = logging.getLogger("appliance.ntp.fast")
 DENY_ACTIONS = {"drop": 0, "deny": 1, "rstr": 2}
 ADMISSION = {0: Limit.PASS, 1: Limit.KOD, -1: None}
+NTS_IN_C = bool(getattr(_fastpath, "NTS", 0))
+NOT_YET = object()  # no keys handed to the fast path yet
 
 
 def make_fast_path(worker: Any) -> Any:
@@ -26,7 +33,22 @@ def make_fast_path(worker: Any) -> Any:
     cfg = server.config
     rules = [(r.family, r.network, r.prefix_len, r.allow) for r in server.access.table]
     return _fastpath.FastPath(worker.sock.fileno(), worker.reader.shm.buf, rules, DENY_ACTIONS[cfg.deny_action],
-                              float(cfg.rate_per_s), int(cfg.burst), int(cfg.max_clients), int(cfg.interleaved_table))
+                              float(cfg.rate_per_s), int(cfg.burst), int(cfg.max_clients), int(cfg.interleaved_table),
+                              int(cfg.nts_replay_table))
+
+
+def sync_cookie_keys(worker: Any, fast: Any, pushed: Any = NOT_YET) -> Any:
+    """The worker's NTS cookie jar, reloaded if its key file changed (at most once a second), given to the Python
+    server and, when it differs from ``pushed`` (the jar handed over last), to the fast path.  Returns the jar."""
+    if worker.cookie_keys is not None:
+        worker.server.cookies = worker.cookie_keys.refresh(time.monotonic())
+    jar = worker.server.cookies
+    if NTS_IN_C and jar is not pushed:
+        try:
+            fast.set_cookie_keys([(k.key_id, k.key) for k in jar.keys] if jar is not None else [])
+        except (ValueError, RuntimeError) as exc:  # then the fast path holds none: NTS goes to the Python server
+            log.error("NTS cookie keys not handed to the fast path: %s", exc)
+    return jar
 
 
 def merged_counters(worker: Any, fast: Any) -> dict[str, int]:
@@ -41,7 +63,9 @@ def serve_fast(worker: Any, should_stop: Callable[[], bool], publish_every_s: fl
     fast = make_fast_path(worker)
     worker.after_send = fast.note_sent
     next_publish = 0.0
+    jar = NOT_YET
     while not should_stop():
+        jar = sync_cookie_keys(worker, fast, jar)
         slow = fast.serve(200, 64)
         for rx_key, tx_ns in fast.take_kernel_tx():  # before the requests that may ask for them (interleaved)
             worker.server.kernel_tx(rx_key, tx_ns)
