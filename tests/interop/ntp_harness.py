@@ -242,6 +242,19 @@ class InProcessWorker:
         for data, addr, rx_ns, admission in slow:
             self.worker.handle_datagram(data, addr, rx_ns, ADMISSION[admission])
 
+    def exchange(self, client: socket.socket, datagrams: list[bytes]) -> list[bytes]:
+        """Send ``datagrams`` from ``client`` (bound, non-blocking), answer them (one step), and collect what came
+        back."""
+        for data in datagrams:
+            client.sendto(data, ("127.0.0.1", self.port))
+        self.step()
+        replies = []
+        while True:
+            try:
+                replies.append(client.recv(2048))
+            except BlockingIOError:
+                return replies
+
     def __enter__(self) -> InProcessWorker:
         return self
 

@@ -290,18 +290,6 @@ def _counters(worker: Any) -> dict[str, int]:
     return {k: v for k, v in values.items() if k not in TIMING and v}
 
 
-def _exchange(worker: Any, client: socket.socket, datagrams: list[bytes]) -> list[bytes]:
-    for data in datagrams:
-        client.sendto(data, ("127.0.0.1", worker.port))
-    worker.step()
-    replies = []
-    while True:
-        try:
-            replies.append(client.recv(2048))
-        except BlockingIOError:
-            return replies
-
-
 @fuzz(0.5)
 @given(st.lists(st.one_of(packets, st.binary(min_size=1020, max_size=1100)), min_size=1, max_size=3))
 def test_the_fast_path_drops_and_answers_as_the_python_server(both_paths, datagrams: list[bytes]) -> None:
@@ -310,7 +298,7 @@ def test_the_fast_path_drops_and_answers_as_the_python_server(both_paths, datagr
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as client:
         client.bind(("127.0.0.1", 0))
         client.setblocking(False)
-        replies = [_exchange(w, client, datagrams) for w in both_paths]
+        replies = [w.exchange(client, datagrams) for w in both_paths]
     deltas = [{k: v - b.get(k, 0) for k, v in _counters(w).items() if v != b.get(k, 0)}
               for w, b in zip(both_paths, before)]
     for name in deltas[1]:

@@ -515,14 +515,15 @@ class PtpPort(PortStateMachine):
 
     def _peer_delay(self, seq: int) -> None:
         t = self._pdelay_out.get(seq, {})
-        if {"t1", "t2", "t3", "t4"} <= t.keys() and self.link is not None:
+        if not {"t1", "t2", "t3", "t4"} <= t.keys():
+            return
+        del self._pdelay_out[seq]
+        if self.link is not None:  # 802.1AS: the link delay with the neighbor rate ratio
             self.link.exchange(t["t1"], t["t2"], t["t3"], t["t4"], t.get("corr", 0))
             self.peer_delay_ns = self.link.link_delay_ns
-            del self._pdelay_out[seq]
-        elif {"t1", "t2", "t3", "t4"} <= t.keys():
-            delay = ((t["t4"] - t["t1"]) - (t["t3"] - t["t2"]) - t.get("corr", 0)) // 2
-            self.peer_delay_ns = delay if self.peer_delay_ns is None else (self.peer_delay_ns * 7 + delay) // 8
-            del self._pdelay_out[seq]
+            return
+        delay = ((t["t4"] - t["t1"]) - (t["t3"] - t["t2"]) - t.get("corr", 0)) // 2
+        self.peer_delay_ns = delay if self.peer_delay_ns is None else (self.peer_delay_ns * 7 + delay) // 8
 
     # --- receiving ----------------------------------------------------------------------------------------
     @_outgoing

@@ -65,7 +65,8 @@ class SyncMetadata:
     frame_rate: tuple[int, int] = (30000, 1001)
     offset_of: OffsetOf | None = None
     color_frame: bool = False
-    _next_dst: tuple[int, int, int] | None = field(default=None, repr=False)  # (from, at, offset after) POSIX s
+    # (valid from, valid until, the answer) in POSIX s: the next change holds until it happens, "none" for a day
+    _next_change: tuple[int, int, tuple[int, int] | None] | None = field(default=None, repr=False)
 
     @property
     def drop_frame(self) -> bool:
@@ -77,9 +78,9 @@ class SyncMetadata:
     def next_zone_change(self, posix_s: int) -> tuple[int, int] | None:
         """(POSIX second at which the zone's offset changes next, the offset after) within LOOKAHEAD_DAYS; cached
         until that instant passes (or for a day when there is none)."""
-        cached = self._next_dst
+        cached = self._next_change
         if cached is not None and cached[0] <= posix_s < cached[1]:
-            return None if cached[2] is None else (cached[1], cached[2])  # type: ignore[comparison-overlap]
+            return cached[2]
         now, _dst = self._zone(posix_s)
         lo = posix_s
         for day in range(1, LOOKAHEAD_DAYS + 1):
@@ -88,11 +89,10 @@ class SyncMetadata:
                 while hi - lo > 1:  # the first second with the new offset
                     mid = (lo + hi) // 2
                     lo, hi = (mid, hi) if self._zone(mid)[0] == now else (lo, mid)
-                after = self._zone(hi)[0]
-                self._next_dst = (posix_s, hi, after)
-                return hi, after
+                self._next_change = (posix_s, hi, (hi, self._zone(hi)[0]))
+                return self._next_change[2]
             lo = hi
-        self._next_dst = (posix_s, posix_s + DAY_S, None)  # type: ignore[assignment]
+        self._next_change = (posix_s, posix_s + DAY_S, None)
         return None
 
     def fields(self, served_tai_ns: int, view: GrandmasterView) -> dict[str, int]:
