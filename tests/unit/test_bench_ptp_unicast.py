@@ -87,3 +87,25 @@ def test_contention_spans_pair_the_threads_begin_and_end_on_its_cpu() -> None:
         "        ptp-sync-77 [001] d..1. 10.005000: contention_begin: 0xffff8881 (flags=SPIN)",
         "        ptp-sync-77 [001] d..1. 10.006000: contention_end: 0xffff8881 (ret=0)"])
     assert contention_spans(text, 0, "ptp-sync") == [(10.0001, 10.0021)]
+
+
+def test_a_count_passes_only_when_every_run_of_it_does() -> None:
+    from bench.ptp_unicast import passing_count, target_verdict
+    clean = _run() | {"target_failures": []}
+    broke = _run() | {"target_failures": ["2 of 100000 Syncs over 1 ms after their slot"]}
+    assert passing_count([clean, clean]) == 10_000
+    assert target_verdict([clean, clean]) == "PASS at 10,000 (2 runs, every one met it)"
+    assert passing_count([clean, broke, clean]) is None
+    assert target_verdict([clean, broke, clean]) == "FAIL (1 of 3 runs of 10,000 clients or more broke it)"
+    above = _run() | {"clients_requested": 12_000, "target_failures": ["1 Syncs missed"]}
+    assert passing_count([clean, above]) == 10_000  # where it breaks above the target does not undo it
+
+
+def test_the_late_syncs_judged_are_those_the_window_counted() -> None:
+    """The window's counts are the takes between its two statuses: a late Sync of an earlier take is not listed
+    even when its slot falls after the window opened (the status read lags the publish)."""
+    syncs = [(10_000_000_000, 2500.0, 1600.0, 4), (10_500_000_000, 2500.0, 1600.0, 5),
+             (31_000_000_000, 2500.0, 0.0, 25)]
+    traced = classify_late(syncs, [], 10.2, 30.0, takes=(4, 25))
+    assert (traced["listed"], traced["host"]) == (2, 1)
+    assert classify_late(syncs, [], 10.2, 30.0)["listed"] == 1  # without take numbers: by slot time

@@ -82,12 +82,14 @@ class NativeSync:
         # The sender's waits for the port's hold of their shared lock: the longest, and the longest round's share.
         self.lock_wait_max_ns = self.long_round_lock_ns = 0
         self.delay_answered = self.handed_off = 0  # Delay_Reqs answered here, and handed back to the port
-        # The latest Syncs over 1 ms late: (slot on CLOCK_MONOTONIC in ns, lateness us, held us), to line up with
-        # a kernel trace of that CPU.
-        self.late_syncs: deque[tuple[int, float, float]] = deque(maxlen=LATE_SYNCS_KEPT)
+        # The latest Syncs over 1 ms late: (slot on CLOCK_MONOTONIC in ns, lateness us, held us, the number of the
+        # take that counted it), to line up with a kernel trace of that CPU; ``takes`` numbers the takes, so that
+        # a reader differencing two statuses' counts knows which of these those counts hold.
+        self.takes = 0
+        self.late_syncs: deque[tuple[int, float, float, int]] = deque(maxlen=LATE_SYNCS_KEPT)
         # Those the last publish took (all of them, up to the sender's 4,096 a publish), and those it could not
         # keep: a reader polling faster than the publishes sees every late Sync or is told how many it missed.
-        self.late_syncs_new: list[tuple[int, float, float]] = []
+        self.late_syncs_new: list[tuple[int, float, float, int]] = []
         self.late_syncs_lost = 0
         self.held_max_ns = 0
         # Of the Syncs over 1 ms late: the most time from the slot to the start of their send, and from then to
@@ -250,7 +252,8 @@ class NativeSync:
                                                                    taken["long_round_packets"])
             self.long_round_lock_ns = taken["long_round_lock_ns"]
         self.lock_wait_max_ns = max(self.lock_wait_max_ns, taken["lock_wait_max_ns"])
-        self.late_syncs_new = [(slot, late / 1000, held / 1000) for slot, late, held in taken["late_syncs"]]
+        self.takes += 1
+        self.late_syncs_new = [(slot, late / 1000, held / 1000, self.takes) for slot, late, held in taken["late_syncs"]]
         self.late_syncs.extend(self.late_syncs_new)
         self.late_syncs_lost += taken["late_syncs_lost"]
         self.held_max_ns = max(self.held_max_ns, taken["held_max_ns"])
@@ -274,7 +277,8 @@ class NativeSync:
                 "long_round_packets": self.long_round_packets, "long_round_lock_us": self.long_round_lock_ns / 1000,
                 "lock_wait_max_us": self.lock_wait_max_ns / 1000,
                 "late_syncs_recent": [list(x) for x in self.late_syncs],
-                "late_syncs_new": [list(x) for x in self.late_syncs_new], "late_syncs_lost": self.late_syncs_lost}
+                "late_syncs_new": [list(x) for x in self.late_syncs_new], "late_syncs_lost": self.late_syncs_lost,
+                "takes": self.takes}
 
     def close(self) -> None:
         self.sender.close()
