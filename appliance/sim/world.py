@@ -118,5 +118,7 @@ class SimWorld:
             self.scheduler.call_at(at, functools.partial(self._deliver, slot, piece, at))
 
     def _deliver(self, slot: ReceiverSlot, data: bytes, true_ns: int) -> None:
+        """Bytes read when the read runs, as from a serial port: a live loop that ran this late (a starved event
+        loop, seconds behind) stamps them now, where the oscillator is no longer queried that far back."""
         if data and slot.powered:
-            slot.on_bytes(data, self.oscillator.raw_ns(true_ns))
+            slot.on_bytes(data, self.oscillator.raw_ns(max(true_ns, self.true_ns())))
