@@ -466,6 +466,10 @@ class TopSettings:
 
     state_dir: str = S("path", "~/.local/state/appliance",
       "Directory for learned clock state, audit store and the control socket", empty_ok=False)
+    cpu_latency_us: int = S("int", -1, "Hold the CPUs' wake-up latency at most this while running (the kernel's PM "
+      "QoS request, /dev/cpu_dma_latency; needs root): idle CPUs poll (0) or sleep only shallowly, so a Sync's "
+      "timer or a packet's wake-up is not delayed by a deep sleep, at the price of power; -1: the kernel's own "
+      "idle policy", minimum=-1, maximum=1_000_000)
 
 
 @dataclass(frozen=True)

@@ -108,6 +108,7 @@ class OutputsStatus:
     web: dict[str, Any] | None = None
     snmp: dict[str, Any] | None = None
     audit: dict[str, Any] | None = None
+    cpu_latency: dict[str, Any] | None = None  # the CPU wake-up latency hold (cpu_latency_us), when asked for
 
     def present(self) -> dict[str, dict[str, Any]]:
         """The outputs that report, by name."""

@@ -5,7 +5,8 @@
 #   program         /opt/appliance/venv (python3 -m venv, this checkout pip-installed into it)
 #   configuration   /etc/appliance/appliance.toml (from deploy/appliance.toml, only if there is none yet)
 #   state           /var/lib/appliance (appliance:appliance 0750)
-#   devices         /etc/udev/rules.d/60-appliance.rules (group appliance may use /dev/pps*, /dev/ptp*, /dev/gpiochip*)
+#   devices         /etc/udev/rules.d/60-appliance.rules (group appliance may use /dev/pps*, /dev/ptp*,
+#                   /dev/gpiochip*, and write /dev/cpu_dma_latency)
 #   unit            /etc/systemd/system/appliance.service (from deploy/appliance.service), then daemon-reload
 #
 # It never starts, stops or enables a service and never overwrites the configuration; running it again upgrades
@@ -89,6 +90,8 @@ udev_rules() {
 SUBSYSTEM=="pps", GROUP="$APP_USER", MODE="0660"
 SUBSYSTEM=="ptp", GROUP="$APP_USER", MODE="0660"
 SUBSYSTEM=="gpio", KERNEL=="gpiochip[0-9]*", GROUP="$APP_USER", MODE="0660"
+# cpu_latency_us: the PM QoS request the appliance holds while it runs (written, never read).
+SUBSYSTEM=="misc", KERNEL=="cpu_dma_latency", GROUP="$APP_USER", MODE="0620"
 EOF
 }
 
@@ -158,10 +161,10 @@ else
 fi
 if [ -n "$DESTDIR" ]; then
     skip DESTDIR udevadm control --reload-rules
-    skip DESTDIR udevadm trigger --action=change --subsystem-match=pps --subsystem-match=ptp --subsystem-match=gpio
+    skip DESTDIR udevadm trigger --action=change --subsystem-match=pps --subsystem-match=ptp --subsystem-match=gpio --subsystem-match=misc
 elif [ "$DRY_RUN" = 1 ] || [ -S /run/udev/control ]; then
     run udevadm control --reload-rules
-    run udevadm trigger --action=change --subsystem-match=pps --subsystem-match=ptp --subsystem-match=gpio
+    run udevadm trigger --action=change --subsystem-match=pps --subsystem-match=ptp --subsystem-match=gpio --subsystem-match=misc
 else
     skip "udev is not running" udevadm control --reload-rules
 fi

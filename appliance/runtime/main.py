@@ -111,6 +111,10 @@ def _parts(config: Config, runtime: Runtime, loop: asyncio.AbstractEventLoop, wa
     """Every input, output and surface the settings ask for, in the order they start."""
     post = loop.call_soon_threadsafe
     host_now = lambda: runtime.now().host_ns  # noqa: E731
+    if config.top.cpu_latency_us >= 0:  # first: held before the outputs start serving
+        from appliance.edge.cpu_latency import CpuLatencyHold
+
+        _output(runtime, CpuLatencyHold(config.top.cpu_latency_us))
     if config.ntp.enabled:
         ntp = outputs.ntp_output(config, lambda: runtime.clock_map(host_now()), runtime.alarm, runtime.now_tai_ns)
         _output(runtime, ntp, clock=True)

@@ -101,3 +101,26 @@ def test_a_bad_saved_console_setting_raises_an_alarm_instead_of_stopping_the_sta
     finally:
         code, err = stop(app)
     assert code == 0 and "console setting ignored: snmp.sys_contact" in err
+
+
+def test_the_cpu_wake_up_latency_is_held_while_running(tmp_path: Path) -> None:
+    """cpu_latency_us: as root the kernel's PM QoS target reads the value held while the appliance runs; without
+    the right to write it, the status says why and the appliance serves anyway."""
+    import os
+    import struct
+
+    state = tmp_path / "state"
+    app = appliance("run", "--set", f"state_dir={state}", "--set", "cpu_latency_us=7")
+    try:
+        s = wait_for(state, lambda s: "cpu_latency" in s["outputs"])
+        hold = s["outputs"]["cpu_latency"]
+        if os.geteuid() == 0:
+            assert hold == {"enabled": True, "latency_us": 7, "held": True}
+            with open("/dev/cpu_dma_latency", "rb") as device:  # the kernel's target: the least of all held
+                assert struct.unpack("=i", device.read(4))[0] <= 7
+        else:
+            assert not hold["held"] and "needs root" in hold["error"]
+    finally:
+        code, err = stop(app, signal.SIGTERM)
+    assert code == 0, err
+    assert "CPU wake-up latency held at 7 us" in err or "cannot hold the CPU wake-up latency" in err

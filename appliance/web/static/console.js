@@ -51,6 +51,7 @@
     if (name === "web") return o.listen + ":" + o.port;
     if (name === "snmp") return o.listen + ":" + o.port + ", " + o.notifications + " notifications sent";
     if (name === "audit") return o.records + " records" + (o.failures ? ", " + o.failures + " not written" : "");
+    if (name === "cpu_latency") return "wake-up latency held at " + o.latency_us + " µs or less";
     return "";
   }
   function chart(id) {
