@@ -104,6 +104,12 @@ from appliance.outputs.ptp.lateness import window as lateness_window  # noqa: E4
 from bench.kernel_trace import (THREAD_EVENTS, WAKE_EVENTS, KernelTrace, contention_spans, overlap_s,  # noqa: E402
                                 silent_timer_gaps, traced_span)
 GM_CPU, LOAD_CPU = "0", "1"
+# Queues of the veth pair: the clients' end takes each datagram into the ring of the queue its flow hashes to, 256
+# each (fixed by the veth driver), so 16 give the clients a receive ring of 4,096, as a server NIC's: with one, a
+# stall of the clients' CPU over 6 ms at 10,000 clients (40 datagrams a ms) dropped datagrams at their end.
+VETH_QUEUES = 16
+OWN_LISTED = 64  # late Syncs not shown to be the host's, listed in the results (and their trace kept, --keep-logs)
+TRACE_TS = re.compile(r"^\s*.+?-\d+\s+\[\d+\]\s+\S+\s+([\d.]+):")
 SENDER_THREAD = "ptp-sync"  # the native Sync sender's thread name (appliance/edge/ptp/_syncsend.c)
 LATE_POLL_S = 0.4  # with --ftrace or --canary, how often the status's late Syncs are gathered (published each 1 s)
 # about 8 % of the grandmaster's CPU, its wake-ups included (ps, one 10,000-client run)
@@ -203,7 +209,8 @@ class Namespaces:
         for ns in (self.gm, self.cl):
             run(["ip", "netns", "add", ns])
             self.created.append(ns)
-        run(["ip", "link", "add", self.gm_if, "type", "veth", "peer", "name", self.cl_if])
+        queues = ["numtxqueues", str(VETH_QUEUES), "numrxqueues", str(VETH_QUEUES)]
+        run(["ip", "link", "add", self.gm_if, *queues, "type", "veth", "peer", "name", self.cl_if, *queues])
         try:
             run(["ip", "link", "set", self.gm_if, "netns", self.gm])
             run(["ip", "link", "set", self.cl_if, "netns", self.cl])
@@ -517,6 +524,7 @@ def classify_late(late_syncs: list, gaps: list[tuple[float, float]], t0_s: float
     listed = [(slot / 1e9, late_us, held_us) for slot, late_us, held_us, *take in late_syncs
               if counted(slot, take[0] if take else None)]
     host = untraced = slow = contended = 0
+    own: list[list[float]] = []  # the first OWN_LISTED not shown to be the host's: [slot s, lateness us, held us]
     for slot_s, late_us, held_us in listed:
         traced = span is None or span[0] <= slot_s and slot_s + late_us / 1e6 <= span[1]
         untraced += not traced
@@ -527,11 +535,32 @@ def classify_late(late_syncs: list, gaps: list[tuple[float, float]], t0_s: float
             slow += 1
         is_host = late_us - max(held_us, silent_us, slow_us) <= 1000
         host += is_host
+        if not is_host and len(own) < OWN_LISTED:
+            own.append([slot_s, late_us, held_us])
         lock_us = overlap_s(list(contention), slot_s, slot_s + late_us / 1e6) * 1e6 if traced else 0.0
         contended += not is_host and late_us - lock_us <= 1000
     return {"listed": len(listed), "host": host, "untraced": untraced, "slow": slow, "contended": contended,
             "contention_max_us": max((b - a for a, b in contention), default=0.0) * 1e6,
-            "silent_gaps_over_1ms": sum(1 for a, b in gaps if t0_s <= a <= t1_s and b - a > 1e-3)}
+            "silent_gaps_over_1ms": sum(1 for a, b in gaps if t0_s <= a <= t1_s and b - a > 1e-3), "own": own}
+
+
+def trace_excerpts(text: str, late: list[list[float]], before_s: float = 1e-3, after_s: float = 5e-4) -> str:
+    """The trace's lines from ``before_s`` ahead of each late Sync's slot to ``after_s`` past its sending (slot +
+    lateness), each stretch under a heading: what the grandmaster's CPU did while a Sync the verdict could not set
+    apart waited."""
+    spans = sorted((slot_s - before_s, slot_s + late_us / 1e6 + after_s, slot_s, late_us, held_us)
+                   for slot_s, late_us, held_us in late)
+    out = [[f"# Sync slot {slot_s:.6f} s, {late_us:.0f} us late, {held_us:.0f} us held"]
+           for _, _, slot_s, late_us, held_us in spans]
+    for line in text.splitlines():
+        m = TRACE_TS.match(line)
+        if m is None:
+            continue
+        t = float(m.group(1))
+        for k, (a, b, *_rest) in enumerate(spans):
+            if a <= t <= b:
+                out[k].append(line)
+    return "\n".join(line for chunk in out for line in chunk) + "\n"
 
 
 class WindowProbe:
@@ -555,6 +584,10 @@ class WindowProbe:
         self.late_syncs: dict[tuple[int, float], float] = {}
         self.span: tuple[float, float] | None = None
         self.contention: list[tuple[float, float]] = []  # the sender's waits for contended kernel locks
+        # --keep-logs: the trace around each late Sync not shown to be the host's goes there
+        self.keep = (args.keep_logs / f"{gm.name}-{n}-{getattr(gm, 'starts', 1)}-late-syncs.trace"
+                     if args.keep_logs and args.ftrace else None)
+        self.text = ""
 
     def start(self) -> None:
         self.t0 = time.monotonic()
@@ -588,6 +621,8 @@ class WindowProbe:
         if self.trace is not None:
             try:
                 text = self.trace.stop()
+                if self.keep is not None:
+                    self.text = text
                 self.gaps = silent_timer_gaps(text, int(GM_CPU), SENDER_THREAD)
                 self.contention = contention_spans(text, int(GM_CPU), SENDER_THREAD)
                 self.span = traced_span(text, int(GM_CPU))
@@ -631,6 +666,11 @@ class WindowProbe:
                     out["lateness"]["traced"] = classify_late(gathered, [], t1, t2, None, canary, takes=takes)
                 else:
                     out["lateness"]["traced"] = self.gaps
+                traced = out["lateness"]["traced"]
+                if self.keep is not None and self.text and isinstance(traced, dict) and traced["own"]:
+                    self.keep.parent.mkdir(parents=True, exist_ok=True)
+                    self.keep.write_text(trace_excerpts(self.text, traced["own"]))
+                    self.text = ""
                 if canary is not None:
                     out["lateness"]["canary"] = (canary if isinstance(canary, str) else
                                                  {"wakes": len(canary[0]), "work_median_us": canary[1] / 1e3})
@@ -704,6 +744,9 @@ def target_failures(r: dict) -> list[str]:
     unanswered = r["delay_req_sent"] - r["delay_resp_received"]
     if unanswered > 0:
         out.append(f"{unanswered} Delay_Req unanswered")
+    ring = r.get("gm_udp", {}).get("link_gm_tx_dropped", 0)
+    if ring and out:  # where the missing went: still the run's failure, named
+        out.append(f"{ring} datagrams the clients' end of the link dropped (its receive rings full)")
     late = r.get("lateness")
     if not isinstance(late, dict):
         out.append(f"Sync lateness not measured ({late})")

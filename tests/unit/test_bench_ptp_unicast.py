@@ -47,7 +47,7 @@ def test_with_a_trace_each_listed_late_sync_is_classified() -> None:
     syncs = [(10_000_000_000, 3500.0, 0.0), (20_000_000_000, 1800.0, 100.0), (40_000_000_000, 9000.0, 0.0)]
     traced = classify_late(syncs, gaps, 5.0, 30.0)
     assert traced == {"listed": 2, "host": 1, "untraced": 0, "slow": 0, "contended": 0, "contention_max_us": 0.0,
-                      "silent_gaps_over_1ms": 1}
+                      "silent_gaps_over_1ms": 1, "own": [[20.0, 1800.0, 100.0]]}
     # the buffer kept only what came after 15 s: the first one is judged on its held time alone
     assert classify_late(syncs, gaps, 5.0, 30.0, (15.0, 30.0))["host"] == 0
     late = {"late_over_1ms": 3, "held": 0, "realtime": True, "traced": traced}
@@ -109,3 +109,21 @@ def test_the_late_syncs_judged_are_those_the_window_counted() -> None:
     traced = classify_late(syncs, [], 10.2, 30.0, takes=(4, 25))
     assert (traced["listed"], traced["host"]) == (2, 1)
     assert classify_late(syncs, [], 10.2, 30.0)["listed"] == 1  # without take numbers: by slot time
+
+
+def test_datagrams_lost_at_the_clients_end_are_named_and_still_fail() -> None:
+    run = _run() | {"syncs_missed": 3, "gm_udp": {"link_gm_tx_dropped": 9}}
+    assert target_failures(run)[-1] == "9 datagrams the clients' end of the link dropped (its receive rings full)"
+    assert target_failures(_run() | {"gm_udp": {"link_gm_tx_dropped": 9}}) == []
+
+
+def test_the_trace_around_a_late_sync_not_set_apart_is_kept() -> None:
+    from bench.ptp_unicast import trace_excerpts
+    text = "\n".join(["# tracer: nop",
+                      "   ptp-sync-812  [000] d.h1. 19.999500: local_timer_entry: vector=236",
+                      "   ptp-sync-812  [000] ..... 20.000500: sys_enter: NR 307 (3, 7f, 40, 0, 0, 0)",
+                      "     <idle>-0    [000] d.s2. 20.001900: softirq_entry: vec=3 [action=NET_RX]",
+                      "   ptp-sync-812  [000] ..... 20.003000: sys_enter: NR 307 (3, 7f, 40, 0, 0, 0)"])
+    out = trace_excerpts(text, [[20.0, 1800.0, 100.0]]).splitlines()
+    assert out[0] == "# Sync slot 20.000000 s, 1800 us late, 100 us held"
+    assert [line.split()[-1] for line in out[1:]] == ["vector=236", "0)", "[action=NET_RX]"]
