@@ -218,7 +218,7 @@ TIMER_LATE_S = 50e-6  # a timer interrupt later than this on a CPU silent meanwh
 RUNNING_SILENT_S = 200e-6  # no event this long while a thread that makes a system call every few us is current
 
 
-def silent_timer_gaps(text: str, cpu: int, comm: str | None = None) -> list[tuple[float, float]]:
+def silent_timer_gaps(text: str, cpu: int, comm: str | tuple[str, ...] | None = None) -> list[tuple[float, float]]:
     """Stretches in which ``cpu`` had a timer due, took its interrupt more than TIMER_LATE_S late, and showed no
     event at all from the timer's expiry for more than TIMER_LATE_S (a trace of WAKE_EVENTS, mono clock): a guest
     that is running takes a due timer interrupt (user code cannot mask it), so the vCPU was not running -- the
@@ -227,8 +227,10 @@ def silent_timer_gaps(text: str, cpu: int, comm: str | None = None) -> list[tupl
     pending meanwhile (an IPI, the timer itself) are delivered together when the vCPU runs again.  With ``comm``
     also every stretch over RUNNING_SILENT_S with no event at all (no system call, fault, interrupt or
     switch) while that thread was current: a loop that enters the kernel every few microseconds did not run
-    (its thread CPU time still runs on: the hypervisor's exits it does not count as steal).  Sorted (start,
-    end) in trace-clock seconds."""
+    (its thread CPU time still runs on: the hypervisor's exits it does not count as steal).  ``comm`` may name
+    several such threads (the canary too: a few microseconds of work between its wake-up and its next sleep).
+    Sorted (start, end) in trace-clock seconds."""
+    comms = (comm,) if isinstance(comm, str) else tuple(comm or ())
     trace = Trace(text)
     armed: dict[str, float] = {}
     out: list[tuple[float, float]] = []
@@ -236,7 +238,7 @@ def silent_timer_gaps(text: str, cpu: int, comm: str | None = None) -> list[tupl
     for who, on_cpu, ts, event, fields in trace.events:
         if on_cpu != cpu:
             continue
-        if comm is not None and last_s is not None and current == comm and ts - last_s > RUNNING_SILENT_S:
+        if last_s is not None and current in comms and ts - last_s > RUNNING_SILENT_S:
             out.append((last_s, ts))
         last_s = ts
         current = who

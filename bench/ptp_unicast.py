@@ -52,7 +52,12 @@ took longer whoever ran them).  With --ftrace the sender's waits for contended k
 printed for the record (not set apart).  Late Syncs are gathered from the status every LATE_POLL_S (the sender keeps
 4,096 a publish; more are counted as lost and judged the grandmaster's).  The clients'
 kernel receive path runs on the clients' CPU (threaded NAPI on their veth, pinned there, as on their own machines);
-without it every client's receive work would run in the grandmaster's sending thread.  The candidate is given
+without it every client's receive work would run in the grandmaster's sending thread.  Their veth has VETH_QUEUES
+queues, a receive ring of 256 each, as a server NIC's ring of 4,096.  The bench holds the kernel's CPU wake-up
+latency request at --cpu-latency-us (0: idle CPUs poll) for every grandmaster alike, as a latency-tuned host
+does: on a virtual machine a halted vCPU is woken by an interrupt through the hypervisor, and each datagram that
+wakes the clients' NAPI thread on their idle CPU charged that to the sending thread (a trace showed 80 us a
+datagram after a host stall, the round's Syncs waiting behind it).  The candidate is given
 a unicast client limit of the count plus HEADROOM_CLIENTS (--set ptp.unicast_max_clients, {max_clients} in
 --candidate-cmd): the G.8275.2 profile's default of 8,000 would deny the rest of 10,000.  The time bound (--max-minutes)
 is shared equally between the grandmasters; a count that would not fit is skipped and said so.
@@ -83,6 +88,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import contextlib
 import json
 import os
 import re
@@ -100,6 +106,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from appliance.edge import control  # noqa: E402  (the appliance's own status, over its control socket)
+from appliance.edge.cpu_latency import CpuLatencyHold  # noqa: E402
 from appliance.outputs.ptp.lateness import window as lateness_window  # noqa: E402
 from bench.kernel_trace import (THREAD_EVENTS, WAKE_EVENTS, KernelTrace, contention_spans, overlap_s,  # noqa: E402
                                 silent_timer_gaps, traced_span)
@@ -108,6 +115,7 @@ GM_CPU, LOAD_CPU = "0", "1"
 # each (fixed by the veth driver), so 16 give the clients a receive ring of 4,096, as a server NIC's: with one, a
 # stall of the clients' CPU over 6 ms at 10,000 clients (40 datagrams a ms) dropped datagrams at their end.
 VETH_QUEUES = 16
+CANARY_COMM = "canary"  # bench/canary.c's thread name in a trace
 OWN_LISTED = 64  # late Syncs not shown to be the host's, listed in the results (and their trace kept, --keep-logs)
 TRACE_TS = re.compile(r"^\s*.+?-\d+\s+\[\d+\]\s+\S+\s+([\d.]+):")
 SENDER_THREAD = "ptp-sync"  # the native Sync sender's thread name (appliance/edge/ptp/_syncsend.c)
@@ -623,7 +631,9 @@ class WindowProbe:
                 text = self.trace.stop()
                 if self.keep is not None:
                     self.text = text
-                self.gaps = silent_timer_gaps(text, int(GM_CPU), SENDER_THREAD)
+                # the canary too: its few microseconds between wake-up and sleep have no room for a silent 200 us
+                quick = (SENDER_THREAD, CANARY_COMM) if self.canary_exe is not None else SENDER_THREAD
+                self.gaps = silent_timer_gaps(text, int(GM_CPU), quick)
                 self.contention = contention_spans(text, int(GM_CPU), SENDER_THREAD)
                 self.span = traced_span(text, int(GM_CPU))
             except (OSError, ValueError) as e:
@@ -974,6 +984,11 @@ def main() -> int:
     ap.add_argument("--ftrace", action="store_true",
                     help="trace the grandmaster CPU's scheduling and interrupts over each window (root, tracefs) "
                          "to tell which late Syncs the host's stalls account for")
+    ap.add_argument("--cpu-latency-us", type=int, default=0,
+                    help="hold the kernel's CPU wake-up latency request at this over the whole bench, for every "
+                         "grandmaster alike (appliance/edge/cpu_latency.py, as a latency-tuned host does: at 0 "
+                         "idle CPUs poll, so waking the clients' CPU costs the sender no interrupt to a halted "
+                         "vCPU); -1: the host's own idle policy")
     ap.add_argument("--canary", action="store_true",
                     help="run bench/canary.c on the grandmaster's CPU above the Sync sender: a late Sync is also the "
                          "host's when the vCPU's own slowdown there, measured by the canary, accounts for it")
@@ -1002,7 +1017,7 @@ def main() -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_signal)
-    with tempfile.TemporaryDirectory(prefix="ptp_unicast-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="ptp_unicast-") as tmp, contextlib.ExitStack() as stack:
         workdir = Path(tmp)
         os.chmod(workdir, 0o700)
         exe = build_load(workdir)
@@ -1011,6 +1026,13 @@ def main() -> int:
         try:
             ns.setup()
             log(f"the clients' kernel receive path: {ns.clients_napi}")
+            hold = None
+            if args.cpu_latency_us >= 0:  # both grandmasters alike, as on a latency-tuned host
+                hold = CpuLatencyHold(args.cpu_latency_us)
+                hold.start()
+                stack.callback(hold.stop)
+            log("CPU wake-up latency: " + ("the host's own idle policy" if hold is None else
+                                           f"held at {args.cpu_latency_us} us" if hold.held else str(hold.error)))
             plan = []
             if not args.skip_reference:
                 plan.append(("ptp4l", None))

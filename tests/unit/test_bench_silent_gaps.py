@@ -63,3 +63,17 @@ def test_a_silent_stretch_of_the_running_sender_is_a_gap() -> None:
 def test_the_traced_span_is_what_the_buffer_kept() -> None:
     text = "\n".join(["# tracer: nop", _arm(100.5, 101.0, "aa")] + _fire(102.0, "aa"))
     assert traced_span(text, 0) == (100.5, 102.0) and traced_span(text, 1) is None
+
+
+def test_a_silent_stretch_of_the_running_canary_is_a_gap_when_named() -> None:
+    """The canary works a few microseconds between its wake-up and its sleep: 6.7 ms with no event while it is
+    current (no timer was due meanwhile to show it late) is the vCPU not running."""
+    lines = [_line("python", 100.0, "sched_switch", "prev_comm=python prev_pid=1508 prev_prio=120 prev_state=R ==> "
+                   "next_comm=canary next_pid=1532 next_prio=97"),
+             _line("canary", 100.0067, "hrtimer_start", "hrtimer=00000000cc2b7fbf function=hrtimer_wakeup "
+                   "expires=100007200000 softexpires=100007200000 mode=ABS"),
+             _line("canary", 100.00671, "sched_switch", "prev_comm=canary prev_pid=1532 prev_prio=97 prev_state=S "
+                   "==> next_comm=ptp-sync next_pid=1510 next_prio=98")]
+    text = "\n".join(lines)
+    assert silent_timer_gaps(text, 0, ("ptp-sync", "canary")) == [(100.0, 100.0067)]
+    assert silent_timer_gaps(text, 0, "ptp-sync") == []
