@@ -218,7 +218,13 @@ TIMER_LATE_S = 50e-6  # a timer interrupt later than this on a CPU silent meanwh
 RUNNING_SILENT_S = 200e-6  # no event this long while a thread that makes a system call every few us is current
 
 
-def silent_timer_gaps(text: str, cpu: int, comm: str | tuple[str, ...] | None = None) -> list[tuple[float, float]]:
+def parsed(text: str | Trace) -> Trace:
+    """A trace's text parsed once, for the functions below to share (a 20 s window is about 300 MB)."""
+    return text if isinstance(text, Trace) else Trace(text)
+
+
+def silent_timer_gaps(text: str | Trace, cpu: int, comm: str | tuple[str, ...] | None = None
+                      ) -> list[tuple[float, float]]:
     """Stretches in which ``cpu`` had a timer due, took its interrupt more than TIMER_LATE_S late, and showed no
     event at all from the timer's expiry for more than TIMER_LATE_S (a trace of WAKE_EVENTS, mono clock): a guest
     that is running takes a due timer interrupt (user code cannot mask it), so the vCPU was not running -- the
@@ -231,7 +237,7 @@ def silent_timer_gaps(text: str, cpu: int, comm: str | tuple[str, ...] | None = 
     several such threads (the canary too: a few microseconds of work between its wake-up and its next sleep).
     Sorted (start, end) in trace-clock seconds."""
     comms = (comm,) if isinstance(comm, str) else tuple(comm or ())
-    trace = Trace(text)
+    trace = parsed(text)
     armed: dict[str, float] = {}
     out: list[tuple[float, float]] = []
     current, last_s = "", None
@@ -260,12 +266,12 @@ def silent_timer_gaps(text: str, cpu: int, comm: str | tuple[str, ...] | None = 
     return out
 
 
-def contention_spans(text: str, cpu: int, comm: str) -> list[tuple[float, float]]:
+def contention_spans(text: str | Trace, cpu: int, comm: str) -> list[tuple[float, float]]:
     """Stretches in which thread ``comm`` on ``cpu`` waited for a kernel lock someone else held (the lock
     tracepoints contention_begin .. contention_end: spinning or sleeping), sorted (start, end), trace-clock s."""
     out: list[tuple[float, float]] = []
     begun: float | None = None
-    for who, on_cpu, ts, event, _ in Trace(text).events:
+    for who, on_cpu, ts, event, _ in parsed(text).events:
         if on_cpu != cpu or who != comm:
             continue
         if event == "contention_begin":
@@ -274,6 +280,13 @@ def contention_spans(text: str, cpu: int, comm: str) -> list[tuple[float, float]
             out.append((begun, ts))
             begun = None
     return out
+
+
+def ipis_sent(text: str | Trace, cpu: int, comm: str) -> int:
+    """How many inter-processor interrupts thread ``comm`` on ``cpu`` sent (ipi_send_cpu while it was current): on a
+    virtual machine each is an exit to the hypervisor, charged to the thread that sends it."""
+    return sum(1 for who, on_cpu, _, event, _ in parsed(text).events
+               if on_cpu == cpu and who == comm and event == "ipi_send_cpu")
 
 
 def traced_span(text: str, cpu: int) -> tuple[float, float] | None:

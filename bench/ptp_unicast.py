@@ -53,7 +53,10 @@ printed for the record (not set apart).  Late Syncs are gathered from the status
 4,096 a publish; more are counted as lost and judged the grandmaster's).  The clients'
 kernel receive path runs on the clients' CPU (threaded NAPI on their veth, pinned there, as on their own machines);
 without it every client's receive work would run in the grandmaster's sending thread.  Their veth has VETH_QUEUES
-queues, a receive ring of 256 each, as a server NIC's ring of 4,096.  The bench holds the kernel's CPU wake-up
+queues, a receive ring of 256 each, as a server NIC's ring of 4,096, and a NIC's receive interrupt moderation
+(CLIENTS_NAPI_POLL_NS, CLIENTS_NAPI_DEFER: under load their NAPI polls on their own CPU's timer, so the
+grandmaster's transmits wake nothing there; with --ftrace the interrupts its Sync sender sent other CPUs are
+counted and printed).  The bench holds the kernel's CPU wake-up
 latency request at --cpu-latency-us (0: idle CPUs poll) for every grandmaster alike, as a latency-tuned host
 does: on a virtual machine a halted vCPU is woken by an interrupt through the hypervisor, and each datagram that
 wakes the clients' NAPI thread on their idle CPU charged that to the sending thread (a trace showed 80 us a
@@ -110,13 +113,19 @@ sys.path.insert(0, str(ROOT))
 from appliance.edge import control  # noqa: E402  (the appliance's own status, over its control socket)
 from appliance.edge.cpu_latency import CpuLatencyHold  # noqa: E402
 from appliance.outputs.ptp.lateness import window as lateness_window  # noqa: E402
-from bench.kernel_trace import (THREAD_EVENTS, WAKE_EVENTS, KernelTrace, contention_spans, overlap_s,  # noqa: E402
-                                silent_timer_gaps, traced_span)
+from bench.kernel_trace import (THREAD_EVENTS, WAKE_EVENTS, KernelTrace, contention_spans, ipis_sent,  # noqa: E402
+                                overlap_s, parsed, silent_timer_gaps, traced_span)
 GM_CPU, LOAD_CPU = "0", "1"
 # Queues of the veth pair: the clients' end takes each datagram into the ring of the queue its flow hashes to, 256
 # each (fixed by the veth driver), so 16 give the clients a receive ring of 4,096, as a server NIC's: with one, a
 # stall of the clients' CPU over 6 ms at 10,000 clients (40 datagrams a ms) dropped datagrams at their end.
 VETH_QUEUES = 16
+# Receive interrupt moderation at the clients' end, as a NIC's (rx-usecs): the clients' NAPI, once it has work,
+# polls every CLIENTS_NAPI_POLL_NS on a timer of the clients' CPU and goes back to being woken per datagram only
+# after CLIENTS_NAPI_DEFER polls in a row found nothing.  Without it each datagram the grandmaster sent to an idle
+# NAPI woke its thread on the clients' CPU with an inter-processor interrupt the sending thread paid for: 40-90 us
+# each through the hypervisor in traces of failed runs, against about 4 us for a datagram.
+CLIENTS_NAPI_POLL_NS, CLIENTS_NAPI_DEFER = 100_000, 100
 CANARY_COMM = "canary"  # bench/canary.c's thread name in a trace
 OWN_LISTED = 64  # late Syncs not shown to be the host's, listed in the results (and their trace kept, --keep-logs)
 TRACE_TS = re.compile(r"^\s*.+?-\d+\s+\[\d+\]\s+\S+\s+([\d.]+):")
@@ -247,6 +256,11 @@ class Namespaces:
         client runs in the sending thread's context on the grandmaster's CPU, which no NIC asks of it."""
         run(["ip", "netns", "exec", self.cl, "ethtool", "-K", self.cl_if, "gro", "on", "rx-udp-gro-forwarding", "on"])
         run(["ip", "netns", "exec", self.cl, "sh", "-c", f"echo 1 > /sys/class/net/{self.cl_if}/threaded"])
+        # a NIC's receive interrupt moderation: while datagrams keep coming, the clients' NAPI polls on a timer of
+        # its own CPU instead of being woken by each transmit (an inter-processor interrupt charged to the sender)
+        run(["ip", "netns", "exec", self.cl, "sh", "-c",
+             f"echo {CLIENTS_NAPI_POLL_NS} > /sys/class/net/{self.cl_if}/gro_flush_timeout && "
+             f"echo {CLIENTS_NAPI_DEFER} > /sys/class/net/{self.cl_if}/napi_defer_hard_irqs"])
         pids = [p.name for p in Path("/proc").iterdir() if p.name.isdigit() and _comm(p).startswith(
             f"napi/{self.cl_if}-")]
         for pid in pids:
@@ -597,6 +611,7 @@ class WindowProbe:
         self.late_syncs: dict[tuple[int, float], float] = {}
         self.span: tuple[float, float] | None = None
         self.contention: list[tuple[float, float]] = []  # the sender's waits for contended kernel locks
+        self.sender_ipis: int | None = None  # interrupts the sender thread sent other CPUs in the window
         # --keep-logs: the trace around each late Sync not shown to be the host's goes there
         self.keep = (args.keep_logs / f"{gm.name}-{n}-{getattr(gm, 'starts', 1)}-late-syncs.trace"
                      if args.keep_logs and args.ftrace else None)
@@ -638,8 +653,11 @@ class WindowProbe:
                     self.text = text
                 # the canary too: its few microseconds between wake-up and sleep have no room for a silent 200 us
                 quick = (SENDER_THREAD, CANARY_COMM) if self.canary_exe is not None else SENDER_THREAD
-                self.gaps = silent_timer_gaps(text, int(GM_CPU), quick)
-                self.contention = contention_spans(text, int(GM_CPU), SENDER_THREAD)
+                events = parsed(text)
+                self.gaps = silent_timer_gaps(events, int(GM_CPU), quick)
+                self.contention = contention_spans(events, int(GM_CPU), SENDER_THREAD)
+                self.sender_ipis = ipis_sent(events, int(GM_CPU), SENDER_THREAD)
+                del events
                 self.span = traced_span(text, int(GM_CPU))
             except (OSError, ValueError) as e:
                 self.gaps = f"trace failed: {e}"
@@ -686,6 +704,8 @@ class WindowProbe:
                     self.keep.parent.mkdir(parents=True, exist_ok=True)
                     self.keep.write_text(trace_excerpts(self.text, traced["own"]))
                     self.text = ""
+                if self.sender_ipis is not None:
+                    out["lateness"]["sender_ipis"] = self.sender_ipis
                 if canary is not None:
                     out["lateness"]["canary"] = (canary if isinstance(canary, str) else
                                                  {"wakes": len(canary[0]), "work_median_us": canary[1] / 1e3})
@@ -912,6 +932,9 @@ def lateness_text(late: dict | str | None) -> str:
         text += f"; {canary}"
     elif traced:
         text += f"; {traced}"
+    if "sender_ipis" in late:
+        text += (f"; the Sync sender thread sent {late['sender_ipis']} inter-processor interrupts in the traced "
+                 f"window (each an exit to the hypervisor on a virtual machine)")
     if "sender_wakes_over_1ms" in late:
         text += (f"; the Sync sender thread (SCHED_FIFO) woken over 1 ms after its slot {late['sender_wakes_over_1ms']}"
                  f" times (latest since start {late['sender_wake_max_us']:.0f} us)")

@@ -3,7 +3,7 @@ guest event meanwhile marks a stretch the vCPU was not running; one that came on
 
 from __future__ import annotations
 
-from bench.kernel_trace import overlap_s, silent_timer_gaps, traced_span
+from bench.kernel_trace import Trace, ipis_sent, overlap_s, silent_timer_gaps, traced_span
 
 
 def _line(comm: str, ts: float, event: str, fields: str) -> str:
@@ -77,3 +77,18 @@ def test_a_silent_stretch_of_the_running_canary_is_a_gap_when_named() -> None:
     text = "\n".join(lines)
     assert silent_timer_gaps(text, 0, ("ptp-sync", "canary")) == [(100.0, 100.0067)]
     assert silent_timer_gaps(text, 0, "ptp-sync") == []
+
+
+def test_the_interrupts_a_thread_sent_are_counted_from_one_parse() -> None:
+    """ipi_send_cpu while the sender was current counts; another thread's, or another CPU's, does not; a parsed
+    Trace gives the same answers as its text."""
+    lines = [_line("ptp-sync", 100.0, "ipi_send_cpu", "cpu=1 callsite=ttwu_queue_wakelist+0x1 callback=0x0"),
+             _line("ptp-sync", 100.1, "ipi_send_cpu", "cpu=1 callsite=wakeup_preempt+0x1 callback=0x0"),
+             _line("python", 100.2, "ipi_send_cpu", "cpu=1 callsite=ttwu_queue_wakelist+0x1 callback=0x0"),
+             _line("ptp-sync", 100.3, "sys_enter", "NR 307 (3, 7f, 13, 0, 0, 0)")]
+    text = "\n".join(lines)
+    assert ipis_sent(text, 0, "ptp-sync") == 2
+    assert ipis_sent(text, 1, "ptp-sync") == 0
+    events = Trace(text)
+    assert ipis_sent(events, 0, "ptp-sync") == 2
+    assert silent_timer_gaps(events, 0, "ptp-sync") == silent_timer_gaps(text, 0, "ptp-sync")
