@@ -81,6 +81,11 @@ class KernelTrace:
 
     def stop(self) -> str:
         self._write("tracing_on", "0")
+        # events the full buffer overwrote (the oldest go first): a window longer than the buffer holds
+        self.overrun = 0
+        for stats in sorted((TRACEFS / "per_cpu").glob("cpu*/stats")):
+            m = re.search(r"^overrun: (\d+)", stats.read_text(), re.M)
+            self.overrun += int(m.group(1)) if m else 0
         text = (TRACEFS / "trace").read_text()
         self._write("set_event", "")
         for event in getattr(self, "_filtered", []):

@@ -133,7 +133,9 @@ SENDER_THREAD = "ptp-sync"  # the native Sync sender's thread name (appliance/ed
 LATE_POLL_S = 0.4  # with --ftrace or --canary, how often the status's late Syncs are gathered (published each 1 s)
 # about 8 % of the grandmaster's CPU, its wake-ups included (ps, one 10,000-client run)
 CANARY_PRIORITY, CANARY_PERIOD_US, CANARY_WORK_US = 2, 500, 10
-TRACE_BUFFER_KB = 400_000  # on the grandmaster's CPU: a 10,000-client window of 20 s takes about 300 MB
+# on the grandmaster's CPU: a 10,000-client window of 20 s takes about 300 MB, and over 400 MB in a run the host
+# disturbed (its oldest events overwritten, the late Syncs there left unjudged)
+TRACE_BUFFER_KB = 800_000
 GM_IP = "10.77.255.254"
 FIRST_CLIENT_IP = "10.77.0.1"
 PROBE_IP = "10.77.255.253"
@@ -612,6 +614,7 @@ class WindowProbe:
         self.span: tuple[float, float] | None = None
         self.contention: list[tuple[float, float]] = []  # the sender's waits for contended kernel locks
         self.sender_ipis: int | None = None  # interrupts the sender thread sent other CPUs in the window
+        self.trace_overrun = 0  # events the trace buffer overwrote
         # --keep-logs: the trace around each late Sync not shown to be the host's goes there
         self.keep = (args.keep_logs / f"{gm.name}-{n}-{getattr(gm, 'starts', 1)}-late-syncs.trace"
                      if args.keep_logs and args.ftrace else None)
@@ -657,6 +660,7 @@ class WindowProbe:
                 self.gaps = silent_timer_gaps(events, int(GM_CPU), quick)
                 self.contention = contention_spans(events, int(GM_CPU), SENDER_THREAD)
                 self.sender_ipis = ipis_sent(events, int(GM_CPU), SENDER_THREAD)
+                self.trace_overrun = self.trace.overrun
                 del events
                 self.span = traced_span(text, int(GM_CPU))
             except (OSError, ValueError) as e:
@@ -706,6 +710,7 @@ class WindowProbe:
                     self.text = ""
                 if self.sender_ipis is not None:
                     out["lateness"]["sender_ipis"] = self.sender_ipis
+                    out["lateness"]["trace_overrun"] = self.trace_overrun
                 if canary is not None:
                     out["lateness"]["canary"] = (canary if isinstance(canary, str) else
                                                  {"wakes": len(canary[0]), "work_median_us": canary[1] / 1e3})
@@ -923,6 +928,8 @@ def lateness_text(late: dict | str | None) -> str:
                  f"1 ms on the grandmaster's CPU"
                  + (f"; {traced['untraced']} of them outside what the trace buffer kept (no gaps)"
                     if traced.get("untraced") else "")
+                 + (f"; the trace buffer ({TRACE_BUFFER_KB:,} kB) overwrote its oldest {late['trace_overrun']:,} "
+                    f"events" if late.get("trace_overrun") else "")
                  + (f"; {late['late_syncs_lost']} not listed (over the sender's 4,096 a publish), judged the "
                     f"grandmaster's" if late.get("late_syncs_lost") else ""))
     canary = late.get("canary")
