@@ -10,7 +10,9 @@ Used by ptp_sync_transit.py, ptp_offset.py, console_load.py and snmp_load.py (``
 from __future__ import annotations
 
 import bisect
+import functools
 import math
+import os
 import re
 import statistics
 import subprocess
@@ -216,7 +218,7 @@ WAKE_EVENTS = ("sched:sched_switch", "timer:hrtimer_start", "timer:hrtimer_expir
                "irq:softirq_exit", "irq:irq_handler_entry", "irq_vectors:local_timer_entry",
                "irq_vectors:reschedule_entry", "irq_vectors:call_function_single_entry", "ipi:ipi_send_cpu",
                "raw_syscalls:sys_enter", "exceptions:page_fault_user",
-               "exceptions:page_fault_kernel")
+               "exceptions:page_fault_kernel", "workqueue:workqueue_execute_start")
 HRTIMER_START = re.compile(r"hrtimer=(\S+) function=\S+ expires=(\d+)")
 HRTIMER_EXPIRE = re.compile(r"hrtimer=(\S+) function=")
 TIMER_LATE_S = 50e-6  # a timer interrupt later than this on a CPU silent meanwhile: the vCPU was not running
@@ -268,6 +270,64 @@ def silent_timer_gaps(text: str | Trace, cpu: int, comm: str | tuple[str, ...] |
                 if first is not None and first - expiry > TIMER_LATE_S:
                     out.append((expiry, min(first, ts)))
     out.sort()
+    return out
+
+
+# Kernel threads by name (the trace gives no flags): per-CPU workers, softirq threads and the kernel's own daemons.
+KERNEL_THREAD = re.compile(r"^(kworker/|ksoftirqd/|kswapd|kcompactd|khugepaged|kthreadd$|rcu|migration/|cpuhp/|"
+                           r"irq_work/|watchdog/|idle_inject/)")
+WORK_FUNCTION = re.compile(r"function (\S+)")
+
+
+@functools.cache
+def preemption_model() -> str:
+    """How this kernel preempts kernel code: the boot log's ``Dynamic Preempt:`` line (a PREEMPT_DYNAMIC kernel,
+    the mode chosen at boot), else the build's own words from ``uname -v`` (PREEMPT_RT, PREEMPT), else unknown."""
+    log = subprocess.run(["dmesg"], check=False, capture_output=True, text=True).stdout
+    m = re.search(r"Dynamic Preempt: (\w+)", log)
+    if m:
+        return f"preemption {m.group(1)} (boot log)"
+    build = os.uname().version
+    for word in ("PREEMPT_RT", "PREEMPT_DYNAMIC", "PREEMPT"):
+        if word in build.split():
+            return f"{word} build, mode not readable" if word == "PREEMPT_DYNAMIC" else f"{word} build"
+    return "preemption unknown (no PREEMPT in uname -v: likely none)"
+
+
+def kernel_holds(text: str | Trace, cpu: int, comm: str) -> list[tuple[float, float, str]]:
+    """Stretches in which thread ``comm`` on ``cpu`` was due to run -- its own timed wake-up had expired -- while a
+    kernel thread kept the CPU: (expiry, the kernel thread's switch away, work functions it ran meanwhile),
+    trace-clock s.  On a kernel that does not preempt kernel code (``Dynamic Preempt: none``) a
+    SCHED_FIFO thread waits out a worker's whole item however low the worker's priority; it is the kernel's
+    time, not the waiting thread's.  A stretch starts at the expiry only if a kernel thread was then current, and
+    ends at that thread's first switch away."""
+    trace = parsed(text)
+    mine: set[str] = set()  # timers ``comm`` armed to wake itself
+    due: float | None = None
+    current, works = "", []
+    out: list[tuple[float, float, str]] = []
+    for who, on_cpu, ts, event, fields in trace.events:
+        if on_cpu != cpu:
+            continue
+        if event == "hrtimer_start" and who == comm and "function=hrtimer_wakeup" in fields:
+            m = HRTIMER_START.search(fields)
+            if m:
+                mine.add(m.group(1))
+        elif event == "hrtimer_expire_entry":
+            m = HRTIMER_EXPIRE.search(fields)
+            if m and m.group(1) in mine:
+                mine.discard(m.group(1))
+                if KERNEL_THREAD.match(who) and due is None:
+                    due, current, works = ts, who, []
+        elif event == "workqueue_execute_start" and due is not None:
+            m = WORK_FUNCTION.search(fields)
+            if m and m.group(1) not in works:
+                works.append(m.group(1))
+        elif event == "sched_switch" and due is not None:
+            prev = re.search(r"prev_comm=(.+?) prev_pid=", fields)
+            if prev and prev.group(1) == current:
+                out.append((due, ts, ",".join(works)))
+            due = None
     return out
 
 

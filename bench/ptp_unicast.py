@@ -44,15 +44,18 @@ grandmaster CPU's scheduling and interrupts are traced over the window instead (
 silent_timer_gaps: a timer interrupt that came late with no guest event on that CPU meanwhile -- a running guest
 takes a due interrupt -- marks a stretch the vCPU was not running), and each Sync over 1 ms late that the status
 lists (its slot, lateness and held time) is the host's when its held time or the silent stretches between its slot
-and its sending leave it within 1 ms.  `woken` counts, for the record, the late Syncs whose timed wake-up came over
-1 ms late.  With --canary, bench/canary.c runs on the grandmaster's CPU above the sender (SCHED_FIFO 2): every
-500 us a fixed piece of work, timed; a late Sync whose stretch saw that work run f times slower than its median is
-also the host's when lateness x (1 - 1/f) leaves it within 1 ms (the vCPU itself ran slow: the same instructions
-took longer whoever ran them).  With --ftrace the sender's waits for contended kernel locks are traced too and
-printed for the record (not set apart).  Late Syncs are gathered from the status every LATE_POLL_S (the sender keeps
-4,096 a publish; more are counted as lost and judged the grandmaster's).  The clients'
-kernel receive path runs on the clients' CPU (threaded NAPI on their veth, pinned there, as on their own machines);
-without it every client's receive work would run in the grandmaster's sending thread.  Their veth has VETH_QUEUES
+and its sending leave it within 1 ms; so are the stretches a kernel thread kept the CPU after the sender's
+own wake-up was due (kernel_holds: a kernel that does not preempt kernel code, as this guest's `Dynamic
+Preempt: none`, lets a SCHED_FIFO thread wait out a worker's whole item; the work run is printed).  `woken`
+counts, for the record, the late Syncs whose timed wake-up came over 1 ms late.  With --canary, bench/canary.c
+runs on the grandmaster's CPU above the sender (SCHED_FIFO 2): every 500 us a fixed piece of work, timed; a late
+Sync whose stretch saw that work run f times slower than its median is also the host's when lateness x (1 - 1/f)
+leaves it within 1 ms (the vCPU itself ran slow: the same instructions took longer whoever ran them).  With
+--ftrace the sender's waits for contended kernel locks are traced too and printed for the record (not set apart).
+Late Syncs are gathered from the status every LATE_POLL_S (the sender keeps 4,096 a publish; more are counted as
+lost and judged the grandmaster's).  The clients' kernel receive path runs on the clients' CPU (threaded NAPI on
+their veth, pinned there, as on their own machines); without it every client's receive work would run in the
+grandmaster's sending thread.  Their veth has VETH_QUEUES
 queues, a receive ring of 256 each, as a server NIC's ring of 4,096, and a NIC's receive interrupt moderation
 (CLIENTS_NAPI_POLL_NS, CLIENTS_NAPI_DEFER: under load their NAPI polls on their own CPU's timer, so the
 grandmaster's transmits wake nothing there; with --ftrace the interrupts its Sync sender sent other CPUs are
@@ -114,7 +117,8 @@ from appliance.edge import control  # noqa: E402  (the appliance's own status, o
 from appliance.edge.cpu_latency import CpuLatencyHold  # noqa: E402
 from appliance.outputs.ptp.lateness import window as lateness_window  # noqa: E402
 from bench.kernel_trace import (THREAD_EVENTS, WAKE_EVENTS, KernelTrace, contention_spans, ipis_sent,  # noqa: E402
-                                overlap_s, parsed, silent_timer_gaps, traced_span)
+                                kernel_holds, overlap_s, parsed, preemption_model, silent_timer_gaps,
+                                traced_span)
 GM_CPU, LOAD_CPU = "0", "1"
 # Queues of the veth pair: the clients' end takes each datagram into the ring of the queue its flow hashes to, 256
 # each (fixed by the veth driver), so 16 give the clients a receive ring of 4,096, as a server NIC's: with one, a
@@ -533,7 +537,8 @@ def own_late(late: dict) -> int:
 def classify_late(late_syncs: list, gaps: list[tuple[float, float]], t0_s: float, t1_s: float,
                   span: tuple[float, float] | None = None,
                   canary: tuple[list[tuple[float, int]], float] | None = None,
-                  contention: list[tuple[float, float]] = (), takes: tuple[int, int] | None = None) -> dict:
+                  contention: list[tuple[float, float]] = (), takes: tuple[int, int] | None = None,
+                  kernel: list[tuple[float, float]] = ()) -> dict:
     """The Syncs over 1 ms late that the window counted (from the status's latest late Syncs: slot ns, lateness
     us, held us and the number of the sender's take that counted it; with ``takes`` (t1, t2], those of the takes
     after t1 up to t2, as the window's counts, else those whose slot is in [t0_s, t1_s], monotonic s): the host's when the largest of its held time, the silent timer gaps between
@@ -541,7 +546,9 @@ def classify_late(late_syncs: list, gaps: list[tuple[float, float]], t0_s: float
     slowdown there accounts for (lateness x (1 - 1/f): at the usual speed the stretch would have taken lateness / f)
     leaves it within 1 ms.  Outside the ``span`` the trace kept, gaps do not count (``untraced``).  ``slow``: of
     the host's, those only the canary's slowdown accounts for.  ``contended``, for the record (not set apart): of
-    the rest, those the sender's waits for contended kernel locks between slot and send would account for."""
+    the rest, those the sender's waits for contended kernel locks between slot and send would account for.
+    ``kernel``: stretches a kernel thread kept the CPU after the sender's wake-up was due (the kernel did not
+    preempt it), the host's like silent gaps; ``kernel_held``: of the host's, those that needed them."""
     def counted(slot_ns: int, take: int | None) -> bool:
         if takes is not None and take is not None:
             return takes[0] < take <= takes[1]
@@ -549,23 +556,27 @@ def classify_late(late_syncs: list, gaps: list[tuple[float, float]], t0_s: float
 
     listed = [(slot / 1e9, late_us, held_us) for slot, late_us, held_us, *take in late_syncs
               if counted(slot, take[0] if take else None)]
-    host = untraced = slow = contended = 0
+    host = untraced = slow = contended = kernel_held = 0
+    held_off = sorted(list(gaps) + list(kernel))
     own: list[list[float]] = []  # the first OWN_LISTED not shown to be the host's: [slot s, lateness us, held us]
     for slot_s, late_us, held_us in listed:
         traced = span is None or span[0] <= slot_s and slot_s + late_us / 1e6 <= span[1]
         untraced += not traced
         silent_us = overlap_s(gaps, slot_s, slot_s + late_us / 1e6) * 1e6 if traced else 0.0
+        off_us = overlap_s(held_off, slot_s, slot_s + late_us / 1e6) * 1e6 if traced else 0.0
         f = canary_slowdown(canary, slot_s, slot_s + late_us / 1e6) if canary else 1.0
         slow_us = late_us * (1.0 - 1.0 / f)
-        if late_us - max(held_us, silent_us) > 1000 >= late_us - slow_us:
+        if late_us - max(held_us, off_us) > 1000 >= late_us - slow_us:
             slow += 1
-        is_host = late_us - max(held_us, silent_us, slow_us) <= 1000
+        is_host = late_us - max(held_us, off_us, slow_us) <= 1000
+        kernel_held += is_host and late_us - max(held_us, silent_us, slow_us) > 1000
         host += is_host
         if not is_host and len(own) < OWN_LISTED:
             own.append([slot_s, late_us, held_us])
         lock_us = overlap_s(list(contention), slot_s, slot_s + late_us / 1e6) * 1e6 if traced else 0.0
         contended += not is_host and late_us - lock_us <= 1000
     return {"listed": len(listed), "host": host, "untraced": untraced, "slow": slow, "contended": contended,
+            "kernel_held": kernel_held,
             "contention_max_us": max((b - a for a, b in contention), default=0.0) * 1e6,
             "silent_gaps_over_1ms": sum(1 for a, b in gaps if t0_s <= a <= t1_s and b - a > 1e-3), "own": own}
 
@@ -615,6 +626,7 @@ class WindowProbe:
         self.contention: list[tuple[float, float]] = []  # the sender's waits for contended kernel locks
         self.sender_ipis: int | None = None  # interrupts the sender thread sent other CPUs in the window
         self.trace_overrun = 0  # events the trace buffer overwrote
+        self.kernel: list[tuple[float, float, str]] = []  # kernel threads on the CPU while the sender was due
         # --keep-logs: the trace around each late Sync not shown to be the host's goes there
         self.keep = (args.keep_logs / f"{gm.name}-{n}-{getattr(gm, 'starts', 1)}-late-syncs.trace"
                      if args.keep_logs and args.ftrace else None)
@@ -661,6 +673,7 @@ class WindowProbe:
                 self.contention = contention_spans(events, int(GM_CPU), SENDER_THREAD)
                 self.sender_ipis = ipis_sent(events, int(GM_CPU), SENDER_THREAD)
                 self.trace_overrun = self.trace.overrun
+                self.kernel = kernel_holds(events, int(GM_CPU), SENDER_THREAD)
                 del events
                 self.span = traced_span(text, int(GM_CPU))
             except (OSError, ValueError) as e:
@@ -698,7 +711,8 @@ class WindowProbe:
                 if isinstance(self.gaps, list):
                     out["lateness"]["traced"] = classify_late(gathered, self.gaps, t1, t2, self.span,
                                                               canary if isinstance(canary, tuple) else None,
-                                                              self.contention, takes)
+                                                              self.contention, takes,
+                                                              [(a, b) for a, b, _ in self.kernel])
                 elif isinstance(canary, tuple):
                     out["lateness"]["traced"] = classify_late(gathered, [], t1, t2, None, canary, takes=takes)
                 else:
@@ -711,6 +725,11 @@ class WindowProbe:
                 if self.sender_ipis is not None:
                     out["lateness"]["sender_ipis"] = self.sender_ipis
                     out["lateness"]["trace_overrun"] = self.trace_overrun
+                    holds = [(a, b, works) for a, b, works in self.kernel if t1 <= a <= t2]
+                    out["lateness"]["kernel_holds_over_1ms"] = sum(1 for a, b, _ in holds if b - a > 1e-3)
+                    out["lateness"]["kernel_hold_max_us"] = max((b - a for a, b, _ in holds), default=0.0) * 1e6
+                    out["lateness"]["kernel_hold_work"] = sorted({w for a, b, works in holds if b - a > 1e-3
+                                                                  for w in works.split(",") if w})
                 if canary is not None:
                     out["lateness"]["canary"] = (canary if isinstance(canary, str) else
                                                  {"wakes": len(canary[0]), "work_median_us": canary[1] / 1e3})
@@ -928,6 +947,12 @@ def lateness_text(late: dict | str | None) -> str:
                  f"1 ms on the grandmaster's CPU"
                  + (f"; {traced['untraced']} of them outside what the trace buffer kept (no gaps)"
                     if traced.get("untraced") else "")
+                 + (f"; {traced['kernel_held']} of the host's needed the stretches a kernel thread kept the CPU "
+                    f"after the sender's wake-up was due (the kernel did not preempt it: {preemption_model()}); "
+                    f"such stretches in the window: {late.get('kernel_holds_over_1ms', 0)} over 1 ms, the longest "
+                    f"{late.get('kernel_hold_max_us', 0):.0f} us, work run in those over 1 ms: "
+                    f"{', '.join(late.get('kernel_hold_work', [])) or 'none traced'}"
+                    if "kernel_held" in traced else "")
                  + (f"; the trace buffer ({TRACE_BUFFER_KB:,} kB) overwrote its oldest {late['trace_overrun']:,} "
                     f"events" if late.get("trace_overrun") else "")
                  + (f"; {late['late_syncs_lost']} not listed (over the sender's 4,096 a publish), judged the "
@@ -1067,6 +1092,8 @@ def main() -> int:
                 hold = CpuLatencyHold(args.cpu_latency_us)
                 hold.start()
                 stack.callback(hold.stop)
+            if args.ftrace:
+                log(f"kernel: {preemption_model()}")
             log("CPU wake-up latency: " + ("the host's own idle policy" if hold is None else
                                            f"held at {args.cpu_latency_us} us" if hold.held else str(hold.error)))
             plan = []

@@ -46,8 +46,8 @@ def test_with_a_trace_each_listed_late_sync_is_classified() -> None:
     gaps = [(10.0002, 10.0032)]
     syncs = [(10_000_000_000, 3500.0, 0.0), (20_000_000_000, 1800.0, 100.0), (40_000_000_000, 9000.0, 0.0)]
     traced = classify_late(syncs, gaps, 5.0, 30.0)
-    assert traced == {"listed": 2, "host": 1, "untraced": 0, "slow": 0, "contended": 0, "contention_max_us": 0.0,
-                      "silent_gaps_over_1ms": 1, "own": [[20.0, 1800.0, 100.0]]}
+    assert traced == {"listed": 2, "host": 1, "untraced": 0, "slow": 0, "contended": 0, "kernel_held": 0,
+                      "contention_max_us": 0.0, "silent_gaps_over_1ms": 1, "own": [[20.0, 1800.0, 100.0]]}
     # the buffer kept only what came after 15 s: the first one is judged on its held time alone
     assert classify_late(syncs, gaps, 5.0, 30.0, (15.0, 30.0))["host"] == 0
     late = {"late_over_1ms": 3, "held": 0, "realtime": True, "traced": traced}
@@ -74,6 +74,16 @@ def test_the_canary_slowdown_sets_apart_only_what_it_accounts_for() -> None:
 def test_lock_contention_is_printed_not_set_apart() -> None:
     traced = classify_late([(10_000_000_000, 2500.0, 0.0)], [], 5.0, 30.0, None, None, [(10.0001, 10.0021)])
     assert (traced["host"], traced["contended"]) == (0, 1) and round(traced["contention_max_us"]) == 2000
+
+
+def test_a_kernel_thread_that_kept_the_cpu_past_the_senders_wake_up_is_the_hosts() -> None:
+    """The kernel's hold counts like a silent gap, and on its own merit: 2.5 ms late with 1.6 ms of it a worker on
+    the CPU after the sender's wake-up was due; together with an overlapping silent gap it is counted once."""
+    syncs = [(10_000_000_000, 2500.0, 0.0)]
+    traced = classify_late(syncs, [], 5.0, 30.0, kernel=[(10.0005, 10.0021)])
+    assert (traced["host"], traced["kernel_held"]) == (1, 1)
+    assert classify_late(syncs, [(10.0005, 10.0021)], 5.0, 30.0, kernel=[(10.0006, 10.0020)])["kernel_held"] == 0
+    assert classify_late(syncs, [(10.0005, 10.001)], 5.0, 30.0, kernel=[(10.0008, 10.0013)])["host"] == 0
 
 
 def test_contention_spans_pair_the_threads_begin_and_end_on_its_cpu() -> None:

@@ -3,7 +3,7 @@ guest event meanwhile marks a stretch the vCPU was not running; one that came on
 
 from __future__ import annotations
 
-from bench.kernel_trace import Trace, ipis_sent, overlap_s, silent_timer_gaps, traced_span
+from bench.kernel_trace import Trace, ipis_sent, kernel_holds, overlap_s, silent_timer_gaps, traced_span
 
 
 def _line(comm: str, ts: float, event: str, fields: str) -> str:
@@ -92,3 +92,36 @@ def test_the_interrupts_a_thread_sent_are_counted_from_one_parse() -> None:
     events = Trace(text)
     assert ipis_sent(events, 0, "ptp-sync") == 2
     assert silent_timer_gaps(events, 0, "ptp-sync") == silent_timer_gaps(text, 0, "ptp-sync")
+
+
+def _switch(t: float, prev: str, nxt: str) -> str:
+    return _line(prev, t, "sched_switch", f"prev_comm={prev} prev_pid=1 prev_prio=120 prev_state=R+ ==> "
+                                         f"next_comm={nxt} next_pid=2 next_prio=98")
+
+
+def test_a_kernel_thread_kept_the_cpu_after_the_senders_wake_up() -> None:
+    """The sender's timer expires while a worker runs; the worker switches away 1 ms later (the kernel did not
+    preempt it): a hold from the expiry to that switch, with the work it ran.  The same with the appliance's own
+    thread current is not a kernel hold, nor is another thread's timer."""
+    held = [_arm(100.0, 100.001, "aa"), _switch(100.0005, "ptp-sync", "kworker/0:1"),
+            _line("kworker/0:1", 100.0009, "workqueue_execute_start", "work struct 00ff: function vmstat_update"),
+            *_fire_in("kworker/0:1", 100.001, "aa"), _switch(100.002, "kworker/0:1", "canary"),
+            _switch(100.00207, "canary", "ptp-sync")]
+    (hold,) = kernel_holds("\n".join(held), 0, "ptp-sync")
+    assert abs(hold[0] - 100.001) < 1e-9 and abs(hold[1] - 100.002) < 1e-9 and hold[2] == ""
+    # work started after the wake-up was due is named (the item before it is not)
+    with_work = held[:5] + [_line("kworker/0:1", 100.0015, "workqueue_execute_start",
+                                  "work struct 00ff: function lru_add_drain_per_cpu")] + held[5:]
+    assert kernel_holds("\n".join(with_work), 0, "ptp-sync")[0][2] == "lru_add_drain_per_cpu"
+    own = [_arm(100.0, 100.001, "aa"), _switch(100.0005, "ptp-sync", "python"), *_fire_in("python", 100.001, "aa"),
+           _switch(100.002, "python", "ptp-sync")]
+    assert kernel_holds("\n".join(own), 0, "ptp-sync") == []
+    others = [_line("canary", 100.0, "hrtimer_start", "hrtimer=bb function=hrtimer_wakeup expires=100001000000 "
+                    "softexpires=0 mode=ABS"), _switch(100.0005, "canary", "kworker/0:1"),
+              *_fire_in("kworker/0:1", 100.001, "bb"), _switch(100.002, "kworker/0:1", "canary")]
+    assert kernel_holds("\n".join(others), 0, "ptp-sync") == []
+
+
+def _fire_in(comm: str, t_irq: float, addr: str) -> list[str]:
+    return [_line(comm, t_irq - 1e-6, "local_timer_entry", "vector=236"),
+            _line(comm, t_irq, "hrtimer_expire_entry", f"hrtimer={addr} function=hrtimer_wakeup now=0")]
