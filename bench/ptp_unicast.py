@@ -806,6 +806,9 @@ def target_failures(r: dict) -> list[str]:
     ring = r.get("gm_udp", {}).get("link_gm_tx_dropped", 0)
     if ring and out:  # where the missing went: still the run's failure, named
         out.append(f"{ring} datagrams the clients' end of the link dropped (its receive rings full)")
+    if r.get("rx_queue_drops") and out:  # the measurement's own limit: still a failure, not the grandmaster's
+        out.append(f"{r['rx_queue_drops']} datagrams the load generator's own sockets dropped (it fell behind: "
+                   f"the harness's limit at this count, not a figure of the grandmaster's)")
     late = r.get("lateness")
     if not isinstance(late, dict):
         out.append(f"Sync lateness not measured ({late})")

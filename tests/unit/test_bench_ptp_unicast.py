@@ -127,6 +127,13 @@ def test_datagrams_lost_at_the_clients_end_are_named_and_still_fail() -> None:
     assert target_failures(_run() | {"gm_udp": {"link_gm_tx_dropped": 9}}) == []
 
 
+def test_a_load_generator_that_fell_behind_is_named_as_the_harness_limit() -> None:
+    run = _run() | {"no_reply": 12, "granted": 9_988, "rx_queue_drops": 500}
+    failures = target_failures(run)
+    assert failures[0] == "negotiation: 0 denied, 12 unanswered" and "harness's limit" in failures[-1]
+    assert target_failures(_run() | {"rx_queue_drops": 500}) == []
+
+
 def test_the_trace_around_a_late_sync_not_set_apart_is_kept() -> None:
     from bench.ptp_unicast import trace_excerpts
     text = "\n".join(["# tracer: nop",
