@@ -134,6 +134,10 @@ CANARY_COMM = "canary"  # bench/canary.c's thread name in a trace
 OWN_LISTED = 64  # late Syncs not shown to be the host's, listed in the results (and their trace kept, --keep-logs)
 TRACE_TS = re.compile(r"^\s*.+?-\d+\s+\[\d+\]\s+\S+\s+([\d.]+):")
 SENDER_THREAD = "ptp-sync"  # the native Sync sender's thread name (appliance/edge/ptp/_syncsend.c)
+# The trace is on this long before the window's first status is read: that status is up to a publish (1 s) old, so
+# the window's first takes (counted from it) were sent before the reading.  Started at the reading, a late Sync
+# there was outside the trace and judged the grandmaster's.
+TRACE_LEAD_S = 1.5
 LATE_POLL_S = 0.4  # with --ftrace or --canary, how often the status's late Syncs are gathered (published each 1 s)
 # about 8 % of the grandmaster's CPU, its wake-ups included (ps, one 10,000-client run)
 CANARY_PRIORITY, CANARY_PERIOD_US, CANARY_WORK_US = 2, 500, 10
@@ -652,12 +656,15 @@ class WindowProbe:
                 if self._stop.wait(LATE_POLL_S):
                     break
                 self._gather(self.gm.sync_lateness())
+            if self.trace is not None and not self.readings:  # on ahead of the window: see TRACE_LEAD_S
+                if self._stop.wait(max(0.0, self.t0 + at_s - TRACE_LEAD_S - time.monotonic())):
+                    self.trace.stop()
+                    return
+                self.trace.on()
             if self._stop.wait(max(0.0, self.t0 + at_s - time.monotonic())):
                 if self.trace is not None:
                     self.trace.stop()  # given back however far it got
                 return
-            if self.trace is not None and not self.readings:
-                self.trace.on()
             cpu_ns, lateness, t = self.gm.cpu_ns(), self.gm.sync_lateness(), time.monotonic()
             self.readings.append((t, cpu_ns, lateness, steal_ms(GM_CPU)))
             self._gather(lateness)
@@ -800,6 +807,9 @@ def target_failures(r: dict) -> list[str]:
         out.append(f"negotiation: {r['denied']} denied, {r['no_reply']} unanswered")
     if r["syncs_missed"] or r["sync_late_slots"]:
         out.append(f"{r['syncs_missed']} Syncs missed, {r['sync_late_slots']} slots late at the clients")
+    if r["follow_ups"] < r["syncs_received"] * 0.999:  # as served(): no use to a slave
+        out.append(f"{r['syncs_received'] - r['follow_ups']} of {r['syncs_received']} Syncs without their "
+                   f"Follow_Up at the clients")
     unanswered = r["delay_req_sent"] - r["delay_resp_received"]
     if unanswered > 0:
         out.append(f"{unanswered} Delay_Req unanswered")
@@ -846,7 +856,8 @@ def ladder(gm: Grandmaster, exe: Path, ns: Namespaces, counts: list[int], args, 
                 f"{r['delay_resp_ratio']:.4f}, load-side rx drops {r['rx_queue_drops']}, grandmaster UDP "
                 f"receive-buffer errors {r['gm_udp'].get('RcvbufErrors', 0)}, link drops "
                 f"{ {k[5:]: v for k, v in r['gm_udp'].items() if k.startswith('link_') and v} or 0}, grandmaster log trouble "
-                f"{r['gm_trouble_lines']}; Sync lateness {lateness_text(r.get('lateness'))}, CPU "
+                f"{r['gm_trouble_lines']}; Follow_Ups not paired with their Sync {r.get('fup_unpaired', 0)} "
+                f"{r.get('fup_unpaired_examples') or ''}; Sync lateness {lateness_text(r.get('lateness'))}, CPU "
                 f"{cpu_text(r.get('cpu_us_per_client_s'))} us per client-second")
             if not r["served"]:
                 return False
@@ -981,14 +992,19 @@ def cpu_text(cpu_us: float | None) -> str:
 
 
 def passing_count(runs: list[dict]) -> int | None:
-    """The largest count of TARGET_CLIENTS or more whose every run met the target (repeats of a count are one
-    verdict: a count that passed once and broke once did not pass), or None.  A count above it that broke says
-    where the grandmaster breaks; it does not undo the target."""
+    """The largest count of TARGET_CLIENTS or more such that every run of it and of every count from
+    TARGET_CLIENTS up to it met the target (repeats of a count are one verdict: a count that passed once and broke
+    once did not pass, and a larger count that passed does not make up for it), or None.  A count above it that
+    broke says where the grandmaster breaks; it does not undo the target."""
     by_count: dict[int, list[dict]] = {}
     for r in runs:
         by_count.setdefault(r["clients_requested"], []).append(r)
-    ok = [n for n, rs in by_count.items() if n >= TARGET_CLIENTS and not any(r["target_failures"] for r in rs)]
-    return max(ok) if ok else None
+    best = None
+    for n in sorted(c for c in by_count if c >= TARGET_CLIENTS):
+        if any(r["target_failures"] for r in by_count[n]):
+            break
+        best = n
+    return best
 
 
 def target_verdict(runs: list[dict]) -> str:

@@ -313,8 +313,20 @@ static void on_signaling(client_t *c, uint32_t idx, const uint8_t *p, size_t len
     }
 }
 
+/* In-window Syncs whose Follow_Up never paired (the next Sync came first): a few kept to say which and when. */
+static uint64_t fup_unpaired;
+static int n_fup_examples;
+static struct { int client; uint16_t sync_seq, fup_seq; uint8_t have_fup; double at_ms; } fup_examples[8];
+
 static void on_sync(client_t *c, const uint8_t *p, int64_t t) {
     syncs_total++;
+    if (c->fup_pending) {
+        fup_unpaired++;
+        if (n_fup_examples < 8)
+            fup_examples[n_fup_examples++] = (typeof(fup_examples[0])){(int)(c - clients), c->last_sync_seq,
+                                                                       c->last_fup_seq, c->have_fup_seq,
+                                                                       (c->last_sync_rx - ws) / 1e6};
+    }
     if (c->state != ST_GRANTED && c->state != ST_CANCELLED) unsolicited_syncs++;
     uint16_t seq = get16(p + 30);
     if (c->have_sync_seq && seq != (uint16_t)(c->last_sync_seq + 1)) sync_seq_jumps++;
@@ -638,6 +650,13 @@ int main(int argc, char **argv) {
         late += c->late_slots;
         if (c->late_slots) clients_late++;
     }
+    for (int i = 0; i < n_clients; i++) fup_unpaired += clients[i].fup_pending;
+    char examples[1024] = "[";
+    for (int i = 0; i < n_fup_examples; i++)
+        snprintf(examples + strlen(examples), sizeof(examples) - strlen(examples), "%s[%d,%u,%u,%u,%.1f]",
+                 i ? "," : "", fup_examples[i].client, fup_examples[i].sync_seq, fup_examples[i].fup_seq,
+                 fup_examples[i].have_fup, fup_examples[i].at_ms);
+    strcat(examples, "]");
     qsort(grant_latency, n_grant_latency, sizeof(int64_t), cmp64);
     double lat50 = n_grant_latency ? grant_latency[n_grant_latency / 2] / 1e6 : 0;
     double lat99 = n_grant_latency ? grant_latency[n_grant_latency * 99 / 100] / 1e6 : 0;
@@ -654,7 +673,8 @@ int main(int argc, char **argv) {
            "\"delay_resp_received\":%llu,\"delay_resp_ratio\":%.6f,\"delay_resp_total\":%llu,"
            "\"announce_expected\":%llu,\"announce_received\":%llu,\"announce_total\":%llu,\"cancel_sent\":%llu,"
            "\"cancel_acked\":%llu,\"cancel_ack_tlvs\":%llu,\"gm_cancels\":%llu,\"unknown_rx\":%llu,\"bad_rx\":%llu,"
-           "\"no_unicast_flag\":%llu,\"send_errors\":%llu,\"rx_queue_drops\":%u,\"elapsed_s\":%.3f}\n",
+           "\"no_unicast_flag\":%llu,\"send_errors\":%llu,\"rx_queue_drops\":%u,\"fup_unpaired\":%llu,"
+           "\"fup_unpaired_examples\":%s,\"elapsed_s\":%.3f}\n",
            n_clients, (unsigned long long)granted, (unsigned long long)denied, (unsigned long long)no_reply,
            (unsigned long long)neg_requests, (unsigned long long)neg_retries, lat50, lat99, lat_max,
            (unsigned long long)renewals_sent, (unsigned long long)renewals_granted,
@@ -672,6 +692,7 @@ int main(int argc, char **argv) {
            (unsigned long long)cancel_sent, (unsigned long long)cancel_acked, (unsigned long long)cancel_ack_tlvs,
            (unsigned long long)gm_cancels, (unsigned long long)unknown_rx, (unsigned long long)bad_rx,
            (unsigned long long)no_unicast_flag, (unsigned long long)send_errors,
-           rx_queue_drops[0] + rx_queue_drops[1], (mono_ns() - t0) / 1e9);
+           rx_queue_drops[0] + rx_queue_drops[1], (unsigned long long)fup_unpaired, examples,
+           (mono_ns() - t0) / 1e9);
     return 0;
 }
