@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from appliance.edge import kernel_preemption
 from tests.interop import ptp_harness as h
 from tests.interop.ptp_appliance import ApplianceGm
 
@@ -197,6 +198,8 @@ def test_unicast_ptp4l_locks_to_syncs_from_the_native_sender_and_from_the_port(t
             if native == "auto":
                 assert ptp["native_sync"]["running"] and ptp["native_sync"]["error"] == ""
                 assert ptp["native_sync"]["streams"] == 2 and ptp["native_sync"]["realtime"]  # Sync, Announce; root: FIFO
+                # what the sender's priority can count on: this host's kernel preemption, and where it was read
+                assert ptp["native_sync"]["kernel_preemption"] == kernel_preemption.preemption()
                 # its Delay_Reqs answered by the sender thread too, and counted as the port's
                 ptp = gm.wait(lambda s: s["outputs"]["ptp"]["native_sync"].get("delay_reqs_answered", 0) >= 2,
                               15)["outputs"]["ptp"]

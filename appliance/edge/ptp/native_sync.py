@@ -24,6 +24,7 @@ import time
 from collections import deque
 from typing import Any
 
+from appliance.edge.kernel_preemption import WEAK, preemption
 from appliance.protocol.clockmap import ClockMap
 from appliance.protocol.ptp import codec as c
 from appliance.protocol.ptp.port_common import interval_ns
@@ -64,6 +65,13 @@ class NativeSync:
         self.announces: dict[int, bytes] = {}  # log interval -> the Announce template the sender has
         self.active = False
         self._started = 0
+        # Whether the kernel preempts its own code for the sender: where it does not, a kernel worker's item on the
+        # sender's CPU delays every Sync due meanwhile (a millisecond or more), whatever the sender's priority.
+        self.kernel_preemption = preemption()
+        if self.kernel_preemption["mode"] in WEAK:
+            log.warning("PTP Sync sender: the kernel does not preempt kernel code (preemption %s, from %s): kernel "
+                        "work on its CPU can hold Syncs back by a millisecond or more; boot with preempt=full or "
+                        "run a PREEMPT_RT kernel", self.kernel_preemption["mode"], self.kernel_preemption["from"])
         # client key -> (sender index, address, portIdentity) of the clients whose Delay_Reqs the sender answers,
         # and by the sender's index
         self.delay_clients: dict[Any, tuple[int, Any, c.PortIdentity]] = {}
@@ -269,6 +277,7 @@ class NativeSync:
         return {"delay_reqs_answered": self.delay_answered, "delay_reqs_handed_back": self.handed_off,
                 "delay_clients": len(self.delay_clients),
                 "streams": taken["streams"], "realtime": taken["realtime"], "send_errors": taken["send_errors"],
+                "kernel_preemption": dict(self.kernel_preemption),
                 "wakes_over_1ms": self.wakes_over_1ms, "wake_max_us": self.wake_max_ns / 1000,
                 "late_over_1ms_held": self.late_over_1ms_held, "late_over_1ms_woken": self.late_over_1ms_woken,
                 "held_max_us": self.held_max_ns / 1000,
