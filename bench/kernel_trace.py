@@ -10,9 +10,7 @@ Used by ptp_sync_transit.py, ptp_offset.py, console_load.py and snmp_load.py (``
 from __future__ import annotations
 
 import bisect
-import functools
 import math
-import os
 import re
 import statistics
 import subprocess
@@ -277,21 +275,6 @@ def silent_timer_gaps(text: str | Trace, cpu: int, comm: str | tuple[str, ...] |
 KERNEL_THREAD = re.compile(r"^(kworker/|ksoftirqd/|kswapd|kcompactd|khugepaged|kthreadd$|rcu|migration/|cpuhp/|"
                            r"irq_work/|watchdog/|idle_inject/)")
 WORK_FUNCTION = re.compile(r"function (\S+)")
-
-
-@functools.cache
-def preemption_model() -> str:
-    """How this kernel preempts kernel code: the boot log's ``Dynamic Preempt:`` line (a PREEMPT_DYNAMIC kernel,
-    the mode chosen at boot), else the build's own words from ``uname -v`` (PREEMPT_RT, PREEMPT), else unknown."""
-    log = subprocess.run(["dmesg"], check=False, capture_output=True, text=True).stdout
-    m = re.search(r"Dynamic Preempt: (\w+)", log)
-    if m:
-        return f"preemption {m.group(1)} (boot log)"
-    build = os.uname().version
-    for word in ("PREEMPT_RT", "PREEMPT_DYNAMIC", "PREEMPT"):
-        if word in build.split():
-            return f"{word} build, mode not readable" if word == "PREEMPT_DYNAMIC" else f"{word} build"
-    return "preemption unknown (no PREEMPT in uname -v: likely none)"
 
 
 def kernel_holds(text: str | Trace, cpu: int, comm: str) -> list[tuple[float, float, str]]:

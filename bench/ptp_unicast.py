@@ -45,8 +45,8 @@ silent_timer_gaps: a timer interrupt that came late with no guest event on that 
 takes a due interrupt -- marks a stretch the vCPU was not running), and each Sync over 1 ms late that the status
 lists (its slot, lateness and held time) is the host's when its held time or the silent stretches between its slot
 and its sending leave it within 1 ms; so are the stretches a kernel thread kept the CPU after the sender's
-own wake-up was due (kernel_holds: a kernel that does not preempt kernel code, as this guest's `Dynamic
-Preempt: none`, lets a SCHED_FIFO thread wait out a worker's whole item; the work run is printed).  `woken`
+own wake-up was due (kernel_holds: a kernel that does not preempt kernel code, as this guest's (preemption
+none), lets a SCHED_FIFO thread wait out a worker's whole item; the work run is printed).  `woken`
 counts, for the record, the late Syncs whose timed wake-up came over 1 ms late.  With --canary, bench/canary.c
 runs on the grandmaster's CPU above the sender (SCHED_FIFO 2): every 500 us a fixed piece of work, timed; a late
 Sync whose stretch saw that work run f times slower than its median is also the host's when lateness x (1 - 1/f)
@@ -55,11 +55,10 @@ leaves it within 1 ms (the vCPU itself ran slow: the same instructions took long
 Late Syncs are gathered from the status every LATE_POLL_S (the sender keeps 4,096 a publish; more are counted as
 lost and judged the grandmaster's).  The clients' kernel receive path runs on the clients' CPU (threaded NAPI on
 their veth, pinned there, as on their own machines); without it every client's receive work would run in the
-grandmaster's sending thread.  Their veth has VETH_QUEUES
-queues, a receive ring of 256 each, as a server NIC's ring of 4,096, and a NIC's receive interrupt moderation
-(CLIENTS_NAPI_POLL_NS, CLIENTS_NAPI_DEFER: under load their NAPI polls on their own CPU's timer, so the
-grandmaster's transmits wake nothing there; with --ftrace the interrupts its Sync sender sent other CPUs are
-counted and printed).  The bench holds the kernel's CPU wake-up
+grandmaster's sending thread.  Their veth has VETH_QUEUES queues, a receive ring of 256 each, as a server NIC's
+ring of 4,096, and a NIC's receive interrupt moderation (CLIENTS_NAPI_POLL_NS, CLIENTS_NAPI_DEFER: under load
+their NAPI polls on their own CPU's timer, so the grandmaster's transmits wake nothing there; with --ftrace the
+interrupts its Sync sender sent other CPUs are counted and printed).  The bench holds the kernel's CPU wake-up
 latency request at --cpu-latency-us (0: idle CPUs poll) for every grandmaster alike, as a latency-tuned host
 does: on a virtual machine a halted vCPU is woken by an interrupt through the hypervisor, and each datagram that
 wakes the clients' NAPI thread on their idle CPU charged that to the sending thread (a trace showed 80 us a
@@ -115,10 +114,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from appliance.edge import control  # noqa: E402  (the appliance's own status, over its control socket)
 from appliance.edge.cpu_latency import CpuLatencyHold  # noqa: E402
+from appliance.edge.kernel_preemption import preemption  # noqa: E402
 from appliance.outputs.ptp.lateness import window as lateness_window  # noqa: E402
 from bench.kernel_trace import (THREAD_EVENTS, WAKE_EVENTS, KernelTrace, contention_spans, ipis_sent,  # noqa: E402
-                                kernel_holds, overlap_s, parsed, preemption_model, silent_timer_gaps,
-                                traced_span)
+                                kernel_holds, overlap_s, parsed, silent_timer_gaps, traced_span)
 GM_CPU, LOAD_CPU = "0", "1"
 # Queues of the veth pair: the clients' end takes each datagram into the ring of the queue its flow hashes to, 256
 # each (fixed by the veth driver), so 16 give the clients a receive ring of 4,096, as a server NIC's: with one, a
@@ -934,6 +933,12 @@ def print_table(results: list[dict], args) -> None:
                   f"{r.get('gm_cpu_steal_ms', float('nan')):8.0f}")
 
 
+def preemption_text() -> str:
+    """This host's kernel preemption mode, as the appliance reads it (outputs.ptp.native_sync.kernel_preemption)."""
+    found = preemption()
+    return f"preemption {found['mode']} (from {found['from']})"
+
+
 def lateness_text(late: dict | str | None) -> str:
     if not isinstance(late, dict):
         return str(late or "n/a")
@@ -962,7 +967,7 @@ def lateness_text(late: dict | str | None) -> str:
                  + (f"; {traced['untraced']} of them outside what the trace buffer kept (no gaps)"
                     if traced.get("untraced") else "")
                  + (f"; {traced['kernel_held']} of the host's needed the stretches a kernel thread kept the CPU "
-                    f"after the sender's wake-up was due (the kernel did not preempt it: {preemption_model()}); "
+                    f"after the sender's wake-up was due (the kernel did not preempt it: {preemption_text()}); "
                     f"such stretches in the window: {late.get('kernel_holds_over_1ms', 0)} over 1 ms, the longest "
                     f"{late.get('kernel_hold_max_us', 0):.0f} us, work run in those over 1 ms: "
                     f"{', '.join(late.get('kernel_hold_work', [])) or 'none traced'}"
@@ -1112,7 +1117,7 @@ def main() -> int:
                 hold.start()
                 stack.callback(hold.stop)
             if args.ftrace:
-                log(f"kernel: {preemption_model()}")
+                log(f"kernel: {preemption_text()}")
             log("CPU wake-up latency: " + ("the host's own idle policy" if hold is None else
                                            f"held at {args.cpu_latency_us} us" if hold.held else str(hold.error)))
             plan = []

@@ -316,16 +316,16 @@ static void on_signaling(client_t *c, uint32_t idx, const uint8_t *p, size_t len
 /* In-window Syncs whose Follow_Up never paired (the next Sync came first): a few kept to say which and when. */
 static uint64_t fup_unpaired;
 static int n_fup_examples;
-static struct { int client; uint16_t sync_seq, fup_seq; uint8_t have_fup; double at_ms; } fup_examples[8];
+typedef struct { int client; uint16_t sync_seq, fup_seq; uint8_t have_fup; double at_ms; } fup_example_t;
+static fup_example_t fup_examples[8];
 
 static void on_sync(client_t *c, const uint8_t *p, int64_t t) {
     syncs_total++;
     if (c->fup_pending) {
         fup_unpaired++;
         if (n_fup_examples < 8)
-            fup_examples[n_fup_examples++] = (typeof(fup_examples[0])){(int)(c - clients), c->last_sync_seq,
-                                                                       c->last_fup_seq, c->have_fup_seq,
-                                                                       (c->last_sync_rx - ws) / 1e6};
+            fup_examples[n_fup_examples++] = (fup_example_t){(int)(c - clients), c->last_sync_seq, c->last_fup_seq,
+                                                             c->have_fup_seq, (c->last_sync_rx - ws) / 1e6};
     }
     if (c->state != ST_GRANTED && c->state != ST_CANCELLED) unsolicited_syncs++;
     uint16_t seq = get16(p + 30);

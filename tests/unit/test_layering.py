@@ -34,6 +34,8 @@ EDGES = {
     "edge.loop": "AsyncioScheduler: timers on the event loop, the host clock",
     "edge.serial_reader": "pyserial reader thread",
     "edge.pps_linux": "Linux PPS API ioctl reader thread",
+    "edge.cpu_latency": "holds the kernel's PM QoS request open (/dev/cpu_dma_latency) while the appliance runs",
+    "edge.kernel_preemption": "reads the kernel's preemption mode from /sys, /proc and /boot",
     "sim.pty": "writes the simulated receiver into a pseudo-terminal in real time",
     "edge.kernel_clock": "clock_adjtime (ctypes) and the PTP_CLOCK_GETCAPS ioctl on CLOCK_REALTIME or a PHC",
     "edge.persist": "writes and fsyncs the learned clock state file",

@@ -18,6 +18,7 @@ Delay_Resp (``PtpPort.delay_offload``: the port says whose grants start and end)
 
 from __future__ import annotations
 
+import functools
 import logging
 import socket
 import time
@@ -38,6 +39,19 @@ REALTIME_PRIORITY = 1  # SCHED_FIFO 1 when allowed: above every normal thread, b
 GOLDEN = 0.6180339887498949
 SPREAD_MAX_NS = 1_000_000_000  # a first Sync comes at most this long after its grant
 LATE_SYNCS_KEPT = 256  # the latest Syncs over 1 ms late that status shows
+
+
+@functools.cache
+def _kernel_preemption(log: logging.Logger) -> dict[str, Any]:
+    """Whether the kernel preempts its own code for the sender: where it does not, a kernel worker's item on the
+    sender's CPU delays every Sync due meanwhile (a millisecond or more), whatever the sender's priority.  Read,
+    and warned of, once a process (the mode is the boot's): a sender opened again after a fault reads nothing."""
+    found = preemption()
+    if found["mode"] in WEAK:
+        log.warning("PTP Sync sender: the kernel does not preempt kernel code (preemption %s, from %s): kernel "
+                    "work on its CPU can hold Syncs back by a millisecond or more; boot with preempt=full or "
+                    "run a PREEMPT_RT kernel", found["mode"], found["from"])
+    return found
 
 
 def available() -> bool:
@@ -65,13 +79,7 @@ class NativeSync:
         self.announces: dict[int, bytes] = {}  # log interval -> the Announce template the sender has
         self.active = False
         self._started = 0
-        # Whether the kernel preempts its own code for the sender: where it does not, a kernel worker's item on the
-        # sender's CPU delays every Sync due meanwhile (a millisecond or more), whatever the sender's priority.
-        self.kernel_preemption = preemption()
-        if self.kernel_preemption["mode"] in WEAK:
-            log.warning("PTP Sync sender: the kernel does not preempt kernel code (preemption %s, from %s): kernel "
-                        "work on its CPU can hold Syncs back by a millisecond or more; boot with preempt=full or "
-                        "run a PREEMPT_RT kernel", self.kernel_preemption["mode"], self.kernel_preemption["from"])
+        self.kernel_preemption = _kernel_preemption(log)
         # client key -> (sender index, address, portIdentity) of the clients whose Delay_Reqs the sender answers,
         # and by the sender's index
         self.delay_clients: dict[Any, tuple[int, Any, c.PortIdentity]] = {}
