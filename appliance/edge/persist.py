@@ -19,6 +19,7 @@ import dataclasses
 import errno
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -45,19 +46,89 @@ def save_state(state_dir: Path, learned: LearnedState) -> Path:
     return final
 
 
+# The private files the appliance keeps in its state directory (relative names), each written by its own module
+# through write_private.  A symbolic link at any of them is refused at start, before anything is read or written.
+PRIVATE_FILES = ("initial-admin-password", "web-secret.key", "web-key.pem", "users.sqlite", "console-settings.toml",
+                 "audit-signing.key", "snmp-users.toml", "snmp-engine-id", STATE_FILE,
+                 "nts", "nts/key.pem", "nts/cookie_keys.json", "nts/cookie_keys.tmp")
+
+
 def ensure_state_dir(state_dir: Path) -> None:
     """The state directory, made 0700 (it holds user hashes, keys and the audit store) when it does not exist; an
-    existing one keeps its mode.  OSError naming the directory when it cannot be made or is not a directory."""
+    existing one keeps its mode as long as no other user can write to it.  OSError naming the directory when it
+    cannot be made or is not a directory; UnsafePathError naming the path when the directory is another user's or
+    open to other users' writes, or when a private file in it is a symbolic link."""
     try:
         state_dir.mkdir(mode=_DIR_MODE, parents=True)
     except FileExistsError:
         if not state_dir.is_dir():
             raise NotADirectoryError(errno.ENOTDIR, f"state directory {state_dir} exists "
                                                     "but is not a directory") from None
-        return  # an existing directory keeps whatever mode its administrator chose
+        check_state_dir(state_dir)  # an existing directory keeps the mode its administrator chose, if it is safe
+        for name in PRIVATE_FILES:
+            refuse_link(state_dir / name)
+        return
     except OSError as exc:
         raise OSError(exc.errno, f"cannot create state directory {state_dir}: {exc.strerror or exc}") from exc
     os.chmod(state_dir, _DIR_MODE)  # mkdir's mode passes through the umask; the state is nobody else's business
+
+
+class UnsafePathError(OSError):
+    """A path where a private file belongs is a symbolic link, or the state directory is open to other users."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)  # the message names the path and the remedy; "[Errno 40]" adds nothing for a user
+
+
+def refuse_link(path: Path) -> None:
+    """UnsafePathError naming ``path`` when it is a symbolic link: a secret is never read or written through one
+    (a link planted before the first start would carry the admin password or a key into a file someone else reads,
+    or hand the appliance a signing key someone else chose)."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(info.st_mode):
+        raise UnsafePathError(errno.ELOOP, f"{path} is a symbolic link where a private file belongs: remove it "
+                                           "(the appliance never reads or writes a secret through a link)")
+
+
+def check_state_dir(state_dir: Path) -> None:
+    """UnsafePathError when the state directory is not a plain directory owned by this user, or when another user
+    could plant files in it (group or world writable): it holds the user hashes, keys and the audit store."""
+    info = os.lstat(state_dir)
+    if stat.S_ISLNK(info.st_mode):
+        info = os.stat(state_dir)  # a configured path may be a link to the real directory; its target is judged
+    if not stat.S_ISDIR(info.st_mode):
+        raise UnsafePathError(errno.ENOTDIR, f"state directory {state_dir} is not a directory")
+    if info.st_uid != os.geteuid():
+        raise UnsafePathError(errno.EPERM, f"state directory {state_dir} is owned by uid {info.st_uid}, not by the "
+                                           f"appliance's user (uid {os.geteuid()}): chown it")
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise UnsafePathError(errno.EPERM, f"state directory {state_dir} is writable by other users "
+                                           f"(mode {stat.S_IMODE(info.st_mode):04o}): chmod 0700 it")
+
+
+def write_private(path: Path, data: bytes, mode: int = _FILE_MODE) -> None:
+    """A private file (key, password, session secret) written atomically: refused when ``path`` is a symbolic link,
+    else a new O_EXCL temp file in the same directory, renamed over ``path`` (a rename never follows a link)."""
+    path = Path(path)
+    refuse_link(path)
+    replace_file(path, data, mode, prefix=f".{path.name}.")
+
+
+def read_private(path: Path, limit_bytes: int = _MAX_FILE_BYTES) -> bytes:
+    """A private file's bytes, opened with O_NOFOLLOW (UnsafePathError naming it when it is a link; FileNotFoundError
+    when it is missing); at most ``limit_bytes`` are read."""
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            refuse_link(path)
+        raise
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read(limit_bytes)
 
 
 def write_temp(directory: Path, data: bytes, mode: int = _FILE_MODE, prefix: str = ".tmp-",
