@@ -144,6 +144,12 @@ def check_value(setting: Setting, value: Any, from_text: bool = False) -> tuple[
     return coerced, None
 
 
+def start_only_problem(setting: Setting) -> str:
+    """Why the console and the REST API may not write a start-only setting."""
+    return (f"{setting.name} is set only in the configuration file or with --set at start, not from the console "
+            "or the REST API")
+
+
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, RecursionError):
         return "the value is nested too deeply"
@@ -177,14 +183,20 @@ def _coerce(setting: Setting, value: Any, from_text: bool) -> Any:
         return _servers(value, from_text)
     if not isinstance(value, str):
         raise TypeError(f"expected a string, got {_short.repr(value)}")
-    bad = next((c for c in value if ord(c) < 32 or ord(c) == 127), None)
-    if bad is not None:  # a newline in sysContact, an escape sequence in a log line: never a setting's text
-        raise ValueError(f"control character {bad!r} (U+{ord(bad):04X}) is not allowed in a setting")
+    _refuse_control(value)
     if kind == "address":
         ipaddress.ip_address(value)  # ValueError names the bad text
     if kind == "position" and value.strip():
         parse_position(value)
     return value
+
+
+def _refuse_control(text: str) -> None:
+    """ValueError for a C0 or C1 control character or DEL: a newline in sysContact, an escape sequence reaching a log
+    line or a terminal through `appliance status`, a NUL cutting a name short in C - never a setting's text."""
+    bad = next((c for c in text if ord(c) < 32 or 127 <= ord(c) < 160), None)
+    if bad is not None:
+        raise ValueError(f"control character {bad!r} (U+{ord(bad):04X}) is not allowed in a setting")
 
 
 def parse_position(text: str) -> tuple[float, float, float]:
@@ -222,6 +234,7 @@ def _servers(value: Any, from_text: bool) -> tuple[str, ...]:
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
         raise TypeError(f"expected a list of servers, got {_short.repr(value)}")
     for text in value:
+        _refuse_control(text)
         split_server(text)
     return tuple(value)
 
@@ -232,6 +245,7 @@ def _networks(value: Any, from_text: bool) -> tuple[str, ...]:
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
         raise TypeError(f"expected a list of networks, got {_short.repr(value)}")
     for text in value:
+        _refuse_control(text)
         ipaddress.ip_network(text, strict=False)  # ValueError names the bad entry
     return tuple(value)
 
@@ -327,6 +341,9 @@ def with_console_settings(config: Config, overridden: set[str]) -> Config:
         return dataclasses.replace(config, notes=(f"console setting ignored: {console}: cannot read: {exc}",))
     notes: list[str] = []
     saved = {k: v for k, v in load_text(text, str(console), notes).items() if k not in overridden}
+    for name in [k for k in saved if k in BY_NAME and BY_NAME[k].start_only]:
+        notes.append(f"{console}: {start_only_problem(BY_NAME[name])}")  # written by an older release, or by hand
+        del saved[name]
     merged = merge(config, saved, "console", problems=notes)
     return dataclasses.replace(merged, notes=tuple(f"console setting ignored: {n}" for n in notes))
 

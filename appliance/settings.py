@@ -31,6 +31,7 @@ class Setting:
     choices: tuple[Any, ...] = ()
     secret: bool = False  # write-only: shown masked to every role, never logged or audited in clear
     empty_ok: bool = True  # an empty string or list is a valid value
+    start_only: bool = False  # set only by the configuration file or --set: the console and REST API cannot write it
 
     def allowed(self) -> str:
         """What values are allowed, in words, for error messages and `config list`."""
@@ -53,11 +54,14 @@ def _fmt(v: float | None) -> str:
 
 def S(kind: str, default: Any, help: str, *, restart: bool = True, minimum: float | None = None,  # noqa: N802
       maximum: float | None = None, choices: tuple[Any, ...] = (), secret: bool = False,
-      empty_ok: bool = True) -> Any:
-    """A row of the table as a dataclass field: the setting's default, and the rest of the row in its metadata."""
+      empty_ok: bool = True, start_only: bool | None = None) -> Any:
+    """A row of the table as a dataclass field: the setting's default, and the rest of the row in its metadata.
+    A path is start-only unless said otherwise: a path the console could change would let a console login point
+    the appliance at any file its user can read or write (a key, a FIFO, another state directory)."""
     assert kind in KINDS, kind
     row = {"type": kind, "help": help, "restart": restart, "minimum": minimum, "maximum": maximum,
-           "choices": choices, "secret": secret, "empty_ok": empty_ok}
+           "choices": choices, "secret": secret, "empty_ok": empty_ok,
+           "start_only": kind == "path" if start_only is None else start_only}
     return field(default=default, metadata={"setting": row})
 
 

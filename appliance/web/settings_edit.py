@@ -75,7 +75,8 @@ class SettingsEditor:
                      "value": cfg.shown(s, self.pending.get(s.name, self.config[s.name])),
                      "running": cfg.shown(s, self.config[s.name]), "default": s.default, "help": s.help,
                      "restart": s.restart, "allowed": s.allowed(), "pending_restart": s.name in self.pending,
-                     "origin": self.config.origins.get(s.name, "default"), "secret": s.secret}
+                     "origin": self.config.origins.get(s.name, "default"), "secret": s.secret,
+                     "start_only": s.start_only}
                     for s in cfg.SETTINGS]
 
     def change(self, name: str, value: Any, from_text: bool) -> tuple[Any, Any, bool]:
@@ -84,6 +85,8 @@ class SettingsEditor:
         setting = cfg.BY_NAME.get(name)
         if setting is None:
             raise ValueError(f"unknown setting {name[:80]!r}")
+        if setting.start_only:
+            raise ValueError(cfg.start_only_problem(setting))
         if setting.secret and value == cfg.MASK:
             raise ValueError(f"{name}: enter the new value (the secret is never shown, so it cannot be resubmitted)")
         new, problem = cfg.check_value(setting, value, from_text=from_text)
@@ -119,6 +122,8 @@ class SettingsEditor:
         for key, raw in saved.items():
             setting = cfg.BY_NAME.get(key)
             value, problem = (None, "unknown") if setting is None else cfg.check_value(setting, raw)
+            if setting is not None and setting.start_only:
+                problem = cfg.start_only_problem(setting)
             if problem is None:
                 good[key] = value
             else:
