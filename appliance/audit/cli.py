@@ -10,6 +10,10 @@ has no earlier check to go on from, so there is no quick mode.  It fails (1) for
 behind the head file, for a head file deleted from a store that had one, and while the record that restarted the
 chain after such a loss stands; a store from before head files passes with a warning line.  A store that is gone
 while its head file is there is broken (1), not merely absent (2).
+
+``audit verify --against FILE`` also checks the local chain against the copy a syslog collector keeps (FILE: its
+log file, ``appliance.audit.remote`` reads it): a rollback, a deletion or a chain started afresh on the box is named
+and fails (1), as is a broken local chain; a FILE that cannot be read or holds no audit record fails (2).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import time
 from pathlib import Path
 
 from appliance import leap
-from appliance.audit import bundle
+from appliance.audit import bundle, remote
 from appliance.audit.chain import AuditError, AuditRecord, VerifyResult
 from appliance.audit.store import STORE_FILE, AuditStore, head_path_of, read_head
 from appliance.leap import LeapTable
@@ -45,6 +49,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> list[argparse.Argument
     pv.add_argument("--bundle", metavar="FILE", help="check this export bundle instead of the store")
     pv.add_argument("--public-key", metavar="FILE", help="the appliance's audit-signing.pub to check the bundle's "
                     "signature against (without it the bundle's own key is only self-asserted)")
+    pv.add_argument("--against", metavar="FILE", help="also check the chain against a syslog collector's log file "
+                    "of the forwarded records (names a rollback, a deletion or a fresh chain)")
     pe = sub.add_parser("export", help="write the records of a time range as a signed bundle")
     pe.add_argument("--since", required=True, metavar="TIME", help=f"first instant included: {TIME_HELP}")
     pe.add_argument("--until", default="now", metavar="TIME", help=f"first instant excluded (default now): {TIME_HELP}")
@@ -70,7 +76,13 @@ def run(args: argparse.Namespace, state_dir: Path, table: LeapTable, now_tai_ns:
     now = now_tai_ns if now_tai_ns is not None else leap.posix_to_tai_ns(time.time_ns(), table)
     try:
         if args.audit_command == "verify":
-            return _verify_bundle(args) if args.bundle else _verify_store(Path(state_dir))
+            if args.bundle and getattr(args, "against", None):
+                return _fail("--bundle and --against check different things: give one of them")
+            if args.bundle:
+                return _verify_bundle(args)
+            if getattr(args, "against", None):
+                return _verify_against(Path(state_dir), Path(args.against))
+            return _verify_store(Path(state_dir))
         if args.audit_command == "export":
             return _export(args, Path(state_dir), table, now)
         return _show(args, Path(state_dir), table)
@@ -123,6 +135,32 @@ def _verify_store(state_dir: Path) -> int:
     for warning in result.warnings:
         print(f"audit chain warning: {warning}")
     return EXIT_OK if result.ok else EXIT_BROKEN
+
+
+def _verify_against(state_dir: Path, log_file: Path) -> int:
+    """The local chain on its own (as ``verify``), then against the collector's copy in ``log_file``."""
+    try:
+        with open(log_file, encoding="utf-8", errors="replace") as handle:
+            held = remote.parse_log(handle)
+    except OSError as exc:
+        return _fail(f"cannot read the remote log {log_file}: {exc.strerror or exc}")
+    if not held.records:
+        return _fail(f"the remote log {log_file} holds no audit records (no [{remote.SD_ID} seq=... hash=...] "
+                     "structured data): write it with a template that keeps the structured data, such as rsyslog's "
+                     "RSYSLOG_SyslogProtocol23Format")
+    path = state_dir / STORE_FILE
+    if not path.is_file():
+        gone = _store_gone(path)
+        result = remote.check_against(None, "", held, f"no audit store at {path}" + (f"; {gone}" if gone else ""))
+        local = EXIT_BROKEN
+    else:
+        local = _verify_store(state_dir)
+        with _open_store(state_dir) as store:
+            result = remote.check_against(store.links(), store.chain_id, held, f"the store {path} is empty")
+    print(f"audit anchor {log_file} {result.verdict}: {result.reason}")
+    for note in result.notes:
+        print(f"audit anchor note: {note}")
+    return EXIT_OK if result.ok and local == EXIT_OK else EXIT_BROKEN
 
 
 def _store_gone(path: Path) -> str:

@@ -30,6 +30,11 @@ file.  An edit in place of an older record is found by a full check only.  ``ver
 check for untrusted callers (the console): one at a time, at most once per ``VERIFY_MIN_INTERVAL_S`` (longer after
 a long check), the last result otherwise.
 
+Chain id: the hash of the chain's record 1, kept in ``audit_meta`` when that record is committed (or, for a store
+written before chain ids, at its next commit while record 1 is still there) and handed on to the store that
+``restart_chain`` starts; "" when nothing tells it.  Remote copies of the records name it, so ``appliance audit
+verify --against`` tells a chain started afresh (the store and its head file deleted) from the one it replaced.
+
 Threads: one connection guarded by a lock serves appends (from the event loop) and short reads (from web threads);
 ``verify`` and export snapshots read on a connection of their own, so a long check never holds up an append.
 """
@@ -59,7 +64,7 @@ __all__ = ["STORE_FILE", "AuditError", "AuditStore", "AuditTruncated", "Head", "
            "EVIDENCE_INFIX", "HEAD_SUFFIX", "head_path_of", "read_head"]
 
 STORE_FILE = "audit.sqlite"
-META_TABLE, HEAD_KEPT_KEY = "audit_meta", "head_file_since_seq"
+META_TABLE, HEAD_KEPT_KEY, CHAIN_ID_KEY = "audit_meta", "head_file_since_seq", "chain_id"
 # Head check states: a head file the store reaches; no head file and no record; no head file, never had one; no head
 # file though the store had one; a head file that cannot be read; a store that does not reach its head file.
 HEAD_OK, HEAD_NONE, HEAD_MISSING, HEAD_DELETED, HEAD_UNREADABLE, HEAD_TRUNCATED = (
@@ -130,6 +135,7 @@ class AuditStore:
             with self._errors("cannot open it"):
                 _prepare(self._conn, self.path)
                 self._head_kept = _head_kept_since(self._conn) is not None
+                self._chain_id, self._chain_id_kept = _chain_id_in(self._conn)
         except BaseException:
             self._conn.close()
             raise
@@ -195,6 +201,9 @@ class AuditStore:
                                   detail)
             with self._write_transaction():
                 self._insert_locked(record)
+                if self._chain_id:  # the new store goes on with the old one's chain
+                    _keep_chain_id(self._conn, self._chain_id)
+                    self._chain_id_kept = True
             self._committed_locked(record)
         with self._verified_lock:
             self._verified = None
@@ -223,6 +232,7 @@ class AuditStore:
             self._conn = self._connect()
             _prepare(self._conn, self.path)
         self._head_kept = _head_kept_since(self._conn) is not None
+        self._chain_id_kept = False
         return evidence
 
     def _chain_locked(self, after: Head | None, at_tai_ns: int, kind: str, actor: str, text: str,
@@ -251,6 +261,15 @@ class AuditStore:
         """After a commit: ``record`` is the head.  The head file is written now; failing to write it does not undo
         the committed record (``head_error`` says why, the next append tries again)."""
         self._head = Head(record.seq, record.hash)
+        if record.seq == 1 and record.prev_hash == GENESIS:
+            self._chain_id = record.hash
+        try:
+            if self._chain_id and not self._chain_id_kept:
+                with self._write_transaction():
+                    _keep_chain_id(self._conn, self._chain_id)
+                self._chain_id_kept = True
+        except sqlite3.Error as exc:  # it is kept at the next commit; the chain itself is committed
+            self.head_error = f"cannot keep the chain id in {self.path}: {exc}"
         try:
             write_head(self.head_path, record, self.path.name)
             if not self._head_kept:  # once per store, and only once a head file exists: see the module docstring
@@ -295,6 +314,16 @@ class AuditStore:
         with self._lock, self._errors("cannot read"):
             row = self._conn.execute(f"{_SELECT} ORDER BY seq DESC LIMIT 1").fetchone()
         return None if row is None else _record_of(row)
+
+    @property
+    def chain_id(self) -> str:
+        """The id of the chain this store holds (the hash of its record 1), "" when nothing tells it."""
+        return self._chain_id
+
+    def links(self) -> Iterator[tuple[int, str, str]]:
+        """(seq, hash, prev_hash) of every record, oldest first, read in one snapshot and streamed."""
+        with self._reader() as conn:
+            yield from conn.execute(f"SELECT seq, hash, prev_hash FROM {TABLE} ORDER BY seq")
 
     def count(self) -> int:
         with self._lock, self._errors("cannot read"):
@@ -546,6 +575,23 @@ def _head_kept_since(conn: sqlite3.Connection) -> int | None:
 def _mark_head_kept(conn: sqlite3.Connection, seq: int) -> None:
     conn.execute(f"CREATE TABLE IF NOT EXISTS {META_TABLE} (key TEXT PRIMARY KEY, value INTEGER NOT NULL)")
     conn.execute(f"INSERT OR IGNORE INTO {META_TABLE} (key, value) VALUES (?, ?)", (HEAD_KEPT_KEY, seq))
+
+
+def _chain_id_in(conn: sqlite3.Connection) -> tuple[str, bool]:
+    """(the chain id, whether audit_meta keeps it): the one kept, else record 1's hash, else ""."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (META_TABLE,)).fetchone():
+        row = conn.execute(f"SELECT value FROM {META_TABLE} WHERE key = ?", (CHAIN_ID_KEY,)).fetchone()
+        if row is not None and isinstance(row[0], bytes) and len(row[0]) == 32:
+            return row[0].hex(), True
+    row = conn.execute(f"SELECT hash FROM {TABLE} WHERE seq = 1 AND prev_hash = ?", (GENESIS,)).fetchone()
+    return (row[0], False) if row is not None else ("", False)
+
+
+def _keep_chain_id(conn: sqlite3.Connection, chain_id: str) -> None:
+    # A BLOB: the column has INTEGER affinity, which a hex text of digits alone would be turned into.
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {META_TABLE} (key TEXT PRIMARY KEY, value INTEGER NOT NULL)")
+    conn.execute(f"INSERT OR REPLACE INTO {META_TABLE} (key, value) VALUES (?, ?)",
+                 (CHAIN_ID_KEY, bytes.fromhex(chain_id)))
 
 
 def _head_check(conn: sqlite3.Connection, head_path: Path, head: Head | None, unreadable: str) -> HeadCheck:

@@ -1,14 +1,15 @@
-"""Forward audit records to a remote syslog collector: RFC 5424 messages over UDP (RFC 5426).
+"""Audit records as syslog messages: RFC 5424 formatting, the octet-counted framing of RFC 6587 and RFC 5425, and
+the collector's address (``audit.syslog``).
 
-``format_rfc5424`` and ``severity_of`` are pure; ``SyslogForwarder`` is an edge (a UDP socket).  A copy of each
-record on another machine is what makes rewriting the local chain's tail detectable.  Forwarding is best effort by
-design: it never blocks and never raises into the caller; failures are counted and shown by ``status()``.
+Pure: no I/O.  ``appliance.audit.forwarder`` sends what is built here.  Each message carries its record's place in
+the chain as RFC 5424 structured data, ``[audit@32473 seq="41" kind=".." actor=".." hash=".." prev=".."
+chain=".."]``: a copy on another machine of each record's seq and hash (and of the chain's id, the hash of its record
+1) is what makes a rollback, a deletion or a chain started afresh on the box visible (``appliance.audit.remote``).
 """
 
 from __future__ import annotations
 
 import re
-import socket
 from dataclasses import dataclass
 
 from appliance.audit.chain import AuditRecord
@@ -21,6 +22,8 @@ FACILITIES = {"kern": 0, "user": 1, "mail": 2, "daemon": 3, "auth": 4, "syslog":
 DEFAULT_FACILITY = FACILITIES["audit"]  # "log audit"
 # RFC 5424 6.2.1 Table 2.
 EMERGENCY, ALERT, CRITICAL, ERROR, WARNING, NOTICE, INFO, DEBUG = range(8)
+TRANSPORTS = ("udp", "tcp", "tls")
+DEFAULT_PORTS = {"udp": 514, "tcp": 514, "tls": 6514}  # RFC 5426 3.3, RFC 5425 4.1 (6514); 514/tcp by custom
 SD_ID = "audit@32473"  # 32473: the private enterprise number RFC 5612 reserves for documentation and examples
 _BOM = b"\xef\xbb\xbf"  # RFC 5424 6.4: a UTF-8 MSG starts with the byte order mark
 _NOTICE_KINDS = {"login", "config.change", "command", "start", "stop", "ptp.foreign-master"}
@@ -85,14 +88,15 @@ def _sd_value(value: str) -> str:
 
 
 def format_rfc5424(record: AuditRecord, hostname: str, *, utc_label: str, app_name: str = "appliance",
-                   facility: int = DEFAULT_FACILITY) -> bytes:
+                   facility: int = DEFAULT_FACILITY, chain_id: str = "") -> bytes:
     """One RFC 5424 message: PRI from ``facility`` and the record's severity, TIMESTAMP from ``utc_label`` (an ISO
-    UTC label such as ``str(leap.tai_to_utc(...))``), MSGID the kind, the seq, kind, actor and hash as the
-    structured data ``[audit@32473 ...]``, and the text as a UTF-8 MSG."""
+    UTC label such as ``str(leap.tai_to_utc(...))``), MSGID the kind, the seq, kind, actor, hash, previous hash and
+    chain id (left out when "") as the structured data ``[audit@32473 ...]``, and the text as a UTF-8 MSG."""
     if not 0 <= facility <= 23:
         raise ValueError(f"syslog facility {facility}: must be 0-23")
     pri = facility * 8 + severity_of(record)
-    params = (("seq", str(record.seq)), ("kind", record.kind), ("actor", record.actor), ("hash", record.hash))
+    params = (("seq", str(record.seq)), ("kind", record.kind), ("actor", record.actor), ("hash", record.hash),
+              ("prev", record.prev_hash)) + ((("chain", chain_id),) if chain_id else ())
     sd = f"[{SD_ID} " + " ".join(f'{name}="{_sd_value(value)}"' for name, value in params) + "]"
     header = (f"<{pri}>1 {_timestamp_field(utc_label)} {_header_field(hostname, 255)} {_header_field(app_name, 48)}"
               f" - {_header_field(record.kind, 32)} {sd}")
@@ -100,61 +104,45 @@ def format_rfc5424(record: AuditRecord, hostname: str, *, utc_label: str, app_na
     return message + b" " + _BOM + record.text.encode("utf-8") if record.text else message
 
 
+def octet_counted(message: bytes) -> bytes:
+    """One frame of a syslog stream: ``MSG-LEN SP SYSLOG-MSG`` (RFC 6587 3.4.1 over TCP, RFC 5425 4.3 over TLS)."""
+    return b"%d %s" % (len(message), message)
+
+
 @dataclass(frozen=True)
-class ForwarderStatus:
-    target: str
-    sent: int
-    errors: int
-    last_error: str | None
+class SyslogTarget:
+    """Where forwarded records go: ``transport`` one of TRANSPORTS."""
+
+    transport: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.transport}://{host}:{self.port}"
 
 
-class SyslogForwarder:
-    """Sends formatted records to ``host:port`` over UDP.  The host is resolved once, here; a host that cannot be
-    resolved leaves the forwarder counting every record as an error (see status())."""
+def parse_target(text: str) -> SyslogTarget:
+    """``audit.syslog``: ``tls://HOST[:PORT]`` (RFC 5425, port 6514), ``tcp://HOST[:PORT]`` (RFC 6587 octet
+    counting, port 514), ``udp://HOST[:PORT]`` or ``HOST:PORT`` (RFC 5426); an IPv6 address in brackets.
+    ValueError naming the value otherwise."""
+    scheme, sep, rest = text.strip().partition("://")
+    if not sep:  # HOST:PORT as before transports were chosen: UDP, the last ':' before the port
+        host, _, port_text = text.strip().rpartition(":")
+        if not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+            raise ValueError(f"audit.syslog {text!r}: expected HOST:PORT, or tls://HOST[:PORT], tcp://HOST[:PORT]")
+        return SyslogTarget("udp", host.strip("[]"), int(port_text))
+    scheme = scheme.lower()
+    match = _HOST_PORT.fullmatch(rest) or _HOST_ONLY.fullmatch(rest)
+    if scheme not in TRANSPORTS or match is None:
+        raise ValueError(f"audit.syslog {text!r}: expected tls://HOST[:PORT], tcp://HOST[:PORT], "
+                         "udp://HOST[:PORT] or HOST:PORT")
+    host = match["v6"] or match["host"]
+    port = int(match["port"]) if match.groupdict().get("port") else DEFAULT_PORTS[scheme]
+    if not 0 < port < 65536:
+        raise ValueError(f"audit.syslog {text!r}: port {port} is not 1-65535")
+    return SyslogTarget(scheme, host, port)
 
-    def __init__(self, host: str, port: int = 514, facility: int | str = DEFAULT_FACILITY, *,
-                 hostname: str | None = None, app_name: str = "appliance") -> None:
-        self.facility = facility_code(facility)
-        self.hostname = hostname if hostname is not None else socket.gethostname()
-        self.app_name = app_name
-        self._target = f"{host}:{port}"
-        self._sent = self._errors = 0
-        self._last_error: str | None = None
-        self._sock: socket.socket | None = None
-        self._address: tuple[object, ...] | None = None
-        self._unusable = "closed"  # why send cannot work once the socket is gone
-        try:
-            family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)[0]
-            self._sock = socket.socket(family, socket.SOCK_DGRAM)
-            self._sock.setblocking(False)
-            self._address = address
-        except OSError as exc:
-            self._unusable = f"cannot reach {self._target}: {exc}"
-            self._note_error(self._unusable)
 
-    def send(self, record: AuditRecord, utc_label: str) -> bool:
-        """Send one record; True if it left this host.  Never raises, never blocks."""
-        if self._sock is None or self._address is None:
-            self._note_error(f"record {record.seq} not sent: {self._unusable}")
-            return False
-        try:
-            datagram = format_rfc5424(record, self.hostname, utc_label=utc_label, app_name=self.app_name,
-                                      facility=self.facility)
-            self._sock.sendto(datagram, self._address)
-        except (OSError, ValueError) as exc:  # a full buffer (BlockingIOError), EMSGSIZE ...: dropped, counted
-            self._note_error(f"record {record.seq} not sent to {self._target}: {exc}")
-            return False
-        self._sent += 1
-        return True
-
-    def status(self) -> ForwarderStatus:
-        return ForwarderStatus(self._target, self._sent, self._errors, self._last_error)
-
-    def close(self) -> None:
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
-
-    def _note_error(self, text: str) -> None:
-        self._errors += 1
-        self._last_error = text
+_HOST_PORT = re.compile(r"(?:\[(?P<v6>[0-9A-Fa-f:.%\w]+)\]|(?P<host>[A-Za-z0-9._-]+)):(?P<port>\d{1,5})")
+_HOST_ONLY = re.compile(r"(?:\[(?P<v6>[0-9A-Fa-f:.%\w]+)\]|(?P<host>[A-Za-z0-9._-]+))")

@@ -8,8 +8,8 @@ import socket
 import pytest
 
 from appliance.audit.chain import AuditRecord
-from appliance.audit.syslog import (FACILITIES, SyslogForwarder, facility_code, format_rfc5424, rfc5424_timestamp,
-                                    severity_of)
+from appliance.audit.forwarder import SyslogForwarder
+from appliance.audit.syslog import FACILITIES, facility_code, format_rfc5424, rfc5424_timestamp, severity_of
 from appliance.leap import UtcTime
 
 HASH = "ab" * 32
@@ -23,7 +23,7 @@ def record(kind: str = "alarm.raised", actor: str = "system", text: str = "GNSS 
 def test_rfc5424_bytes_exactly() -> None:
     message = format_rfc5424(record(detail={"severity": "major"}), "gm1", utc_label="2026-12-03T10:00:00.123456789Z")
     assert message == (b'<107>1 2026-12-03T10:00:00.123456Z gm1 appliance - alarm.raised '
-                       b'[audit@32473 seq="12" kind="alarm.raised" actor="system" hash="' + HASH.encode() + b'"] '
+                       b'[audit@32473 seq="12" kind="alarm.raised" actor="system" hash="' + HASH.encode() + b'" prev="' + b"0" * 64 + b'"] '
                        b"\xef\xbb\xbfGNSS receiver has no fix")
 
 
@@ -32,14 +32,14 @@ def test_structured_data_escapes_quote_backslash_and_bracket() -> None:
                              utc_label="2026-12-03T10:00:00Z", facility=FACILITIES["authpriv"])
     assert message == (b'<84>1 2026-12-03T10:00:00Z gm1 appliance - login.failed '
                        b'[audit@32473 seq="12" kind="login.failed" actor="ev\\"il\\\\user\\]" hash="'
-                       + HASH.encode() + b'"] \xef\xbb\xbfbad password for \xc3\xbcber')
+                       + HASH.encode() + b'" prev="' + b"0" * 64 + b'"] \xef\xbb\xbfbad password for \xc3\xbcber')
 
 
 def test_header_fields_are_printable_ascii_and_an_empty_msg_is_left_out() -> None:
     message = format_rfc5424(record("config.change", text=""), "my host", utc_label="-", app_name="",
                              facility=FACILITIES["local0"])
     assert message == (b'<133>1 - my_host - - config.change [audit@32473 seq="12" kind="config.change" '
-                       b'actor="system" hash="' + HASH.encode() + b'"]')
+                       b'actor="system" hash="' + HASH.encode() + b'" prev="' + b"0" * 64 + b'"]')
 
 
 def test_leap_second_and_precision_in_the_timestamp() -> None:
