@@ -319,10 +319,23 @@ def render(d: dict[str, Any]) -> str:
     if audit and audit.get("enabled"):
         lines.append(f"Audit trail     : {audit['records']} records, head {audit['head_hash'][:16]}"
                      + (f"; {audit['failures']} NOT WRITTEN ({audit['error']})" if audit["failures"] else ""))
+        lines.append("Audit anchor    : " + _anchor_text(audit))
     alarms = [a for a in d.get("alarms", []) if a["raised"]]
     lines.append("Alarms          : " + ("; ".join(f"[{a['severity']}] {a['code']}: {a['text']}" for a in alarms)
                                            or "none"))
     return "\n".join(lines)
+
+
+def _anchor_text(audit: dict[str, Any]) -> str:
+    """Where the audit chain is anchored off the box (its syslog copies), or the standing notice that it is not."""
+    anchor, fs = audit.get("anchor") or {}, audit.get("syslog")
+    if not anchor.get("anchored") or not fs:
+        return anchor.get("notice") or "unknown"
+    if fs.get("transport", "udp") == "udp":
+        return f"udp://{fs['target']}: {fs['sent']} sent ({fs['errors']} failed)"
+    state = "connected" if fs.get("connected") else f"NOT CONNECTED ({fs['last_error']})"
+    return (f"{fs['transport']}://{fs['target']} {state}: {fs['sent']} sent, {fs['queued']} queued"
+            + (f", {fs['dropped']} DROPPED" if fs.get("dropped") else ""))
 
 
 def _sink_text(sink: dict[str, Any] | None) -> str:

@@ -1,9 +1,15 @@
 """The audit trail and the time-quality record of a running appliance: what is written, and when.
 
-Edge module (SQLite files, UDP syslog, timers on the event loop).  ``AuditPart`` listens to the appliance's routed
-events (through ``subscribe``) and its operator commands (``on_command``), appends what ``recorder.entry_for`` keeps, forwards each record to syslog when
-configured, and once a second adds a time-quality sample (flushed every ``FLUSH_S``; pruned and compacted hourly).
-A record that cannot be written (a full disk) is logged and counted, never raised into the engines.
+Edge module (SQLite files, syslog over UDP, TCP or TLS, timers on the event loop).  ``AuditPart`` listens to the
+appliance's routed events (through ``subscribe``) and its operator commands (``on_command``), appends what
+``recorder.entry_for`` keeps, forwards each record to syslog when configured, and once a second adds a time-quality
+sample (flushed every ``FLUSH_S``; pruned and compacted hourly).  A record that cannot be written (a full disk) is
+logged and counted, never raised into the engines.
+
+The remote copy is the chain's anchor off the box: root can replace the store and its head file together with an
+older copy, or delete both, and only a copy elsewhere shows it (``appliance audit verify --against``).  While no
+collector is configured, the status says so as a standing notice (``anchor.notice``); records dropped from a full
+forwarding queue raise the WARNING alarm ``audit-syslog-overflow``, cleared once the queue has drained.
 
 The store's head file (``appliance.audit.store``) is checked at start, before anything is appended, and the store
 checks it again on every append.  A store found cut short or rewritten behind it (at start, or while running: someone
@@ -38,6 +44,9 @@ FLUSH_S = 10
 HOUSEKEEPING_S = 3600
 AUDIT_TRUNCATED = "audit-truncated"  # alarm: the store was found cut short or rewritten; a new chain goes on
 AUDIT_HEAD_MISSING = "audit-head-missing"  # alarm: the head file of a store that had one was gone or unreadable
+AUDIT_SYSLOG_OVERFLOW = "audit-syslog-overflow"  # alarm: records dropped from the full syslog queue
+NOT_ANCHORED = ("audit chain not anchored off the box: configure audit.syslog (e.g. tls://COLLECTOR:6514) so that "
+                "a rollback or deletion of the audit store is detected (appliance audit verify --against FILE)")
 
 
 class AuditPart:
@@ -60,6 +69,8 @@ class AuditPart:
         self._handles: list[asyncio.TimerHandle] = []
         self._lock = threading.Lock()
         self._ticks = 0
+        self._dropped_seen = 0  # records the forwarder had dropped at the last look (the overflow alarm)
+        self._overflow_raised = False
         self.record_listeners: list[Any] = []  # called with each record written (SNMP notifications)
 
     # --- writing records ----------------------------------------------------------------------------------
@@ -142,7 +153,7 @@ class AuditPart:
 
     def _forward(self, record: AuditRecord) -> None:
         if self.forwarder is not None:
-            self.forwarder.send(record, self.label(record.at_tai_ns))
+            self.forwarder.send(record, self.label(record.at_tai_ns), self.store.chain_id)
         for listener in self.record_listeners:
             try:
                 listener(record)
@@ -173,11 +184,14 @@ class AuditPart:
             if output.get("enabled") and name != "audit":
                 self.append(self.now_tai_ns(), "output", "system", f"output {name} enabled",
                             {"output": name, "enabled": True})
+        if self.forwarder is None:
+            log.info("audit: %s", NOT_ANCHORED)
         self._housekeeping()
         self._second()
 
     def _second(self) -> None:
         self._ticks += 1
+        self._watch_forwarder()
         if self.quality is not None:
             from appliance.audit.tqlog import sample_from_status
 
@@ -189,6 +203,26 @@ class AuditPart:
                 self._note(f"time-quality record: {exc}")
         self._handles = [h for h in self._handles if not h.cancelled()]
         self._handles.append(self.loop.call_later(1.0, self._second))
+
+    def _watch_forwarder(self) -> None:
+        """Raise the overflow alarm when the forwarder dropped records since the last look; clear it once its queue
+        is empty over a working connection again (one alarm an episode, not one a record)."""
+        if self.forwarder is None:
+            return
+        fs = self.forwarder.status()
+        dropped, connected, queued = (getattr(fs, name, 0) for name in ("dropped", "connected", "queued"))
+        now = self.now_tai_ns()
+        if dropped > self._dropped_seen and not self._overflow_raised:
+            self._overflow_raised = True
+            text = (f"{dropped - self._dropped_seen} audit record(s) dropped from the full syslog queue to "
+                    f"{fs.target} (the collector is away or slow; the records stay in the local store)")
+            self._raise(Alarm(AUDIT_SYSLOG_OVERFLOW, Severity.WARNING, True, text, now))
+        elif self._overflow_raised and connected and not queued:
+            self._overflow_raised = False
+            self._raise(Alarm(AUDIT_SYSLOG_OVERFLOW, Severity.WARNING, False,
+                              f"syslog queue to {fs.target} drained; {dropped - self._dropped_seen} record(s) "
+                              "were dropped", now))
+            self._dropped_seen = dropped
 
     def _housekeeping(self) -> None:
         now = self.now_tai_ns()
@@ -235,6 +269,9 @@ class AuditPart:
         if self.forwarder is not None:
             fs = self.forwarder.status()
             out["syslog"] = {k: getattr(fs, k) for k in getattr(fs, "__dataclass_fields__", {})}
+            out["anchor"] = {"anchored": True, "notice": ""}
+        else:
+            out["anchor"] = {"anchored": False, "notice": NOT_ANCHORED}
         return out
 
 
@@ -243,16 +280,24 @@ def open_stores(state_dir: Path, config: Any, table: leap.LeapTable) -> tuple[Au
     store = AuditStore(state_dir / "audit.sqlite", config.audit.max_age_days * 86_400,
                        config.audit.max_records)
     quality = open_quality(state_dir, config, table) if config.quality.enabled else None
-    forwarder = None
-    target = config.audit.syslog
-    if target:
-        from appliance.audit.syslog import SyslogForwarder
-
-        host, _, port = target.rpartition(":")
-        if not host or not port.isdigit():
-            raise ValueError(f"audit.syslog {target!r}: expected HOST:PORT")
-        forwarder = SyslogForwarder(host.strip("[]"), int(port), config.audit.syslog_facility)
+    forwarder = open_forwarder(config.audit) if config.audit.syslog else None
     return store, quality, forwarder
+
+
+def open_forwarder(audit: Any) -> Any:
+    """The syslog forwarder ``audit.syslog`` asks for; ValueError naming the setting or file that is wrong.
+
+    ``audit.syslog_ca``, ``audit.syslog_cert``, ``audit.syslog_key``, ``audit.syslog_server_name`` and
+    ``audit.syslog_queue`` are read when the settings table has them, else their defaults apply (the system's CAs,
+    no client certificate, the target's host name, ``DEFAULT_QUEUE_RECORDS``)."""
+    from appliance.audit.forwarder import DEFAULT_QUEUE_RECORDS, SyslogForwarder, TlsOptions
+    from appliance.audit.syslog import parse_target
+
+    target = parse_target(audit.syslog)
+    tls = TlsOptions(getattr(audit, "syslog_ca", ""), getattr(audit, "syslog_cert", ""),
+                     getattr(audit, "syslog_key", ""), getattr(audit, "syslog_server_name", ""))
+    return SyslogForwarder(target.host, target.port, audit.syslog_facility, transport=target.transport, tls=tls,
+                           queue_records=getattr(audit, "syslog_queue", DEFAULT_QUEUE_RECORDS))
 
 
 def open_quality(state_dir: Path, config: Any, table: leap.LeapTable) -> Any:
