@@ -4,11 +4,12 @@ Pure core: no sockets, no clock (every call that needs the time takes ``now_ns``
 does the I/O and asks this table what to do.  A connection is in one stage at a time:
 
 - ``HANDSHAKE``: accepted, TLS not finished (it must finish within ``handshake_ns`` of the accept);
-- ``REQUEST``: TLS done, or a kept-alive connection whose next request has begun; the whole request head (and a small
-  body) must arrive within ``request_ns``;
+- ``REQUEST``: TLS done, or a kept-alive connection whose next request has begun; the whole request, head and body,
+  must arrive within ``request_ns`` (one deadline for all of it, however the client spreads its bytes);
 - ``IDLE``: kept alive between two requests, nothing sent yet (closed after ``idle_ns``);
 - ``QUEUED``: a whole request in hand, waiting for one of its client's worker slots (at most ``queued_ns``);
-- ``BUSY``: a worker thread is answering it (no deadline here: the worker's socket timeout bounds it).
+- ``BUSY``: a worker thread is answering it (no deadline here: the server gives the worker's socket one overall
+  deadline, ``worker_ns``, past which it waits on that client no longer).
 
 Connections that have not yet delivered a request (``HANDSHAKE`` and ``REQUEST``: nobody is logged in on them yet)
 are capped per client and in total.  A new connection over a cap displaces the oldest waiting one of the client
@@ -16,6 +17,9 @@ with the most (first those still in the handshake): a client that floods its own
 connections, and a real browser behind the same address still gets in, since its handshake takes milliseconds.  A
 client has at most ``busy_per_client`` of the worker threads at once; its further requests wait their turn.  A client
 is an IPv4 address or an IPv6 /64 (one host's share of a network, as a provider hands them out).
+
+A worker is handed only a whole request (``request_readiness``): a body is read by the server before any worker is
+involved, and a request that declares a body over ``MAX_BODY_BYTES`` is refused at once (413), whatever its method.
 """
 
 from __future__ import annotations
@@ -37,6 +41,13 @@ class Stage(enum.Enum):
 
 WAITING = (Stage.HANDSHAKE, Stage.REQUEST)  # nothing asked yet: the stages an attacker can hold for free
 
+# The largest request body the console takes.  Its largest legitimate bodies are a setting changed through the API
+# (PUT /api/v1/config/NAME, {"value": ...}: a list of trap receivers or a location string, under 4 KiB) and the
+# users form (a name, a role, a password of at most 1024 characters); nothing is uploaded (the audit backup is a
+# download).  64 KiB leaves ample room and is the application's own limit (MAX_CONTENT_LENGTH) too.
+MAX_BODY_BYTES = 64 * 1024
+CHUNK_LINE_BYTES = 1024  # a chunk-size line with its extensions (RFC 9112 7.1)
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -49,7 +60,11 @@ class Limits:
     keep_alive_total: int = 64
     busy_per_client: int = 4  # of the server's worker threads (8)
     head_bytes: int = 32 * 1024
-    body_bytes: int = 64 * 1024  # the console's own limit on a request body (MAX_CONTENT_LENGTH)
+    body_bytes: int = MAX_BODY_BYTES
+    # All a worker may spend waiting on one client for one request (reading the rest of a request the parser asks
+    # for, writing the answer to a slow reader): a minute is ample for the largest answer (an audit backup) over a
+    # slow link, and bounds what a client that stops reading can hold.
+    worker_ns: int = 60 * NS_PER_S
 
     def timeout_ns(self, stage: Stage) -> int | None:
         return {Stage.HANDSHAKE: self.handshake_ns, Stage.REQUEST: self.request_ns, Stage.IDLE: self.idle_ns,
@@ -180,28 +195,106 @@ class Admission:
 
 class Readiness(enum.Enum):
     MORE = "more"  # keep reading
-    READY = "ready"  # a worker can answer it without waiting for the client
-    TOO_LARGE = "too large"  # a request head longer than the limit
+    READY = "ready"  # a whole request: a worker can answer it without waiting for the client
+    CONTINUE = "continue"  # a head that asks for "100 Continue": answer it (without_expect) and read on
+    TOO_LARGE = "too large"  # a request head longer than the limit (431)
+    BODY_TOO_LARGE = "body too large"  # a body declared, or sent, over the limit (413)
+    BAD = "bad"  # a body whose length cannot be told for sure (400): never guessed, as a smuggled request would be
+
+
+_HEX = frozenset(b"0123456789abcdefABCDEF")
+
+
+def _head_end(buffer: bytes) -> tuple[int, int] | None:
+    """(where the request starts, where its head ends) in ``buffer``, or None while the head is incomplete."""
+    start = len(buffer) - len(buffer.lstrip(b"\r\n"))  # RFC 9112 2.2: empty lines before a request are ignored
+    ends = [i + len(sep) for sep in (b"\r\n\r\n", b"\n\n") if (i := buffer.find(sep, start)) >= 0]
+    return (start, min(ends)) if ends else None
+
+
+def _body_headers(head: bytes) -> tuple[list[bytes], list[bytes], bool]:
+    """The Content-Length values, the Transfer-Encoding values and whether ``Expect: 100-continue`` is asked."""
+    lengths: list[bytes] = []
+    codings: list[bytes] = []
+    expect = False
+    for line in head.split(b"\n")[1:]:
+        name, _, value = line.partition(b":")
+        name, value = name.strip().lower(), value.strip().lower()
+        if name == b"content-length":
+            lengths.append(value)
+        elif name == b"transfer-encoding":
+            codings.append(value)
+        elif name == b"expect" and value == b"100-continue":
+            expect = True
+    return lengths, codings, expect
 
 
 def request_readiness(buffer: bytes, head_bytes: int, body_bytes: int) -> Readiness:
-    """Whether ``buffer`` (what a connection has sent since its last request) holds a whole request: the head, and
-    the body when it is small and sized by Content-Length.  A chunked body, an ``Expect: 100-continue`` or a body
-    over ``body_bytes`` is left for the worker to read (the application refuses it, or the client waits for it);
-    so is a head that HTTP's parser will refuse (it answers 400)."""
-    start = len(buffer) - len(buffer.lstrip(b"\r\n"))  # RFC 9112 2.2: empty lines before a request are ignored
-    ends = [i + len(sep) for sep in (b"\r\n\r\n", b"\n\n") if (i := buffer.find(sep, start)) >= 0]
-    if not ends:
+    """Whether ``buffer`` (what a connection has sent since its last request) holds a whole request: its head and
+    all of its body, sized by Content-Length or chunked (RFC 9112 6.3).  A body declared or sent over
+    ``body_bytes`` is refused before it is read; so is a body whose length is unclear (both Content-Length and
+    Transfer-Encoding, several lengths, a coding other than chunked); a head that HTTP's parser will refuse for
+    another reason is ready (the parser answers 400)."""
+    found = _head_end(buffer)
+    if found is None:
         return Readiness.TOO_LARGE if len(buffer) > head_bytes else Readiness.MORE
-    end = min(ends)
-    lengths: list[bytes] = []
-    for line in buffer[start:end].split(b"\n")[1:]:
-        name, _, value = line.partition(b":")
-        name, value = name.strip().lower(), value.strip().lower()
-        if name == b"transfer-encoding" or (name == b"expect" and value == b"100-continue"):
+    start, end = found
+    lengths, codings, expect = _body_headers(bytes(buffer[start:end]))
+    if codings:
+        if lengths or codings != [b"chunked"]:
+            return Readiness.BAD
+        ready = _chunked_readiness(buffer, end, head_bytes, body_bytes)
+    elif not lengths:
+        return Readiness.READY  # no body
+    elif len(lengths) != 1 or not lengths[0].isdigit():
+        return Readiness.BAD
+    elif int(lengths[0]) > body_bytes:
+        return Readiness.BODY_TOO_LARGE
+    else:
+        ready = Readiness.READY if len(buffer) - end >= int(lengths[0]) else Readiness.MORE
+    return Readiness.CONTINUE if expect and ready in (Readiness.MORE, Readiness.READY) else ready
+
+
+def _chunked_readiness(buffer: bytes, pos: int, head_bytes: int, body_bytes: int) -> Readiness:
+    """Whether a chunked body starting at ``pos`` is whole (its last chunk and trailer section in hand).  Its
+    encoding may take at most four times the data's size (many tiny chunks with long extensions are refused)."""
+    if len(buffer) - pos > 4 * body_bytes + head_bytes:
+        return Readiness.BODY_TOO_LARGE
+    total = 0
+    while True:
+        eol = buffer.find(b"\n", pos)
+        if eol < 0:
+            return Readiness.BAD if len(buffer) - pos > CHUNK_LINE_BYTES else Readiness.MORE
+        size_text = bytes(buffer[pos:eol]).rstrip(b"\r").split(b";", 1)[0].strip()
+        if not size_text or len(size_text) > 8 or not set(size_text) <= _HEX:
+            return Readiness.BAD
+        size, pos = int(size_text, 16), eol + 1
+        if size == 0:
+            break
+        total += size
+        if total > body_bytes:
+            return Readiness.BODY_TOO_LARGE
+        if len(buffer) < pos + size + 2:
+            return Readiness.MORE
+        if buffer[pos + size:pos + size + 2] != b"\r\n":
+            return Readiness.BAD
+        pos += size + 2
+    trailers = pos
+    while (eol := buffer.find(b"\n", pos)) >= 0:
+        line, pos = bytes(buffer[pos:eol]).rstrip(b"\r"), eol + 1
+        if not line:
             return Readiness.READY
-        if name == b"content-length":
-            lengths.append(value)
-    if len(lengths) != 1 or not lengths[0].isdigit() or int(lengths[0]) > body_bytes:
-        return Readiness.READY  # none, or one the parser refuses, or one the application refuses
-    return Readiness.READY if len(buffer) - end >= int(lengths[0]) else Readiness.MORE
+    return Readiness.TOO_LARGE if len(buffer) - trailers > head_bytes else Readiness.MORE
+
+
+def without_expect(buffer: bytes) -> bytes:
+    """``buffer`` with its request head's ``Expect: 100-continue`` line taken out: the server has answered it, so
+    the worker must not answer it again."""
+    found = _head_end(buffer)
+    if found is None:
+        return bytes(buffer)
+    start, end = found
+    lines = bytes(buffer[start:end]).split(b"\n")
+    kept = [line for line in lines if not (line.partition(b":")[0].strip().lower() == b"expect"
+                                           and line.partition(b":")[2].strip().lower() == b"100-continue")]
+    return bytes(buffer[:start]) + b"\n".join(kept) + bytes(buffer[end:])

@@ -32,6 +32,7 @@ from flask import Flask, Response, g, jsonify, redirect, render_template, reques
 from flask_wtf.csrf import CSRFError, CSRFProtect
 
 from appliance.edge.pacer import Pacer
+from appliance.web.admission import MAX_BODY_BYTES
 from appliance.web.users import ROLES, UserStore
 
 log = logging.getLogger("appliance.web")
@@ -143,7 +144,7 @@ def create_app(ctx: WebContext, secret_key: bytes) -> Flask:
     app.config.update(SECRET_KEY=secret_key, SESSION_COOKIE_SECURE=True, SESSION_COOKIE_HTTPONLY=True,
                       SESSION_COOKIE_SAMESITE="Strict", SESSION_COOKIE_NAME="appliance_session",
                       PERMANENT_SESSION_LIFETIME=ctx.session_timeout_s, WTF_CSRF_CHECK_DEFAULT=False,
-                      WTF_CSRF_TIME_LIMIT=None, MAX_CONTENT_LENGTH=64 * 1024, JSON_SORT_KEYS=False,
+                      WTF_CSRF_TIME_LIMIT=None, MAX_CONTENT_LENGTH=MAX_BODY_BYTES, JSON_SORT_KEYS=False,
                       # A session ends session_timeout_s after its login, whatever happens meanwhile (its record
                       # in the user store says when), so re-signing and re-sending its cookie buys nothing.
                       SESSION_REFRESH_EACH_REQUEST=False)

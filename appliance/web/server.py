@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime
 import errno
 import logging
-import os
 import secrets
 import selectors
 import socket
@@ -21,13 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from cheroot import wsgi
-from cheroot.makefile import StreamReader
+from cheroot.makefile import StreamReader, StreamWriter
 from cheroot.server import HTTPConnection
 from cheroot.ssl.builtin import BuiltinSSLAdapter
 
+from appliance.edge.persist import read_private, write_private
 from appliance.edge.proc import lower_priority
 from appliance.units import NS_PER_MS, NS_PER_S
-from appliance.web.admission import Admission, Limits, Readiness, Stage, request_readiness
+from appliance.web.admission import Admission, Limits, Readiness, Stage, request_readiness, without_expect
 from appliance.web.app import WebContext, create_app
 from appliance.web.tls import Opening, Step, ensure_certificate, handshake_step, harden, opening, refuse_plain_http
 
@@ -35,24 +35,23 @@ log = logging.getLogger("appliance.web")
 
 
 def secret_key(state_dir: Path) -> bytes:
-    """The session-signing key, made on first start (mode 0600); sessions survive a restart."""
+    """The session-signing key, made on first start (mode 0600); sessions survive a restart.  A symbolic link in
+    its place is refused (UnsafePathError naming it): a key someone else chose would let them sign sessions."""
     path = state_dir / "web-secret.key"
     try:
-        data = path.read_bytes()
+        data = read_private(path)
         if len(data) >= 32:
             return data
     except FileNotFoundError:
         pass
     data = secrets.token_bytes(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
+    write_private(path, data)
     return data
 
 
 KEEP_ALIVE_CONNECTIONS = 64
 LISTEN_BACKLOG = 128  # connections the kernel completes before the gate accepts them (it accepts at low priority)
-WORKER_SOCKET_TIMEOUT_S = 10  # a worker waiting on a client: a chunked or large body, or a slow reader of an answer
+WORKER_SOCKET_TIMEOUT_S = 10  # one wait of a worker on a client (a slow reader of an answer); Limits.worker_ns in all
 
 
 def _low_priority(app: Any) -> Any:
@@ -67,27 +66,42 @@ def _low_priority(app: Any) -> Any:
     return wsgi_app
 
 
-class _PrefixedSocketIO(socket.SocketIO):
-    """A socket's reading end that first gives back what the gate already read from it."""
+class _DeadlineSocketIO(socket.SocketIO):
+    """A socket's end whose every wait ends by one deadline (monotonic seconds): a client that reads or sends a
+    byte now and then cannot keep a worker past it, however short each wait.  The reading end first gives back
+    what the gate already read from the socket (``prefix``)."""
 
-    def __init__(self, sock: socket.socket, prefix: bytes):
-        super().__init__(sock, "rb")
+    def __init__(self, sock: socket.socket, mode: str, deadline_s: float, wait_s: float, prefix: bytes = b""):
+        super().__init__(sock, mode)
+        self.deadline_s, self.wait_s = deadline_s, wait_s
         self.prefix = bytearray(prefix)
+
+    def _arm(self) -> None:
+        left_s = self.deadline_s - time.monotonic()
+        if left_s <= 0:
+            raise TimeoutError("timed out")  # as a socket timeout reads: cheroot closes the connection
+        self._sock.settimeout(min(left_s, self.wait_s))
 
     def readinto(self, b: Any) -> int:
         if not self.prefix:
+            self._arm()
             return int(super().readinto(b))
         n = min(len(b), len(self.prefix))
         b[:n] = self.prefix[:n]
         del self.prefix[:n]
         return n
 
+    def write(self, b: Any) -> int:
+        self._arm()
+        return int(super().write(b))
+
 
 class _RequestReader(StreamReader):  # type: ignore[misc]
     """cheroot's reading end of a connection, starting with the request the gate has in hand."""
 
-    def __init__(self, sock: socket.socket, prefix: bytes, bufsize: int):
-        super(StreamReader, self).__init__(_PrefixedSocketIO(sock, prefix), bufsize)  # its raw: the prefixed one
+    def __init__(self, sock: socket.socket, prefix: bytes, bufsize: int, deadline_s: float, wait_s: float):
+        raw = _DeadlineSocketIO(sock, "rb", deadline_s, wait_s, prefix)
+        super(StreamReader, self).__init__(raw, bufsize)  # its raw: the prefixed one
         self.bytes_read = 0
 
     def take_unread(self) -> bytes:
@@ -98,6 +112,14 @@ class _RequestReader(StreamReader):  # type: ignore[misc]
         out += self.raw.prefix
         self.raw.prefix.clear()
         return bytes(out)
+
+
+class _AnswerWriter(StreamWriter):  # type: ignore[misc]
+    """cheroot's writing end of a connection for one request, every write within the request's deadline."""
+
+    def __init__(self, sock: socket.socket, bufsize: int, deadline_s: float, wait_s: float):
+        super(StreamWriter, self).__init__(_DeadlineSocketIO(sock, "wb", deadline_s, wait_s), bufsize)
+        self.bytes_written = 0
 
 
 class _GatedConnection(HTTPConnection):  # type: ignore[misc]
@@ -130,6 +152,12 @@ ACCEPT_PAUSE_NS = 100 * NS_PER_MS  # out of file descriptors: let the closing of
 CAP_NOTE_NS = 10 * NS_PER_S  # at most one log line per this about clients held to their cap
 _LISTEN, _WAKE = "listen", "wake"
 _TIMEOUT_REPLIES = {Stage.REQUEST: "408 Request Timeout", Stage.QUEUED: "503 Service Unavailable"}
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+_REFUSALS = {  # requests answered by the gate itself, before any worker: (status, what the client is told)
+    Readiness.TOO_LARGE: ("431 Request Header Fields Too Large", "refused: a request head over {head} bytes"),
+    Readiness.BODY_TOO_LARGE: ("413 Content Too Large", "refused: the request body is larger than {body} bytes"),
+    Readiness.BAD: ("400 Bad Request", "refused: the request body's length is unclear (one Content-Length, or "
+                                       "Transfer-Encoding: chunked alone)")}
 
 
 class Gate:
@@ -140,9 +168,10 @@ class Gate:
     cheroot's own manager does the handshake on its accept thread with a blocking socket: one client that opens a
     connection and says nothing stops every other client for the socket timeout, and a connection with TLS done
     but no request holds a worker thread for as long.  Here a silent connection costs a file descriptor until its
-    deadline (web.admission says which, and which to let go first when a client holds too many), and the worker
-    threads, fewer than the connections, only ever wait on a client for a chunked or large body (and for a slow
-    reader of an answer), each client on at most a few of them.  Workers give kept-alive connections back with
+    deadline (web.admission says which, and which to let go first when a client holds too many), a request body
+    is read here too, under the same deadline as the head (one declared over the limit is answered 413 at once),
+    and the worker threads, fewer than the connections, only ever wait on a client that reads its answer slowly,
+    never past the request's overall deadline, each client on at most a few of them.  Workers give kept-alive connections back with
     ``put`` and closed ones through ``connection_closed``: both are posted to this thread, which alone touches the
     selector and the table.
     """
@@ -320,10 +349,21 @@ class Gate:
         self._watch(held, selectors.EVENT_READ)
         self._read(held, now)  # a TLS 1.3 client sends its request with its last handshake message
 
+    def _readiness(self, held: _Held) -> Readiness:
+        """Whether ``held`` has sent a whole request; a head asking for "100 Continue" is answered here (and the
+        expectation taken out of the request: the worker must not answer it again)."""
+        assert held.tls is not None
+        ready = request_readiness(held.buffer, self.limits.head_bytes, self.limits.body_bytes)
+        if ready is Readiness.CONTINUE:
+            held.buffer = bytearray(without_expect(held.buffer))
+            ready = request_readiness(held.buffer, self.limits.head_bytes, self.limits.body_bytes)
+            if ready is Readiness.MORE:
+                held.tls.send(_CONTINUE)  # 25 bytes into an empty send buffer (an OSError closes the connection)
+        return ready
+
     def _read(self, held: _Held, now: int) -> None:
         assert held.tls is not None
-        while (ready := request_readiness(held.buffer, self.limits.head_bytes, self.limits.body_bytes)) \
-                is Readiness.MORE:
+        while (ready := self._readiness(held)) is Readiness.MORE:
             try:
                 data = held.tls.recv(RECV_BYTES)
             except ssl.SSLWantReadError:
@@ -337,10 +377,11 @@ class Gate:
             if self.admission.stage(held.key) is Stage.IDLE:
                 self._move(held, Stage.REQUEST, now)
             held.buffer += data
-        if ready is Readiness.TOO_LARGE:
-            log.debug("web console: %s:%d: request head over %d bytes: closed", held.address, held.port,
-                      self.limits.head_bytes)
-            self._reply(held, "431 Request Header Fields Too Large")
+        refusal = _REFUSALS.get(ready)
+        if refusal is not None:
+            status, text = refusal
+            log.debug("web console: %s:%d: %s: closed", held.address, held.port, status)
+            self._reply(held, status, text.format(head=self.limits.head_bytes, body=self.limits.body_bytes))
             self._drop(held, now)
         elif self.admission.may_start(held.key):
             self._start(held, now)
@@ -358,7 +399,9 @@ class Gate:
             held.conn = self.server.ConnectionClass(self.server, held.tls, self.server.ssl_adapter.makefile)
             held.conn.remote_addr, held.conn.remote_port = held.address, held.port
             held.conn.ssl_env, held.conn.gate_key = held.ssl_env, held.key
-        held.conn.rfile = _RequestReader(held.tls, bytes(held.buffer), held.conn.rbufsize)
+        deadline_s, wait_s = time.monotonic() + self.limits.worker_ns / NS_PER_S, float(self.server.timeout)
+        held.conn.rfile = _RequestReader(held.tls, bytes(held.buffer), held.conn.rbufsize, deadline_s, wait_s)
+        held.conn.wfile = _AnswerWriter(held.tls, held.conn.wbufsize, deadline_s, wait_s)
         held.buffer.clear()
         self.server.process_conn(held.conn)
 
@@ -400,10 +443,21 @@ class Gate:
                           stage.value)
             self._close(held)
 
-    def _reply(self, held: _Held, status: str) -> None:
-        """A last word before closing, if the socket takes it at once."""
+    def _reply(self, held: _Held, status: str, text: str = "") -> None:
+        """A last word before closing, if the socket takes it at once.  What the client has sent meanwhile is
+        read first (as far as it is there): closing a socket with unread bytes resets the connection, answer and
+        all."""
+        body = f"{text}\n".encode("ascii") if text else b""
+        head = (f"HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
+                "Connection: close\r\n\r\n")
         try:
-            held.live.send(f"HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".encode("ascii"))
+            for _ in range(4):
+                if not held.live.recv(RECV_BYTES):
+                    break
+        except (OSError, ValueError):  # nothing more at hand (want read), or gone
+            pass
+        try:
+            held.live.send(head.encode("ascii") + body)
         except (OSError, ValueError):
             pass
 
@@ -475,6 +529,8 @@ class WebServer:
                               server_name="appliance", shutdown_timeout=2, request_queue_size=LISTEN_BACKLOG,
                               timeout=WORKER_SOCKET_TIMEOUT_S, limits=limits)
         self.server.max_request_header_size = limits.head_bytes
+        # The gate has read the whole body, within limits.body_bytes; cheroot counts a chunked body's framing too
+        self.server.max_request_body_size = 4 * limits.body_bytes + limits.head_bytes
         adapter = BuiltinSSLAdapter(str(cert), str(key))
         harden(adapter.context)
         self.server.ssl_adapter = adapter

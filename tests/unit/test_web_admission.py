@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from appliance.units import NS_PER_S
-from appliance.web.admission import Admission, Limits, Readiness, Stage, client_of, request_readiness
+from appliance.web.admission import (Admission, Limits, Readiness, Stage, client_of, request_readiness,
+                                     without_expect)
 
 LIMITS = Limits(waiting_per_client=3, waiting_total=5, keep_alive_total=2, busy_per_client=2)
 
@@ -120,13 +121,32 @@ HEAD = b"POST /login HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n"
     (b"GET / HTTP/1.1\n\n", Readiness.READY),  # bare line feeds: the parser answers 400
     (HEAD + b"abc", Readiness.MORE),
     (HEAD + b"abcde", Readiness.READY),
-    (b"POST / HTTP/1.1\r\ncontent-length: 999999\r\n\r\n", Readiness.READY),  # too large: refused by the app
-    (b"POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", Readiness.READY),  # refused by the parser
-    (b"POST / HTTP/1.1\r\nContent-Length: -5\r\n\r\n", Readiness.READY),
-    (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n", Readiness.READY),
-    (b"POST / HTTP/1.1\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n", Readiness.READY),
+    (b"POST / HTTP/1.1\r\ncontent-length: 999999\r\n\r\n", Readiness.BODY_TOO_LARGE),  # refused before it is read
+    (b"GET /login HTTP/1.1\r\nContent-Length: 100000000\r\n\r\n", Readiness.BODY_TOO_LARGE),  # whatever the method
+    (b"POST / HTTP/1.1\r\nContent-Length: 1001\r\n\r\n", Readiness.BODY_TOO_LARGE),
+    (b"POST / HTTP/1.1\r\nContent-Length: 1000\r\n\r\n", Readiness.MORE),
+    (b"POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", Readiness.BAD),
+    (b"POST / HTTP/1.1\r\nContent-Length: -5\r\n\r\n", Readiness.BAD),
+    (b"POST / HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", Readiness.BAD),  # smuggling
+    (b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", Readiness.BAD),
+    (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n", Readiness.MORE),
+    (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n", Readiness.MORE),
+    (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\nabc\r\n0\r\n\r\n", Readiness.READY),
+    (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nX-T: 1\r\n\r\n", Readiness.READY),
+    (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcd\r\n", Readiness.BAD),
+    (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", Readiness.BAD),
+    (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3e9\r\n", Readiness.BODY_TOO_LARGE),
+    (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1\r\nx\r\n" * 1001, Readiness.BODY_TOO_LARGE),
+    (b"POST / HTTP/1.1\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n", Readiness.CONTINUE),
+    (b"POST / HTTP/1.1\r\nContent-Length: 5000\r\nExpect: 100-continue\r\n\r\n", Readiness.BODY_TOO_LARGE),
     (b"GET /" + b"a" * 200, Readiness.TOO_LARGE),
     (b"\r\n" * 101, Readiness.TOO_LARGE),
 ])
 def test_a_request_is_whole_when_its_head_and_small_body_are_in(buffer: bytes, readiness: Readiness) -> None:
     assert request_readiness(buffer, head_bytes=200, body_bytes=1000) is readiness
+
+
+def test_an_answered_expectation_is_taken_out_of_the_request() -> None:
+    asked = b"POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nab"
+    assert without_expect(asked) == b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nab"
+    assert request_readiness(without_expect(asked), head_bytes=200, body_bytes=1000) is Readiness.READY
