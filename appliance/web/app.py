@@ -30,6 +30,7 @@ from typing import Any
 
 from flask import Flask, Response, g, jsonify, redirect, render_template, request, session, url_for
 from flask_wtf.csrf import CSRFError, CSRFProtect
+from werkzeug.exceptions import BadHost
 
 from appliance.edge.pacer import Pacer
 from appliance.web.admission import MAX_BODY_BYTES
@@ -65,6 +66,7 @@ LOGIN_RATE_PER_S, LOGIN_BURST = 0.2, 10  # per client address: 10 tries at once,
 LOGIN_GLOBAL_PER_S, LOGIN_GLOBAL_BURST = 5.0, 20  # every address together: the CPU the logins may take
 FAILED_LOGIN_RECORDS_PER_MIN = 10  # failed logins audited one by one; beyond, counted in one record a minute
 MAX_JSON_DEPTH = 32
+BAD_HOST_LOG_EVERY_S = 60.0  # requests with an invalid Host header: one log line a minute at most
 
 
 def json_depth(body: bytes, limit: int) -> int:
@@ -116,6 +118,26 @@ class FailedLoginLog:
             return False, closed
 
 
+class LogNote:
+    """One log line per ``every_s`` at most about a recurring, client-caused event; the line says how many more
+    came since the last (host seconds passed in)."""
+
+    def __init__(self, every_s: float = 60.0):
+        self.every_s = every_s
+        self._last_s: float | None = None
+        self._since = 0
+        self._lock = threading.Lock()
+
+    def due(self, now_s: float) -> int | None:
+        """None: stay quiet; else log now, with this many more that were not logged since the last line."""
+        with self._lock:
+            if self._last_s is not None and now_s - self._last_s < self.every_s:
+                self._since += 1
+                return None
+            self._last_s, since, self._since = now_s, self._since, 0
+            return since
+
+
 class RateLimiter:
     """A token bucket per client address (refilled at ``rate`` per second up to ``burst``)."""
 
@@ -157,8 +179,12 @@ def create_app(ctx: WebContext, secret_key: bytes) -> Flask:
     app.extensions["login_budget"] = RateLimiter(LOGIN_GLOBAL_PER_S, LOGIN_GLOBAL_BURST)
     app.extensions["failed_logins"] = FailedLoginLog()
 
+    bad_hosts = LogNote(BAD_HOST_LOG_EVERY_S)
+
     @app.before_request
     def authenticate() -> Any:
+        if isinstance(request.routing_exception, BadHost):  # before anything that builds a URL from the host
+            return _refuse_bad_host(bad_hosts, ctx.wall_s())
         if not limiter.allow(request.remote_addr or "?"):
             return _refuse(429, "too many requests")
         if not pacer.wait(BUDGET_MAX_WAIT_S):  # the console's share of the machine is spent: wait, or come back
@@ -272,6 +298,24 @@ def audit_verified(result: Any) -> None:
               f"({result.checked + result.earlier} records)", {"ok": result.ok, "first_bad_seq": result.first_bad_seq})
     except AuditError as exc:
         logging.getLogger("appliance.web").warning("audit check not recorded: %s", exc)
+
+
+def _refuse_bad_host(note: LogNote, now_s: float) -> Response:
+    """400 for a Host header that is no host name (an empty label, a label over 63 characters, ...): Flask cannot
+    build a URL on it, so the answer is plain, with no page around it.  Logged one line a minute at most."""
+    host = request.headers.get("Host", "")
+    more = note.due(now_s)
+    if more is not None:
+        log.warning("web console: refused a request for %s from %s: its Host header %r is not a valid host name "
+                    "(400)%s", request.path[:100], request.remote_addr, host[:100],
+                    f"; {more} more since the last such line" if more else "")
+    message = "refused: the Host header is not a valid host name"
+    if request.path.startswith("/api/") or request.accept_mimetypes.best == "application/json":
+        response = jsonify({"error": message})
+    else:
+        response = Response(message + "\n", mimetype="text/plain")
+    response.status_code = 400
+    return response
 
 
 def _refuse(code: int, message: str) -> Any:
