@@ -14,10 +14,18 @@ with the bindings that fit (RFC 3416 4.2.1, 4.2.3).  The command responders are 
 and GETBULK redone: pysnmp's own gives up on 65 or more repeaters (it cuts the repetitions to 64 // R, none, then
 fails on its own error: a traceback and no answer).  A request that fails inside pysnmp anyway is answered genErr
 and logged in one line, at most once a minute.
+
+An authenticated SET is run once: a message that passed USM and was already seen inside the 150 s time window (a
+captured SET resent) is dropped unanswered and counted (``replay.py``).  For that to hold across restarts the engine
+boots value is the caller's, kept in a file and raised at every start, and snmpEngineTime counts seconds of the
+monotonic clock since the engine started (pysnmp's counts the host clock, which a step moves back into the window).
+The standard counters pysnmp keeps (SNMPv2-MIB snmpInPkts .. snmpInASNParseErrs, SNMP-MPD-MIB and
+SNMP-USER-BASED-SM-MIB usmStats) are read by ``security_stats`` for the status and the view.
 """
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import logging
 import time
@@ -25,6 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pyasn1.codec.ber import decoder as ber_decoder
 from pyasn1.codec.ber import encoder as ber
 from pyasn1.error import PyAsn1Error
 from pyasn1.type import univ
@@ -33,11 +42,14 @@ from pysnmp.entity import config, engine
 from pysnmp.entity.rfc3413 import cmdrsp, context, ntforg
 from pysnmp.proto import errind, rfc1902, rfc1905
 from pysnmp.proto.api import v2c
+from pysnmp.proto.mpmod.rfc3412 import SNMPv3Message
+from pysnmp.proto.secmod.rfc3414.service import UsmSecurityParameters
 from pysnmp.smi import error as smi_error
 from pysnmp.smi.instrum import AbstractMibInstrumController
 
 from appliance.edge.pacer import Pacer
 from appliance.snmp import limits
+from appliance.snmp.replay import ReplayCache, Verdict, WriteId
 
 log = logging.getLogger("appliance.snmp")
 
@@ -55,6 +67,18 @@ AUTH_FAILURES = (errind.UnknownCommunityName, errind.UnknownUserName, errind.Wro
 SYS_UPTIME = (1, 3, 6, 1, 2, 1, 1, 3, 0)
 MAX_MESSAGE_BYTES = 65507  # the largest UDP payload over IPv4: the agent's own bound on a message
 LOG_INTERVAL_S = 60.0  # one log line per kind of refused or cut request per minute, with a count of the rest
+MAX_ENGINE_BOOTS = 2147483647  # RFC 3414 2.2.2: latched there (the engine ID must then change)
+MAX_ENGINE_TIME_S = 2147483647
+# The counters pysnmp keeps, by the pysnmp module instrumenting them: RFC 3418 (SNMPv2-MIB snmp group), RFC 3412
+# (SNMP-MPD-MIB snmpMPDStats), RFC 3414 (SNMP-USER-BASED-SM-MIB usmStats).
+STANDARD_COUNTERS = {
+    "__SNMPv2-MIB": ("snmpInPkts", "snmpInBadVersions", "snmpInBadCommunityNames", "snmpInBadCommunityUses",
+                     "snmpInASNParseErrs", "snmpSilentDrops", "snmpProxyDrops"),
+    "__SNMP-MPD-MIB": ("snmpUnknownSecurityModels", "snmpInvalidMsgs", "snmpUnknownPDUHandlers"),
+    "__SNMP-USER-BASED-SM-MIB": ("usmStatsUnsupportedSecLevels", "usmStatsNotInTimeWindows",
+                                 "usmStatsUnknownUserNames", "usmStatsUnknownEngineIDs", "usmStatsWrongDigests",
+                                 "usmStatsDecryptionErrors"),
+}
 
 
 class SetRefused(Exception):
@@ -168,6 +192,16 @@ class ResponseGuard:
                   ("; the next ones are counted (bulk_cut in the SNMP status) and logged at debug level"
                    if self.cut == 1 else ""))
 
+    def replayed(self, source: str, user: str, write: WriteId) -> None:
+        self._log(logging.WARNING, "replay", f"SNMP SET from {source} as v3 user {user} dropped unanswered: the "
+                  f"same message (msgID {write.msg_id}, engine time {write.engine_time_s}) was run already; a "
+                  "replay (counted: replay_dropped in the SNMP status)")
+
+    def replay_refused(self, source: str, user: str, replay: ReplayCache) -> None:
+        why = replay.disabled_reason or f"the replay cache holds {len(replay)} writes still inside the time window"
+        self._log(logging.ERROR, "replay-full", f"SNMP SET from {source} as v3 user {user} refused "
+                  f"(resourceUnavailable): {why} (counted: replay_refused in the SNMP status)")
+
     def broke(self, operation: str, source: str, exc: BaseException) -> None:
         self.failed += 1
         self._log(logging.ERROR, "failed", f"SNMP {operation} from {source} failed inside the agent and was "
@@ -279,8 +313,39 @@ class NextResponder(BoundedResponder, cmdrsp.NextCommandResponder):
     CHECK_REQUEST_SIZE = False  # the next object's name may be shorter than the one asked
 
 
+def write_id(whole_msg: bytes, user: str) -> WriteId | None:
+    """The identity of an SNMPv3 message (see replay.WriteId): its header, read again from the datagram after USM
+    took it; None when it is no SNMPv3 message with USM parameters."""
+    try:
+        message, _ = ber_decoder.decode(whole_msg, asn1Spec=SNMPv3Message())
+        header, security = message.getComponentByPosition(1), message.getComponentByPosition(2)
+        usm, _ = ber_decoder.decode(bytes(security), asn1Spec=UsmSecurityParameters())
+        return WriteId(int(usm.getComponentByPosition(1)), int(usm.getComponentByPosition(2)),
+                       int(header.getComponentByPosition(0)), user.encode(), hashlib.sha256(whole_msg).digest())
+    except (PyAsn1Error, TypeError, ValueError):
+        return None
+
+
 class SetResponder(BoundedResponder, cmdrsp.SetCommandResponder):
+    """SET, with the replay check first: ``screen`` says whether an authenticated write is new, a replay (dropped,
+    no answer: a replayer learns nothing, and the manager that sent it first had its answer then) or one the full
+    replay cache cannot take (resourceUnavailable, RFC 3416 4.2.5: try again later)."""
+
     OPERATION = "SET"
+
+    def __init__(self, snmp_engine: Any, snmp_context: Any, guard: ResponseGuard,
+                 screen: Callable[[], Verdict] = lambda: Verdict.FRESH):
+        super().__init__(snmp_engine, snmp_context, guard)
+        self.screen = screen
+
+    def handle_management_operation(self, snmpEngine: Any, stateReference: Any, contextName: Any,
+                                    PDU: Any) -> None:
+        verdict = self.screen()
+        if verdict is Verdict.REPLAY:
+            return  # unanswered (pysnmp's message-processing cache lets the request's state expire)
+        if verdict is Verdict.FULL:
+            raise smi_error.ResourceUnavailableError(idx=0)
+        super().handle_management_operation(snmpEngine, stateReference, contextName, PDU)
 
 
 class BulkResponder(BoundedResponder, cmdrsp.BulkCommandResponder):
@@ -415,11 +480,16 @@ class Agent:
                  writer: Callable[[tuple[int, ...], Any, str], None], gate: AccessGate,
                  community: str, users: Sequence[V3User], allow_noauth_v3: bool, read_subtrees: Sequence[tuple],
                  receivers: Sequence[TrapReceiver], on_auth_failure: Callable[[str], None] | None = None,
-                 engine_id: bytes | None = None):
+                 engine_id: bytes | None = None, engine_boots: int | None = None,
+                 replay: ReplayCache | None = None):
+        """``engine_boots``: this start's snmpEngineBoots (RFC 3414 2.2.2), from a file the caller raises at every
+        start; None leaves pysnmp's own, and refuses every write (see replay.ReplayCache.disable)."""
         self.listen, self.port, self.gate = listen, port, gate
         self.receivers = list(receivers)
         self.engine = engine.SnmpEngine(snmpEngineID=univ.OctetString(engine_id) if engine_id else None,
                                         maxMessageSize=MAX_MESSAGE_BYTES)
+        self.replay = replay if replay is not None else ReplayCache()
+        self._engine_clock(engine_boots)
         self.guard = ResponseGuard()
         self._writer = writer
         self._on_auth_failure = on_auth_failure
@@ -429,6 +499,33 @@ class Agent:
         self._view = view
 
     # --- set-up ---------------------------------------------------------------------------------------------
+    def _engine_clock(self, boots: int | None) -> None:
+        """snmpEngineBoots as given, snmpEngineTime in monotonic seconds since now: USM's time window and the replay
+        cache then read one clock that no host clock step moves."""
+        builder = self.engine.get_mib_builder()
+        boots_object, time_object = builder.import_symbols("__SNMP-FRAMEWORK-MIB", "snmpEngineBoots",
+                                                           "snmpEngineTime")
+        if boots is None:
+            self.replay.disable("the SNMP engine boots counter could not be kept")
+        else:
+            boots_object.syntax = boots_object.syntax.clone(max(1, min(MAX_ENGINE_BOOTS, boots)))
+        started = time.monotonic()
+        base = type(time_object.syntax)
+
+        class MonotonicEngineTime(base):  # type: ignore[misc, valid-type]
+            def clone(self, *args: Any, **kwargs: Any) -> Any:
+                if not args and "value" not in kwargs:
+                    args = (min(MAX_ENGINE_TIME_S, int(time.monotonic() - started)),)
+                return base.clone(self, *args, **kwargs)
+
+        time_object.syntax = MonotonicEngineTime(0)
+
+    def engine_clock(self) -> tuple[int, int]:
+        """The engine's snmpEngineBoots and snmpEngineTime (seconds), as USM reads them."""
+        boots_object, time_object = self.engine.get_mib_builder().import_symbols(
+            "__SNMP-FRAMEWORK-MIB", "snmpEngineBoots", "snmpEngineTime")
+        return int(boots_object.syntax), int(time_object.syntax.clone())
+
     def _configure(self, community: str, users: Sequence[V3User], allow_noauth_v3: bool,
                    read_subtrees: Sequence[tuple]) -> None:
         eng = self.engine
@@ -480,8 +577,9 @@ class Agent:
                                      (True, udp6.DOMAIN_NAME, udp6.Udp6AsyncioTransport)):
             if (":" in self.listen) != family and any((":" in r.host) == family for r in self.receivers):
                 config.add_transport(self.engine, domain, kind().open_client_mode())  # notifications only
-        for responder in (GetResponder, NextResponder, BulkResponder, SetResponder):
+        for responder in (GetResponder, NextResponder, BulkResponder):
             responder(self.engine, self.snmp_context, self.guard)
+        SetResponder(self.engine, self.snmp_context, self.guard, self._screen_write)
         self.engine.observer.register_observer(self._auth_observer, "rfc2576.prepareDataElements:sm-failure",
                                                "rfc3412.prepareDataElements:sm-failure")
         self.originator = ntforg.NotificationOriginator()
@@ -498,11 +596,33 @@ class Agent:
         if self._on_auth_failure is not None:
             self._on_auth_failure(who)
 
+    def _screen_write(self) -> Verdict:
+        """The replay verdict on the SET being processed.  Only the writes that would run are remembered (SNMPv3
+        authPriv from a user with write access): anyone else's SET is refused noAccess whether or not it is a
+        replay, and must not fill the cache that a writer needs."""
+        exec_ctx = self.engine.observer.get_execution_context("rfc3412.receiveMessage:request")
+        user = str(exec_ctx.get("securityName", ""))
+        if exec_ctx.get("securityModel") != 3 or exec_ctx.get("securityLevel") != 3 or user not in self.writers:
+            return Verdict.FRESH
+        identity = write_id(bytes(exec_ctx.get("wholeMsg") or b""), user)
+        if identity is None:
+            return Verdict.FRESH  # USM took it, so it is an SNMPv3 message: not reached
+        address = exec_ctx.get("transportAddress")
+        verdict = self.replay.check(identity, *self.engine_clock())
+        if verdict is Verdict.REPLAY:
+            self.guard.replayed(str(address[0]) if address else "?", user, identity)
+        elif verdict is Verdict.FULL:
+            self.guard.replay_refused(str(address[0]) if address else "?", user, self.replay)
+        return verdict
+
     def _write(self, oid: tuple[int, ...], value: Any) -> None:
         """Only SNMPv3 users with write access, at authPriv; PermissionError for anyone else (noAccess)."""
         exec_ctx = self.engine.observer.get_execution_context("rfc3412.receiveMessage:request")
         model, user, level = exec_ctx.get("securityModel"), str(exec_ctx.get("securityName", "")), \
             exec_ctx.get("securityLevel")
+        if model in (1, 2):  # RFC 3418 snmpInBadCommunityUses: an operation the community may not do
+            (uses,) = self.engine.get_mib_builder().import_symbols("__SNMPv2-MIB", "snmpInBadCommunityUses")
+            uses.syntax += 1
         if model != 3 or level != 3 or user not in self.writers:
             log.warning("SNMP SET %s refused: %s has no write access (SNMPv3 authPriv users with write only)",
                         ".".join(map(str, oid)), f"v3 user {user}" if model == 3 else "a community")
@@ -529,6 +649,18 @@ class Agent:
         if error_indication:
             self.send_errors += 1
             self.error = str(error_indication)[:200]
+
+    def security_stats(self) -> dict[str, int]:
+        """The standard counters pysnmp keeps, by their MIB names, with the datagrams the gate found to be no BER
+        message at all (ASN.1 parse errors that never reached pysnmp)."""
+        builder = self.engine.get_mib_builder()
+        out: dict[str, int] = {}
+        for module, names in STANDARD_COUNTERS.items():
+            for name, found in zip(names, builder.import_symbols(module, *names)):
+                out[name] = int(found.syntax)
+        out["snmpInPkts"] += self.gate.malformed
+        out["snmpInASNParseErrs"] += self.gate.malformed
+        return out
 
     def stop(self) -> None:
         self.engine.close_dispatcher()

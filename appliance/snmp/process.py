@@ -13,8 +13,11 @@ view it builds of that, at most twice a second.  The rest goes through the appli
 - a request that failed authentication is told to the appliance (``auth_failure``, at most one a second), which
   logs it and sends the authenticationFailure notification.
 
-Every second the agent reports its counters (refusals, rate limits, responses bounded, notifications that failed)
-for the status.
+Every second the agent reports its counters (refusals, rate limits, responses bounded, notifications that failed,
+SETs dropped as replays, the standard SNMP and USM counters) for the status; its view shows its own counters as they
+are now, not as the last publication had them.  At every start it raises the engine boots count kept in
+``<state_dir>/snmp-engine-boots`` (RFC 3414 2.2.2), so a message captured before a restart is out of the time window
+after it.
 """
 
 from __future__ import annotations
@@ -24,20 +27,46 @@ import logging
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from appliance import leap
 from appliance.edge.channel import CallFailed
 from appliance.edge.child import Started, start_child
 from appliance.edge.pacer import Pacer
-from appliance.snmp.agent import AccessGate, Agent, SetRefused
+from appliance.edge.persist import read_private, write_private
+from appliance.snmp.agent import MAX_ENGINE_BOOTS, AccessGate, Agent, SetRefused
 from appliance.snmp.mibgen import load_table
-from appliance.snmp.view import MibView, System, build
+from appliance.snmp.view import MibView, System, agent_items, build
 
 log = logging.getLogger("appliance.snmp")
 VIEW_MAX_AGE_S = 0.5
 AUTH_REPORT_MIN_INTERVAL_S = 1.0
 HOLDOVER_OBJECT = "applianceClockForcedHoldover"
+
+
+def next_engine_boots(path: Path) -> int:
+    """The snmpEngineBoots of this start: one more than the file says (1 when there is no file), written back
+    before the agent serves.  OSError or ValueError when it cannot be read or kept: the caller then refuses writes,
+    since an old message would be inside the time window again after the next restart."""
+    try:
+        text = read_private(path, 64).decode("ascii").strip()
+    except FileNotFoundError:
+        text = "0"
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not a number") from None
+    if not text.isdigit():
+        raise ValueError(f"{path}: {text[:20]!r} is not a number")
+    boots = min(MAX_ENGINE_BOOTS, int(text) + 1)
+    write_private(path, f"{boots}\n".encode(), mode=0o600)
+    return boots
+
+
+def replay_stats(agent: Agent) -> dict[str, Any]:
+    """The agent's security counters as the status carries them: replays dropped, writes refused by the replay
+    check, writes remembered now, and the standard SNMP and USM counters by their MIB names."""
+    return {"replay_dropped": agent.replay.replayed, "replay_refused": agent.replay.refused,
+            "replay_cached": len(agent.replay), "standard": agent.security_stats()}
 
 
 class AgentSide:
@@ -57,6 +86,7 @@ class AgentSide:
         self.take(first["publication"])
         self._view: MibView | None = None
         self._view_at = 0.0
+        self._base_status: dict[str, Any] = {}
         self._last_auth_report = -AUTH_REPORT_MIN_INTERVAL_S
         self.agent: Agent | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -76,15 +106,29 @@ class AgentSide:
         return found if found is not None else len(self._alarm_index) + 1  # raised since the publication
 
     def view(self) -> MibView:
+        """The view of the last publication, rebuilt at most every VIEW_MAX_AGE_S, with the agent's own counters
+        (replays, USM and SNMP statistics) put in as they are at this request."""
         now = time.monotonic()
         if self._view is None or now - self._view_at > VIEW_MAX_AGE_S:
             with self._lock:
                 status, table = self._published, self._leap
             system = System(uptime_ticks=int((now - self.started_mono) * 100), **self.system)
-            self._view = build(self.table, status, system, lambda tai_ns: leap.tai_to_utc(tai_ns, table),
-                               self.alarm_index, lambda tai_ns: leap.tai_to_posix_ns(tai_ns, table)[0])
+            self._view = build(self.table, self._with_counters(status), system,
+                               lambda tai_ns: leap.tai_to_utc(tai_ns, table), self.alarm_index,
+                               lambda tai_ns: leap.tai_to_posix_ns(tai_ns, table)[0])
             self._view_at = now
-        return self._view
+            self._base_status = status
+        if self.agent is None:
+            return self._view
+        return self._view.replaced(agent_items(self.table, self._with_counters(self._base_status)))
+
+    def _with_counters(self, status: dict[str, Any]) -> dict[str, Any]:
+        """``status`` with the agent's counters as they are now in place of the published ones."""
+        if self.agent is None:
+            return status
+        outputs = dict(status.get("outputs") or {})
+        outputs["snmp"] = {**(outputs.get("snmp") or {}), **replay_stats(self.agent)}
+        return {**status, "outputs": outputs}
 
     # --- what goes to the appliance ------------------------------------------------------------------------------
     def set(self, oid: tuple[int, ...], value: Any, user: str) -> None:
@@ -121,10 +165,16 @@ class AgentSide:
         budget = float(a["max_requests_per_s"])
         gate = AccessGate(a["allow"], float(a["rate_per_s"]), 2 * float(a["rate_per_s"]),
                           pacer=Pacer(budget, max(1, int(budget))) if budget > 0 else None)
+        boots = None
+        try:
+            boots = next_engine_boots(Path(a["boots_file"]))
+        except (OSError, ValueError) as exc:
+            log.error("SNMP agent: the engine boots count cannot be kept (%s): SNMP SETs are refused "
+                      "(resourceUnavailable) until it can; reads are served", exc)
         try:
             self.agent = Agent(a["listen"], int(a["port"]), self.view, self.set, gate, a["community"], a["users"],
                                bool(a["allow_noauth_v3"]), [(1, 3, 6, 1)], a["receivers"], self.auth_failure,
-                               a["engine_id"])
+                               a["engine_id"], boots)
             self.agent.start()
             self.gate = gate
         except Exception as exc:  # noqa: BLE001 - a port that cannot be bound: said in the status, time goes on
@@ -168,7 +218,8 @@ class AgentSide:
         return {"serving": True, "error": self.error, "sent": agent.sent, "send_errors": agent.send_errors,
                 "denied": gate.denied, "rate_limited": gate.limited, "malformed": gate.malformed,
                 "paced": gate.pacer.paced if gate.pacer is not None else 0,
-                "too_big": agent.guard.too_big, "bulk_cut": agent.guard.cut, "failed": agent.guard.failed}
+                "too_big": agent.guard.too_big, "bulk_cut": agent.guard.cut, "failed": agent.guard.failed,
+                **replay_stats(agent)}
 
 
 def child_main(fd: int) -> int:

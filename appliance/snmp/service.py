@@ -3,8 +3,8 @@
 Edge module (the agent's process, loop timers, the host clock for sysUpTime, the engine ID file).  The agent itself
 runs in a process of its own at idle CPU priority (``snmp/process.py``): pysnmp spends a millisecond or more of CPU
 on a GETBULK, and a walking NMS must not take that from NTP and PTP.  This part, on the appliance's loop, reads the
-settings and the users file, starts that process and publishes the status to it twice a second (with the alarm
-table's indices); runs its SET of applianceClockForcedHoldover through the same command path as the control socket
+settings and the users file, starts that process (telling it the engine ID and where the engine boots count is
+kept) and publishes the status to it twice a second (with the alarm table's indices); runs its SET of applianceClockForcedHoldover through the same command path as the control socket
 and the console (so it is audited, with the SNMPv3 user as its actor); and builds the notifications (routed events,
 failed console logins from the audit trail, output faults, failed SNMP authentication) from the status of the
 moment, posting each to the agent to send.
@@ -101,7 +101,7 @@ class SnmpPart:
                  "max_requests_per_s": float(config.snmp.max_requests_per_s),
                  "community": config.snmp.community, "users": users,
                  "allow_noauth_v3": config.snmp.v3_allow_without_privacy, "receivers": receivers,
-                 "engine_id": engine_id(config, pen)}
+                 "engine_id": engine_id(config, pen), "boots_file": str(config.state_path() / "snmp-engine-boots")}
         for user in users:  # refused at start, with its reason, rather than by the agent's process
             security_level(user, config.snmp.v3_allow_without_privacy)
         start = {"pen": pen, "system": self.system, "started_mono": self._started, "agent": agent,
@@ -241,9 +241,15 @@ class SnmpPart:
     def status(self) -> dict[str, Any]:
         r = self.process.report
         counters = {k: int(r.get(k, 0)) for k in ("send_errors", "denied", "rate_limited", "malformed", "paced",
-                                                      "too_big", "bulk_cut", "failed")}
+                                                      "too_big", "bulk_cut", "failed", "replay_dropped",
+                                                      "replay_refused", "replay_cached")}
         # too_big, bulk_cut, failed: responses over the bound of limits.py (refused tooBig), GETBULKs cut short,
-        # requests answered genErr
+        # requests answered genErr; replay_dropped: authenticated SETs received again inside the time window,
+        # dropped unanswered; replay_refused: SETs refused (resourceUnavailable) as the replay check could not
+        # remember them; replay_cached: the SETs remembered now.  standard: the SNMPv2-MIB, SNMP-MPD-MIB and USM
+        # counters by their MIB names (usmStatsNotInTimeWindows, usmStatsWrongDigests, snmpInBadCommunityNames ...).
+        # All count since the agent's process started.
+        standard = {str(k): int(v) for k, v in (r.get("standard") or {}).items()}
         return {"enabled": True, "listen": self.listen, "port": self.port, "error": self.process.error,
                 "serving": bool(r.get("serving", False)), "notifications": self.notifications, **counters,
-                "process": self.process.process_status()}
+                "standard": standard, "process": self.process.process_status()}

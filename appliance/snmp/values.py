@@ -89,6 +89,11 @@ def _nts(s: Snap) -> dict[str, Any]:
     return (s.status["outputs"].get("ntp") or {}).get("nts") or {}
 
 
+def _snmp(s: Snap) -> dict[str, Any]:
+    """The SNMP agent's own part of the status (its counters); empty when the agent is off."""
+    return s.status["outputs"].get("snmp") or {}
+
+
 def _ntp_total(s: Snap, *keys: str) -> int | None:
     ntp = s.status["outputs"].get("ntp") or {}
     totals = ntp.get("totals")
@@ -192,7 +197,12 @@ SCALARS: dict[str, Callable[[Snap], Any]] = {
     "applianceNtsKeFailures": lambda s: _nts(s).get("tls_failures", 0) + _nts(s).get("ke_errors", 0),
     "applianceNtsCookieKeyAge": lambda s: _clamp32(-1 if _nts(s).get("cookie_key_age_s") is None
                                                    else _nts(s)["cookie_key_age_s"]),
+    "applianceSnmpReplayDropped": lambda s: _snmp(s).get("replay_dropped", 0),
+    "applianceSnmpReplayRefused": lambda s: _snmp(s).get("replay_refused", 0),
+    "applianceSnmpReplayCached": lambda s: _snmp(s).get("replay_cached", 0),
 }
+# The objects the SNMP agent counts itself: it shows them as they are at each request (view.agent_items).
+AGENT_SCALARS = ("applianceSnmpReplayDropped", "applianceSnmpReplayRefused", "applianceSnmpReplayCached")
 
 Row = tuple[tuple[Any, ...], dict[str, Any]]  # (index values, column name -> value)
 

@@ -3,8 +3,11 @@
 Pure core.  ``build(table, status, ...)`` walks the objects the MIB declares (``mibgen.load_table``), asks
 ``values`` for each one's value, encodes it by the MIB's syntax (enumeration labels to numbers, TruthValue, UTF-8
 text up to its size, DateAndTime in UTC, integers clamped to their range) and adds the SNMPv2-MIB system group
-(RFC 3418) and the NTPv4-MIB (RFC 5907) entity information and status scalars.  GET is a lookup, GETNEXT a bisection.  Values are (pysnmp type name, Python value) pairs; the agent
-makes pysnmp objects of them.
+(RFC 3418) and the NTPv4-MIB (RFC 5907) entity information and status scalars, and the standard counters the agent
+keeps (SNMPv2-MIB snmp group, SNMP-MPD-MIB snmpMPDStats, SNMP-USER-BASED-SM-MIB usmStats).  GET is a lookup,
+GETNEXT a bisection.  Values are (pysnmp type name, Python value) pairs; the agent makes pysnmp objects of them.
+``agent_items`` are the objects whose values the agent itself counts: it lays them over a view between rebuilds
+(``MibView.replaced``), so a manager reads those counters as they are now.
 """
 
 from __future__ import annotations
@@ -15,13 +18,31 @@ from dataclasses import dataclass
 from typing import Any
 
 from appliance.leap import UtcTime
-from appliance.snmp.values import SCALARS, Snap, Stamp, tables
+from appliance.snmp.values import AGENT_SCALARS, SCALARS, Snap, Stamp, tables
 
 OID = tuple[int, ...]
 Value = tuple[str, Any]
 SYSTEM = (1, 3, 6, 1, 2, 1, 1)  # SNMPv2-MIB system group (RFC 3418)
 NTPV4 = (1, 3, 6, 1, 2, 1, 197, 1)  # NTPv4-MIB ntpSnmpMIBObjects (RFC 5907): ntpEntInfo .1, ntpEntStatus .2
 NTP_UNIX_OFFSET_S = 2_208_988_800
+# The standard counters the agent keeps (appliance/snmp/agent.py STANDARD_COUNTERS), by name: Counter32 scalars.
+STANDARD_COUNTERS: dict[str, OID] = {
+    # SNMPv2-MIB snmp group (RFC 3418)
+    "snmpInPkts": (1, 3, 6, 1, 2, 1, 11, 1), "snmpInBadVersions": (1, 3, 6, 1, 2, 1, 11, 3),
+    "snmpInBadCommunityNames": (1, 3, 6, 1, 2, 1, 11, 4), "snmpInBadCommunityUses": (1, 3, 6, 1, 2, 1, 11, 5),
+    "snmpInASNParseErrs": (1, 3, 6, 1, 2, 1, 11, 6), "snmpSilentDrops": (1, 3, 6, 1, 2, 1, 11, 31),
+    "snmpProxyDrops": (1, 3, 6, 1, 2, 1, 11, 32),
+    # SNMP-MPD-MIB snmpMPDStats (RFC 3412)
+    "snmpUnknownSecurityModels": (1, 3, 6, 1, 6, 3, 11, 2, 1, 1), "snmpInvalidMsgs": (1, 3, 6, 1, 6, 3, 11, 2, 1, 2),
+    "snmpUnknownPDUHandlers": (1, 3, 6, 1, 6, 3, 11, 2, 1, 3),
+    # SNMP-USER-BASED-SM-MIB usmStats (RFC 3414)
+    "usmStatsUnsupportedSecLevels": (1, 3, 6, 1, 6, 3, 15, 1, 1, 1),
+    "usmStatsNotInTimeWindows": (1, 3, 6, 1, 6, 3, 15, 1, 1, 2),
+    "usmStatsUnknownUserNames": (1, 3, 6, 1, 6, 3, 15, 1, 1, 3),
+    "usmStatsUnknownEngineIDs": (1, 3, 6, 1, 6, 3, 15, 1, 1, 4),
+    "usmStatsWrongDigests": (1, 3, 6, 1, 6, 3, 15, 1, 1, 5),
+    "usmStatsDecryptionErrors": (1, 3, 6, 1, 6, 3, 15, 1, 1, 6),
+}
 _BASE_KIND = {"Integer32": "Integer32", "INTEGER": "Integer32", "Unsigned32": "Unsigned32", "Gauge32": "Gauge32",
               "Counter32": "Counter32", "Counter64": "Counter64", "TimeTicks": "TimeTicks",
               "OCTET STRING": "OctetString", "OBJECT IDENTIFIER": "ObjectIdentifier", "IpAddress": "IpAddress"}
@@ -68,6 +89,15 @@ class MibView:
 
     def writable(self, oid: OID) -> bool:
         return oid in self._writable
+
+    def replaced(self, items: Sequence[tuple[OID, Value]]) -> MibView:
+        """This view with the values of ``items`` put in where their OIDs already are (others are left out)."""
+        values = list(self._values)
+        for oid, value in items:
+            i = bisect.bisect_left(self._oids, oid)
+            if i < len(self._oids) and self._oids[i] == oid:
+                values[i] = value
+        return MibView(list(zip(self._oids, values)), self._declared, self._writable)  # sorted already: O(n)
 
 
 def date_and_time(utc: UtcTime) -> bytes:
@@ -144,6 +174,28 @@ def ntpv4(status: dict[str, Any], uptime_ticks: int, posix_ns: Callable[[int], i
     ]
 
 
+def standard_counters(snmp: dict[str, Any]) -> list[tuple[OID, Value]]:
+    """The standard counters in the SNMP agent's status (``outputs.snmp.standard``), as Counter32 instances."""
+    counts = snmp.get("standard") or {}
+    return [(oid + (0,), ("Counter32", int(counts[name]) % 2**32)) for name, oid in STANDARD_COUNTERS.items()
+            if name in counts]
+
+
+def agent_items(table: Sequence[Any], status: dict[str, Any]) -> list[tuple[OID, Value]]:
+    """The instances whose values the agent counts itself: the standard counters and the appliance MIB's
+    ``AGENT_SCALARS``, from ``status`` (whose ``outputs.snmp`` carries the agent's counters)."""
+    snap = Snap(status)
+    items = standard_counters(status["outputs"].get("snmp") or {})
+    for obj in table:
+        if obj.name in AGENT_SCALARS:
+            items.append((obj.oid + (0,), encode(obj, SCALARS[obj.name](snap), _no_utc)))
+    return items
+
+
+def _no_utc(tai_ns: int) -> UtcTime:
+    raise ValueError("the agent's own counters carry no DateAndTime")
+
+
 def _index_suffix(index: tuple[Any, ...], columns: dict[str, Any]) -> OID:
     out: list[int] = []
     for value, name in index:
@@ -171,6 +223,9 @@ def build(table: Sequence[Any], status: dict[str, Any], system: System, utc_of: 
         standard = ntpv4(status, system.uptime_ticks, posix_ns)
         items += standard
         declared += [oid[:-1] for oid, _ in standard]
+    counters = standard_counters(status["outputs"].get("snmp") or {})
+    items += counters
+    declared += [oid[:-1] for oid, _ in counters]
     writable: list[OID] = []
     by_name = {o.name: o for o in table}
     row_sources = tables(alarm_index)
