@@ -1,15 +1,15 @@
 """SNMPv3 users: the TOML file of USM users and the ``appliance snmp`` command line (users, receivers, the MIB).
 
 Edge module (files, terminal).  The users file holds passphrases (as net-snmp's snmpd.conf does with createUser), so
-it is written with mode 0600 and a file readable by others is refused at start.  Passphrases are read from the
-terminal or standard input, never taken as arguments, and never printed or logged.
+it is written with mode 0600 (atomically, never through a symbolic link) and a file readable by others, or a link,
+is refused at start.  Passphrases are read from the terminal or standard input, never taken as arguments, and never
+printed or logged.
 """
 
 from __future__ import annotations
 
 import argparse
 import getpass
-import os
 import re
 import stat
 import sys
@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from appliance.edge.persist import read_private, write_private
 from appliance.snmp.agent import AUTH, PRIV, TrapReceiver, V3User
 
 MIN_PASSPHRASE = 8  # RFC 3414 11.2: USM passphrases of at least 8 octets
@@ -35,7 +36,7 @@ def load_users(path: Path) -> list[V3User]:
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise SnmpConfigError(f"{path}: holds SNMPv3 passphrases but is readable by others (chmod 600 it)")
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_private(path).decode("utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise SnmpConfigError(f"{path}: {exc}") from None
     users = []
@@ -68,11 +69,7 @@ def save_users(path: Path, users: list[V3User]) -> None:
         lines += ["\n[[user]]\n", f"name = {_q(u.name)}\n", f"auth = {_q(u.auth)}\n", f"auth_key = {_q(u.auth_key)}\n",
                   f"priv = {_q(u.priv)}\n", f"priv_key = {_q(u.priv_key)}\n", f"write = {'true' if u.write else 'false'}\n"]
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.writelines(lines)
-    os.replace(tmp, path)
+    write_private(path, "".join(lines).encode("utf-8"), mode=0o600)  # never through a symbolic link
 
 
 def _q(text: str) -> str:
