@@ -314,7 +314,9 @@ def render(d: dict[str, Any]) -> str:
         lines.append("SNMP agent      : " + (f"NOT SERVING: {snmp['error']}" if snmp["error"] else
                                              f"{snmp['listen']} port {snmp['port']}, {snmp['notifications']} "
                                              f"notifications sent ({snmp['send_errors']} failed), "
-                                             f"{snmp['denied']} denied, {snmp['rate_limited']} rate-limited"))
+                                             f"{snmp['denied']} denied, {snmp['rate_limited']} rate-limited, "
+                                             f"{snmp.get('replay_dropped', 0)} replayed SETs dropped, "
+                                             f"{_auth_failures(snmp)} authentication failures"))
     audit = (d.get("outputs") or {}).get("audit")
     if audit and audit.get("enabled"):
         lines.append(f"Audit trail     : {audit['records']} records, head {audit['head_hash'][:16]}"
@@ -435,3 +437,10 @@ def _fix_name(epoch: dict[str, Any]) -> str:
 
 def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in Counter(counts).most_common())
+
+
+def _auth_failures(snmp: dict[str, Any]) -> int:
+    """SNMP requests refused by authentication: wrong digest, unknown user, outside the time window, bad community."""
+    standard = snmp.get("standard") or {}
+    return sum(int(standard.get(name, 0)) for name in ("usmStatsWrongDigests", "usmStatsUnknownUserNames",
+                                                         "usmStatsNotInTimeWindows", "snmpInBadCommunityNames"))

@@ -54,6 +54,7 @@ class StatusCollector(Collector):
         yield active
         yield from _ntp(s["outputs"].get("ntp") or {})
         yield from _ptp(s["outputs"].get("ptp") or {})
+        yield from _snmp(s["outputs"].get("snmp") or {})
 
 
 def _gauge(name: str, help_text: str, value: float | None) -> GaugeMetricFamily:
@@ -121,3 +122,22 @@ def view(ctx: Any) -> Callable[[], Response]:
     def metrics() -> Response:
         return Response(generate_latest(registry), mimetype="text/plain; version=0.0.4; charset=utf-8")
     return metrics
+
+
+def _snmp(snmp: dict[str, Any]) -> Iterator[Metric]:
+    """The SNMP agent's security counters (they restart at zero with the agent's process)."""
+    if not snmp.get("enabled"):
+        return
+    replays = CounterMetricFamily("appliance_snmp_set_replays", "Authenticated SNMPv3 SETs dropped as replays "
+                                  "(dropped) or refused as the replay check could not remember them (refused)",
+                                  labels=["outcome"])
+    replays.add_metric(["dropped"], snmp.get("replay_dropped", 0))
+    replays.add_metric(["refused"], snmp.get("replay_refused", 0))
+    yield replays
+    yield _gauge("appliance_snmp_set_replay_cache_entries", "Authenticated SETs remembered inside the time window",
+                 snmp.get("replay_cached", 0))
+    standard = CounterMetricFamily("appliance_snmp_security", "SNMP agent counters by MIB object (usmStats, "
+                                   "SNMPv2-MIB snmp group, SNMP-MPD-MIB snmpMPDStats)", labels=["object"])
+    for name, value in sorted((snmp.get("standard") or {}).items()):
+        standard.add_metric([name], value)
+    yield standard

@@ -78,7 +78,7 @@ EDGES = {
     "web.settings_edit": "writes the settings changed from the console",
     "snmp.agent": "the pysnmp agent: UDP sockets, USM and VACM, notifications",
     "snmp.service": "the agent of a running appliance: loop timers, the host clock for sysUpTime, the engine ID file",
-    "snmp.process": "the SNMP agent's own process: its main, the agent's thread and event loop",
+    "snmp.process": "the SNMP agent's own process: its main, the agent's thread and event loop, the engine boots file",
     "snmp.users": "the SNMPv3 users file (mode 0600) and appliance snmp: passphrases from the terminal",
     "snmp.mibgen": "reads the MIB, compiles it with pysmi and reads the compiled JSON",
 }
