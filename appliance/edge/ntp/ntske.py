@@ -1,12 +1,22 @@
 """The NTS-KE server (RFC 8915 §4) and the cookie keys it shares with the NTP workers.
 
-I/O edge.  A process of its own (TLS handshakes cost milliseconds of CPU each; they never run in an NTP worker or
-the appliance's main loop): TCP on ``port`` (4460), TLS 1.3 only with ALPN ``ntske/1`` (pyOpenSSL: Python's ``ssl``
-module has no TLS exporter, which §5.1 needs), at most ``max_connections`` at once, each bounded to
-``CONNECTION_TIMEOUT_S`` and ``nts.MAX_KE_REQUEST`` bytes, and a per-client rate limit on new connections (the same
-token bucket as the NTP server's).  The protocol itself is ``appliance.protocol.ntp.nts``.
+I/O edge.  A process of its own, at the console's idle priority (TLS handshakes cost milliseconds of CPU each;
+they never run in an NTP worker or the appliance's main loop, nor take CPU from them): TCP on ``port`` (4460),
+TLS 1.3 only with ALPN ``ntske/1`` (pyOpenSSL: Python's ``ssl`` module has no TLS exporter, which §5.1 needs; a
+ClientHello without ``ntske/1`` is refused with the no_application_protocol alert before OpenSSL sees it), and a
+per-client rate limit on new connections (the same token bucket as the NTP server's).  The protocol itself is
+``appliance.protocol.ntp.nts``.
 
-The cookie master keys live in the state directory (``nts/cookie_keys.json``, mode 0600, replaced atomically).
+Connections are held by ``KeGate``: the whole exchange (handshake, request, answer) within
+``CONNECTION_TIMEOUT_S`` of the accept, at most ``max_connections`` at once and ``per_client_slots`` of them per
+client (an IPv4 address or an IPv6 /64).  A client over its share pushes out its own oldest unfinished exchange; a
+new connection when every slot is held pushes out an unfinished handshake: first one that has not even sent its
+whole ClientHello, of the client holding the most, the oldest.  A trickle of bytes therefore holds a slot for at
+most the deadline and never keeps others out, and a real client, whose handshake takes milliseconds, gets in
+beside it.
+
+The cookie master keys live in the state directory (``nts/cookie_keys.json``, mode 0600, replaced atomically,
+never written or read through a symbolic link: ``appliance.edge.persist.write_private``/``read_private``).
 This process makes the first, rotates every ``rotation_s`` and keeps ``KEYS_KEPT``, so a cookie stays good for
 at least ``(KEYS_KEPT - 1) x rotation_s``; the workers reload the file when it changes.  Without a configured
 certificate a self-signed one (ECDSA P-256, the names and addresses of ``nts_server_names``) is made in the state
@@ -16,6 +26,7 @@ directory once, for clients told to trust it (chrony: ``ntstrustedcerts``).
 from __future__ import annotations
 
 import datetime
+import enum
 import ipaddress
 import json
 import logging
@@ -29,16 +40,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from appliance.edge.proc import die_with_parent
+from appliance.edge.persist import read_private, refuse_link, write_private
+from appliance.edge.proc import die_with_parent, lower_priority
 from appliance.protocol import limits
 from appliance.protocol.ntp import nts
+from appliance.units import NS_PER_S
 
 log = logging.getLogger("appliance.ntske")
 KEYS_KEPT = 4
-CONNECTION_TIMEOUT_S = 5.0
+CONNECTION_TIMEOUT_S = 5.0  # the whole exchange: TLS handshake, request and answer (milliseconds on a good link)
+SLOTS_PER_CLIENT = 8  # at most, and at most a quarter of max_connections (an NTS client opens one at a time)
+CAP_NOTE_NS = 10 * NS_PER_S  # at most one log line per this about connections pushed out
 # shared counters (multiprocessing Array of 'q'), read by the service for status
 COUNTERS = ("sessions", "tls_failures", "ke_errors", "rate_limited", "busy", "active", "key_id", "key_created_s",
-            "heartbeat_s", "pid")
+            "heartbeat_s", "pid", "evicted", "timed_out", "no_alpn")
 
 
 # --- cookie keys --------------------------------------------------------------------------------------------------
@@ -46,7 +61,7 @@ COUNTERS = ("sessions", "tls_failures", "ke_errors", "rate_limited", "busy", "ac
 def load_keys(path: Path) -> list[nts.MasterKey]:
     """The master keys in ``path``, oldest first; ValueError if the file is not a key file."""
     try:
-        raw = json.loads(path.read_text())
+        raw = json.loads(read_private(path))
         keys = [nts.MasterKey(int(k["id"]), bytes.fromhex(k["key"]), int(k["created_s"])) for k in raw["keys"]]
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{path}: not an NTS cookie key file ({exc})") from None
@@ -56,19 +71,16 @@ def load_keys(path: Path) -> list[nts.MasterKey]:
 
 
 def save_keys(path: Path, keys: list[nts.MasterKey]) -> None:
+    """Write the key file atomically, 0600; UnsafePathError naming ``path`` when it is a symbolic link."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump({"keys": [{"id": k.key_id, "key": k.key.hex(), "created_s": k.created_s} for k in keys]}, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    doc = {"keys": [{"id": k.key_id, "key": k.key.hex(), "created_s": k.created_s} for k in keys]}
+    write_private(path, json.dumps(doc).encode(), mode=0o600)
 
 
 def rotate_if_due(path: Path, now_s: int, rotation_s: int) -> list[nts.MasterKey]:
     """The keys, with a new one added (and the oldest beyond KEYS_KEPT dropped) when the newest is ``rotation_s``
-    old or there are none or the file is unreadable (said in the log)."""
+    old or there are none or the file is unreadable (said in the log).  A symbolic link at ``path`` raises
+    UnsafePathError naming it: the keys are never read from or written into a file someone else planted."""
     try:
         keys = load_keys(path)
     except FileNotFoundError:
@@ -116,7 +128,11 @@ class JarFile:
 # --- certificate ----------------------------------------------------------------------------------------------------
 
 def ensure_certificate(cert_path: Path, key_path: Path, names: tuple[str, ...]) -> None:
-    """A self-signed ECDSA P-256 certificate for ``names`` (DNS names and IP addresses), made once."""
+    """A self-signed ECDSA P-256 certificate for ``names`` (DNS names and IP addresses), made once.  UnsafePathError
+    naming the path when either file is a symbolic link (the appliance's own key is never read or written through
+    one)."""
+    refuse_link(key_path)
+    refuse_link(cert_path)
     if cert_path.exists() and key_path.exists():
         return
     from cryptography import x509
@@ -140,12 +156,125 @@ def ensure_certificate(cert_path: Path, key_path: Path, names: tuple[str, ...]) 
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
             .sign(key, hashes.SHA256()))
     cert_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                  serialization.NoEncryption()))
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    write_private(key_path, key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                              serialization.NoEncryption()), mode=0o600)
+    write_private(cert_path, cert.public_bytes(serialization.Encoding.PEM), mode=0o644)  # public, for clients
     log.info("made a self-signed NTS-KE certificate for %s: %s", ", ".join(names), cert_path)
+
+
+# --- which connections are held -------------------------------------------------------------------------------------
+
+class Stage(enum.Enum):
+    HELLO = "hello"  # accepted, no whole ClientHello yet (a real client sends it with its first segment)
+    HANDSHAKE = "handshake"  # the ClientHello in hand, TLS not finished
+    REQUEST = "request"  # TLS done, the request not yet whole
+    ANSWER = "answer"  # the request whole: being answered (milliseconds; never pushed out)
+
+
+# The unfinished stages, in the order they are pushed out: a trickle of bytes stays in HELLO, where a real client
+# spends no time, and a client that got further has cost the server a handshake.
+EVICTION_ORDER = {Stage.HELLO: 0, Stage.HANDSHAKE: 1, Stage.REQUEST: 2}
+
+
+def client_of(address: str) -> str:
+    """The client a connection counts against: an IPv4 address (also when IPv4-mapped) or an IPv6 /64."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return str(ip)
+
+
+def per_client_slots(max_connections: int) -> int:
+    """How many of ``max_connections`` one client may hold at once."""
+    return max(1, min(SLOTS_PER_CLIENT, max_connections // 4))
+
+
+@dataclass
+class _Held:
+    client: str
+    stage: Stage
+    deadline_ns: int
+
+
+class KeGate:
+    """The NTS-KE connections held, by key (handed out in order: a smaller key is an older connection).
+
+    Pure: no sockets, no clock (calls take ``now_ns``).  The server asks it what to close."""
+
+    def __init__(self, max_connections: int, per_client: int, exchange_ns: int) -> None:
+        self.max_connections, self.per_client, self.exchange_ns = max_connections, per_client, exchange_ns
+        self._held: dict[int, _Held] = {}
+        self._next_key = 1
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def admit(self, address: str, now_ns: int) -> tuple[int | None, list[int]]:
+        """A connection just accepted from ``address``: its key (None: refused, every slot it could take is busy
+        answering) and the keys to close to make room for it."""
+        client = client_of(address)
+        victim: int | None = None
+        if self.held_by(client) >= self.per_client:
+            victim = self._oldest_waiting(client)
+            if victim is None:
+                return None, []
+        elif len(self._held) >= self.max_connections:
+            victim = self._victim()
+            if victim is None:
+                return None, []
+        if victim is not None:
+            self.release(victim)
+        key, self._next_key = self._next_key, self._next_key + 1
+        self._held[key] = _Held(client, Stage.HELLO, now_ns + self.exchange_ns)
+        return key, [] if victim is None else [victim]
+
+    def move(self, key: int, stage: Stage) -> bool:
+        """``key`` reached ``stage`` (its deadline stays the exchange's); False when it was let go meanwhile."""
+        held = self._held.get(key)
+        if held is None:
+            return False
+        held.stage = stage
+        return True
+
+    def release(self, key: int) -> None:
+        self._held.pop(key, None)
+
+    def expired(self, now_ns: int) -> list[int]:
+        """The connections past their deadline, oldest first, let go."""
+        late = [k for k, h in self._held.items() if h.deadline_ns <= now_ns]
+        for key in late:
+            del self._held[key]
+        return late
+
+    def next_deadline_ns(self) -> int | None:
+        return min((h.deadline_ns for h in self._held.values()), default=None)
+
+    def held_by(self, client: str) -> int:
+        return sum(1 for h in self._held.values() if h.client == client)
+
+    def client(self, key: int) -> str | None:
+        held = self._held.get(key)
+        return held.client if held else None
+
+    def _oldest_waiting(self, client: str) -> int | None:
+        """``client``'s least advanced unfinished exchange (the oldest of them), if any."""
+        mine = [(EVICTION_ORDER[h.stage], k) for k, h in self._held.items()
+                if h.client == client and h.stage in EVICTION_ORDER]
+        return min(mine)[1] if mine else None
+
+    def _victim(self) -> int | None:
+        """The least advanced unfinished exchange; of those, one of the client holding the most; the oldest."""
+        held: dict[str, int] = {}
+        for h in self._held.values():
+            held[h.client] = held.get(h.client, 0) + 1
+        waiting = [(EVICTION_ORDER[h.stage], -held[h.client], k) for k, h in self._held.items()
+                   if h.stage in EVICTION_ORDER]
+        return min(waiting)[2] if waiting else None
 
 
 # --- the server -----------------------------------------------------------------------------------------------------
@@ -168,13 +297,24 @@ class NoAlpn(Exception):
     """A client that does not offer ntske/1."""
 
 
-def tls_context(cert: str, key: str) -> Any:
+def own_key(config: KeConfig) -> bool:
+    """Whether the private key is the appliance's own (beside the cookie keys, in the state directory): read without
+    following a link.  An operator's key may be a link (certbot's live/ directory is made of them)."""
+    return Path(config.private_key).parent == Path(config.keys_path).parent
+
+
+def tls_context(cert: str, key: str, private: bool = False) -> Any:
+    """The server's TLS context; ``private``: ``key`` is read with ``read_private`` (UnsafePathError on a link)."""
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
     from OpenSSL import SSL
 
     ctx = SSL.Context(SSL.TLS_SERVER_METHOD)
     ctx.set_min_proto_version(SSL.TLS1_3_VERSION)
     ctx.use_certificate_chain_file(cert)
-    ctx.use_privatekey_file(key)
+    if private:
+        ctx.use_privatekey(load_pem_private_key(read_private(Path(key)), None))
+    else:
+        ctx.use_privatekey_file(key)
     ctx.check_privatekey()
 
     def select_alpn(_conn: Any, offered: list[bytes]) -> bytes:
@@ -190,10 +330,15 @@ class KeServer:
     def __init__(self, config: KeConfig, counters: Any) -> None:
         self.config = config
         self.counters = counters
-        self.ctx = tls_context(config.certificate, config.private_key)
+        self.ctx = tls_context(config.certificate, config.private_key, own_key(config))
         self.limiter = limits.RateLimiter(config.rate_per_s, config.burst)
-        self.slots = threading.BoundedSemaphore(config.max_connections)
+        self.gate = KeGate(config.max_connections, per_client_slots(config.max_connections),
+                           int(CONNECTION_TIMEOUT_S * NS_PER_S))
+        self.socks: dict[int, socket.socket] = {}
+        self.gate_lock = threading.Lock()  # the gate and socks: the accept loop and the session threads
         self.lock = threading.Lock()
+        self.cap_noted_ns: int | None = None
+        self.key_error = ""
         self.keys = rotate_if_due(Path(config.keys_path), int(time.time()), config.rotation_s)
         self.jar = nts.CookieJar(self.keys, os.urandom)
         self._publish_key()
@@ -207,7 +352,14 @@ class KeServer:
         self.counters[COUNTERS.index("key_created_s")] = self.jar.current.created_s
 
     def tick(self, now_s: int) -> None:
-        keys = rotate_if_due(Path(self.config.keys_path), now_s, self.config.rotation_s)
+        try:
+            keys = rotate_if_due(Path(self.config.keys_path), now_s, self.config.rotation_s)
+        except OSError as exc:  # a link planted at the key file, a full disk: serve on with the keys held
+            if str(exc) != self.key_error:
+                log.error("NTS cookie keys not rotated: %s", exc)
+            self.key_error = str(exc)
+            return
+        self.key_error = ""
         if keys != self.keys:
             with self.lock:
                 self.keys, self.jar = keys, nts.CookieJar(keys, os.urandom)
@@ -215,39 +367,104 @@ class KeServer:
         self.counters[COUNTERS.index("heartbeat_s")] = now_s
 
     def admit(self, sock: socket.socket, addr: Any) -> None:
-        if self.limiter.check(addr[0].split("%", 1)[0], time.monotonic_ns()) is not limits.Limit.PASS:
+        now = time.monotonic_ns()
+        if self.limiter.check(addr[0].split("%", 1)[0], now) is not limits.Limit.PASS:
             self._count("rate_limited")
             sock.close()
             return
-        if not self.slots.acquire(blocking=False):
+        with self.gate_lock:
+            key, evicted = self.gate.admit(str(addr[0]), now)
+            for old in evicted:
+                self._cut(old)
+            if key is not None:
+                self.socks[key] = sock
+        if key is None:
             self._count("busy")
             sock.close()
             return
-        threading.Thread(target=self._serve, args=(sock, addr), daemon=True).start()
-
-    def _serve(self, sock: socket.socket, addr: Any) -> None:
-        self._count("active")
+        if evicted:
+            self._count("evicted", len(evicted))
+            self._note(now, f"connections that had not finished their key exchange closed to make room (the newest "
+                            f"from {client_of(str(addr[0]))}; at most {self.gate.per_client} per client, "
+                            f"{self.gate.max_connections} in all)")
         try:
-            self.session(sock, addr)
-        finally:
-            self._count("active", -1)
-            self.slots.release()
+            threading.Thread(target=self._serve, args=(sock, addr, key, now), daemon=True).start()
+        except RuntimeError as exc:  # no more threads: this connection only is let go
+            log.warning("NTS-KE from %s: not served: %s", addr[0], exc)
+            self._finish(key, sock)
+
+    def reap(self, now_ns: int) -> float:
+        """Cut the connections past their deadline; the seconds until the next one is due (at most 1)."""
+        with self.gate_lock:
+            late = self.gate.expired(now_ns)
+            for key in late:
+                self._cut(key)
+            due = self.gate.next_deadline_ns()
+        if late:
+            self._count("timed_out", len(late))
+            self._note(now_ns, f"{len(late)} connection(s) closed unfinished {CONNECTION_TIMEOUT_S:g} s after "
+                               "their accept")
+        return 1.0 if due is None else min(1.0, max(0.01, (due - now_ns) / NS_PER_S))
+
+    def _cut(self, key: int) -> None:
+        """End ``key``'s exchange now (gate_lock held): its thread's next or current read or write fails, and the
+        thread closes the socket (never closed here: its descriptor could be reused under the thread)."""
+        sock = self.socks.get(key)
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _note(self, now_ns: int, what: str) -> None:
+        """A log line about connections let go, at most one per CAP_NOTE_NS (a flood must not flood the log)."""
+        if self.cap_noted_ns is not None and now_ns - self.cap_noted_ns < CAP_NOTE_NS:
+            return
+        self.cap_noted_ns = now_ns
+        log.info("NTS-KE: %s (counted in status: evicted, timed_out)", what)
+
+    def _was_cut(self, key: int) -> bool:
+        """Whether the gate let ``key`` go (pushed out or late): counted and noted there, not as a failure."""
+        with self.gate_lock:
+            return self.gate.client(key) is None
+
+    def _finish(self, key: int, sock: socket.socket) -> None:
+        with self.gate_lock:
+            self.gate.release(key)
+            self.socks.pop(key, None)
             sock.close()
 
-    def session(self, sock: socket.socket, addr: Any) -> None:
+    def _serve(self, sock: socket.socket, addr: Any, key: int, accepted_ns: int) -> None:
+        self._count("active")
+        try:
+            self.session(sock, addr, key, accepted_ns)
+        finally:
+            self._count("active", -1)
+            self._finish(key, sock)
+
+    def _move(self, key: int, stage: Stage) -> bool:
+        with self.gate_lock:
+            return self.gate.move(key, stage)
+
+    def session(self, sock: socket.socket, addr: Any, key: int, accepted_ns: int) -> None:
         from OpenSSL import SSL
 
-        deadline = time.monotonic() + CONNECTION_TIMEOUT_S
-        _io_timeout(sock, CONNECTION_TIMEOUT_S)
+        deadline = accepted_ns / NS_PER_S + CONNECTION_TIMEOUT_S  # time.monotonic's scale
+        if not self._offers_ntske(sock, addr, key, deadline) or not self._move(key, Stage.HANDSHAKE):
+            return
+        _io_timeout(sock, max(0.01, deadline - time.monotonic()))
         conn = SSL.Connection(self.ctx, sock)
         conn.set_accept_state()
         try:
             conn.do_handshake()
             if conn.get_alpn_proto_negotiated() != nts.ALPN:
                 raise SSL.Error("no ntske/1 ALPN")
+            if not self._move(key, Stage.REQUEST):
+                raise OSError("closed to make room for another client")
         except (SSL.Error, OSError, NoAlpn) as exc:
-            self._count("tls_failures")
-            log.info("NTS-KE from %s: TLS failed: %s", addr[0], exc or type(exc).__name__)
+            if not self._was_cut(key):
+                self._count("tls_failures")
+                log.info("NTS-KE from %s: TLS failed: %s", addr[0], exc or type(exc).__name__)
             return
         data = b""
         try:
@@ -265,6 +482,7 @@ class KeServer:
                 if not chunk:
                     raise nts.KeError(nts.ERR_BAD_REQUEST, "connection closed before End of Message")
                 data += chunk
+            self._move(key, Stage.ANSWER)
             c2s_ctx, s2c_ctx = nts.exporter_contexts()
             c2s = conn.export_keying_material(nts.EXPORTER_LABEL, nts.KEY_LEN, c2s_ctx)
             s2c = conn.export_keying_material(nts.EXPORTER_LABEL, nts.KEY_LEN, s2c_ctx)
@@ -274,18 +492,57 @@ class KeServer:
             answer = nts.ke_respond(records, c2s, s2c, jar, port=port)
             self._count("sessions")
         except nts.KeError as exc:
+            if self._was_cut(key):
+                return
             self._count("ke_errors")
             log.info("NTS-KE from %s: error %d: %s", addr[0], exc.code, exc)
             answer = nts.error_response(exc.code)
         except (SSL.Error, OSError) as exc:
-            self._count("tls_failures")
-            log.info("NTS-KE from %s: %s", addr[0], exc)
+            if not self._was_cut(key):
+                self._count("tls_failures")
+                log.info("NTS-KE from %s: %s", addr[0], exc or type(exc).__name__)
             return
         try:
+            _io_timeout(sock, max(0.01, deadline - time.monotonic()))
             conn.sendall(answer)
             conn.shutdown()
         except (SSL.Error, OSError):
             pass
+
+    def _offers_ntske(self, sock: socket.socket, addr: Any, key: int, deadline: float) -> bool:
+        """Whether the client's ClientHello offers ntske/1, read ahead of OpenSSL (left in the socket for it).  One
+        that does not is answered with the no_application_protocol alert (RFC 8915 §4, RFC 7301 §3.2: OpenSSL sends
+        none when a client offers no ALPN at all) and closed; one that sent no whole ClientHello before the deadline
+        is closed; bytes that are not a TLS handshake are left for OpenSSL to refuse."""
+        try:
+            hello, want = None, 5
+            while hello is None:
+                _io_timeout(sock, max(0.01, deadline - time.monotonic()))
+                data = sock.recv(want, socket.MSG_PEEK | socket.MSG_WAITALL)
+                if len(data) < want:
+                    raise OSError("no whole ClientHello within the deadline" if data else "closed")
+                hello, want = nts.client_hello(data)
+            offered = nts.alpn_offered(hello)
+        except ValueError:
+            return True  # not TLS, or a ClientHello that does not parse: OpenSSL says so
+        except OSError as exc:
+            if not self._was_cut(key):
+                self._count("tls_failures")
+                log.info("NTS-KE from %s: TLS failed: %s", addr[0], exc.strerror or exc)
+            return False
+        if nts.ALPN in offered:
+            return True
+        self._count("tls_failures")
+        self._count("no_alpn")
+        log.info("NTS-KE from %s: no ntske/1 offered (ALPN %s): refused with the no_application_protocol alert",
+                 addr[0], b", ".join(offered).decode("ascii", "replace") or "none")
+        try:
+            sock.recv(want or len(data))  # read, so that closing sends the alert and a FIN, not a reset
+            sock.sendall(nts.NO_ALPN_ALERT)
+            sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        return False
 
 
 def _io_timeout(sock: socket.socket, seconds: float) -> None:
@@ -316,17 +573,18 @@ def ke_main(config: KeConfig, counters: Any) -> None:
     """Entry point of the NTS-KE process (spawned by the NTP service)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s nts-ke: %(message)s")
     die_with_parent()
+    lower_priority()  # before any thread starts: the session threads inherit it
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     counters[COUNTERS.index("pid")] = os.getpid()
     server = KeServer(config, counters)
     listener = open_listener(config.listen, config.port)
-    listener.settimeout(1.0)
     log.info("NTS-KE on %s port %d (TLS 1.3, ALPN ntske/1)", config.listen, config.port)
     try:
         while not stopping.is_set():
             server.tick(int(time.time()))
+            listener.settimeout(server.reap(time.monotonic_ns()))
             try:
                 sock, addr = listener.accept()
             except socket.timeout:

@@ -20,6 +20,7 @@ from appliance.protocol.clockmap import ClockMap
 from appliance.outputs.ntp.server import ServerConfig
 from appliance.edge.ntp.shm import COUNTER_NAMES, ClockSegment
 from appliance.edge.ntp.worker import config_dict, probe_port, worker_main
+from appliance.edge import persist
 from appliance.edge.ntp import ntske
 
 log = logging.getLogger("appliance.ntp")
@@ -85,11 +86,14 @@ class NtpService:
         from pathlib import Path
 
         cert, key = Path(ke.certificate), Path(ke.private_key)
+        own = ntske.own_key(ke)
+        if own:
+            persist.refuse_link(key)  # UnsafePathError naming it: the appliance's own key is never behind a link
         if not cert.exists() or not key.exists():
             if cert.exists() != key.exists() or not self.settings.nts_names:
                 raise ValueError(f"NTS: certificate {cert} or private key {key} missing")
             ntske.ensure_certificate(cert, key, self.settings.nts_names)
-        ntske.tls_context(str(cert), str(key))  # a broken certificate or key is a start-up error
+        ntske.tls_context(str(cert), str(key), own)  # a broken certificate or key is a start-up error
         ntske.rotate_if_due(Path(ke.keys_path), int(time.time()), ke.rotation_s)
         ntske.open_listener(ke.listen, ke.port).close()
 
@@ -170,7 +174,8 @@ class NtpService:
                 "restarts": self.ke.restarts if self.ke else 0,
                 "sessions": c.get("sessions", 0), "tls_failures": c.get("tls_failures", 0),
                 "ke_errors": c.get("ke_errors", 0), "rate_limited": c.get("rate_limited", 0),
-                "busy": c.get("busy", 0), "active": c.get("active", 0),
+                "busy": c.get("busy", 0), "active": c.get("active", 0), "evicted": c.get("evicted", 0),
+                "timed_out": c.get("timed_out", 0), "no_alpn": c.get("no_alpn", 0), "pid": c.get("pid", 0),
                 "cookie_key_id": f"{c.get('key_id', 0):08x}",
                 "cookie_key_age_s": max(0, int(time.time()) - created) if created else None,
                 "key_rotation_s": ke.rotation_s}

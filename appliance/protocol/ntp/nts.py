@@ -10,6 +10,8 @@ is the protocol:
   (unrecognised critical record, bad request) the RFC names.  The keys come from the TLS exporter (§5.1, label
   ``EXPORTER-network-time-security``, context protocol id || AEAD id || 0 for client-to-server, 1 for
   server-to-client).
+* **ALPN** (§4): ``client_hello`` and ``alpn_offered`` read the protocols a TLS ClientHello offers, so that the edge
+  can refuse one without ``ntske/1`` with ``NO_ALPN_ALERT`` (OpenSSL sends no alert when a client offers no ALPN).
 * **Cookies** (§6): the server's own format, ``key id (4) || nonce (16) || AES-SIV(master key, AEAD id (2) || 0 (2) ||
   C2S || S2C)``, 104 bytes, sealed under the newest master key and opened under any key still kept, so that a rotation does not
   invalidate the cookies clients hold.
@@ -128,6 +130,68 @@ def parse_ke_request(records: list[Record]) -> KeRequest:
     if protocols is None:
         raise KeError(ERR_BAD_REQUEST, "no Next Protocol Negotiation record")
     return KeRequest(tuple(protocols), tuple(aeads or ()))
+
+
+# --- the TLS ClientHello's ALPN (§4: a server MUST refuse a client that does not offer ntske/1, RFC 7301 §3.2) ---
+
+TLS_HANDSHAKE, TLS_CLIENT_HELLO, TLS_EXT_ALPN = 22, 1, 16
+MAX_CLIENT_HELLO = 16_384  # one TLS record's worth; a client sending more is not an NTS-KE client
+# A TLS alert record, fatal no_application_protocol (RFC 8446 §6, RFC 7301 §3.2), sent in clear: before the
+# ServerHello no keys exist to protect it.
+NO_ALPN_ALERT = bytes([21, 3, 3, 0, 2, 2, 120])
+
+
+def client_hello(data: bytes) -> tuple[bytes | None, int]:
+    """(the ClientHello message, 0) once ``data`` (what a TLS client sent first) holds all of it, else (None, how
+    many bytes in all are needed to know more).  ValueError when the records are not a TLS handshake, or the
+    ClientHello would be longer than ``MAX_CLIENT_HELLO``."""
+    message = b""
+    pos = 0
+    while True:
+        if len(data) - pos < 5:
+            return None, pos + 5
+        kind, length = data[pos], struct.unpack_from("!H", data, pos + 3)[0]
+        if kind != TLS_HANDSHAKE or data[pos + 1] != 3 or not 0 < length <= MAX_CLIENT_HELLO:
+            raise ValueError("not a TLS handshake record")  # RFC 8446 §5.1: a record holds at most 2^14 bytes
+        if len(data) - pos - 5 < length:
+            return None, pos + 5 + length
+        message += data[pos + 5:pos + 5 + length]
+        pos += 5 + length
+        if len(message) >= 4:
+            if message[0] != TLS_CLIENT_HELLO:
+                raise ValueError("the first handshake message is not a ClientHello")
+            whole = 4 + int.from_bytes(message[1:4], "big")
+            if whole > MAX_CLIENT_HELLO:
+                raise ValueError(f"a ClientHello of {whole} bytes")
+            if len(message) >= whole:
+                return message[:whole], 0
+
+
+def alpn_offered(hello: bytes) -> tuple[bytes, ...]:
+    """The protocols a ClientHello (``client_hello``'s message) offers in its ALPN extension; () when it has none.
+    ValueError when it does not parse (RFC 8446 §4.1.2)."""
+    try:
+        pos = 4 + 2 + 32  # handshake header, legacy_version, random
+        pos += 1 + hello[pos]  # legacy_session_id
+        pos += 2 + struct.unpack_from("!H", hello, pos)[0]  # cipher_suites
+        pos += 1 + hello[pos]  # legacy_compression_methods
+        if pos == len(hello):
+            return ()  # no extensions at all (TLS 1.2 and earlier allow it)
+        end = pos + 2 + struct.unpack_from("!H", hello, pos)[0]
+        pos += 2
+        while pos < end:
+            kind, length = struct.unpack_from("!HH", hello, pos)
+            body = hello[pos + 4:pos + 4 + length]
+            pos += 4 + length
+            if kind == TLS_EXT_ALPN:
+                names, at = [], 2
+                while at < 2 + struct.unpack_from("!H", body)[0]:
+                    names.append(body[at + 1:at + 1 + body[at]])
+                    at += 1 + body[at]
+                return tuple(names)
+    except (IndexError, struct.error):
+        raise ValueError("a ClientHello that does not parse") from None
+    return ()
 
 
 def exporter_contexts(aead: int = AEAD_AES_SIV_CMAC_256) -> tuple[bytes, bytes]:
