@@ -20,7 +20,10 @@ is the protocol:
   fields: the Unique Identifier echoed, and an Authenticator whose ciphertext holds one fresh cookie per cookie and
   placeholder the request carried, never more bytes than the request (no amplification).  A request whose cookie
   cannot be opened or whose authenticator does not verify gets ``nak_fields``: the NTS NAK, a kiss-o'-death NTSN
-  carrying only the Unique Identifier (§5.7).
+  carrying only the Unique Identifier (§5.7).  Its reply is 52 bytes plus the identifier, and its request held a
+  cookie and an Authenticator too: a NAK is always shorter than its request, however long the identifier.  The
+  identifier has no maximum here (§5.3 sets only a minimum); the server's limit on a request's length (1024
+  bytes, dropped unread as oversize) leaves up to 824 bytes of it beside a 104-byte cookie.
 """
 
 from __future__ import annotations
