@@ -133,14 +133,16 @@ class SyslogForwarder:
             if self._closing:
                 self._note_error_locked(f"record {record.seq} not sent to {self._target}: the forwarder is closed")
                 return False
-            if len(self._queue) >= self._queue_records:
-                self._queue.popleft()
+            if len(self._queue) + (self._inflight is not None) >= self._queue_records:  # the one in flight counts
                 self._dropped += 1
                 if not self._overflowing:
                     self._overflowing = True
                     log.warning("audit syslog: the queue for %s is full (%d records): dropping the oldest until the "
                                 "collector takes them again (the records stay in the local store)", self._target,
                                 self._queue_records)
+                if not self._queue:  # a queue of one, in flight: the new record is the one dropped
+                    return False
+                self._queue.popleft()
             self._queue.append(octet_counted(message))
             self._cond.notify_all()
         return True
@@ -213,20 +215,18 @@ class SyslogForwarder:
 
     def _run(self) -> None:
         delay_s = self._backoff_s[0]
-        while True:
-            frame = self._next_frame()
-            if frame is None:
-                break
+        while self._work_waiting():
             if self._sock is None or _peer_gone(self._sock, self._send_timeout_s):
                 if not self._reconnect(delay_s):
                     delay_s = min(delay_s * 2, self._backoff_s[1])
                     continue
                 delay_s = self._backoff_s[0]
-            sock = self._sock
+            frame, sock = self._take(), self._sock
+            if frame is None or sock is None:
+                continue
             try:
-                assert sock is not None
                 sock.sendall(frame)
-            except (OSError, AssertionError) as exc:
+            except OSError as exc:
                 self._note_error(f"cannot send to {self._transport_target()}: {_why(exc)}")
                 self._disconnect()
                 continue
@@ -239,15 +239,20 @@ class SyslogForwarder:
                 self._cond.notify_all()
         self._disconnect()
 
-    def _next_frame(self) -> bytes | None:
-        """The frame to write next (the one in flight again after a failure), or None when it is time to stop: at
-        close, once the queue is empty or the connection is down."""
+    def _work_waiting(self) -> bool:
+        """Wait for a record to send; False when it is time to stop: at close, once nothing is left to send or the
+        connection is down."""
         with self._cond:
             while not self._closing and not self._queue and self._inflight is None:
                 self._cond.wait()
-            if self._closing and (self._sock is None or (not self._queue and self._inflight is None)):
-                return None
-            if self._inflight is None:
+            return not (self._closing and (self._sock is None or (not self._queue and self._inflight is None)))
+
+    def _take(self) -> bytes | None:
+        """The frame to write next: the one in flight again after a failed write, else the oldest queued.  Taken
+        only over a connection, so that while the collector is away every waiting record is in the queue, where a
+        full queue drops the oldest."""
+        with self._cond:
+            if self._inflight is None and self._queue:
                 self._inflight = self._queue.popleft()
             return self._inflight
 
