@@ -192,7 +192,8 @@ def test_chronyd_gets_nts_time_while_many_addresses_trickle(server: Server, unhi
 
 
 def test_a_trickled_connection_is_closed_at_the_exchange_deadline(server: Server) -> None:
-    """One connection, alone: closed CONNECTION_TIMEOUT_S after its accept, though a byte came every second."""
+    """One connection, alone: closed CONNECTION_TIMEOUT_S after its accept, though a byte came every second (each
+    read was bounded, the exchange was not: such a connection was held for as long as its client liked)."""
     before = server.nts()
     with socket.create_connection(("127.0.0.1", server.ke_port), timeout=1) as sock:
         start = time.monotonic()
@@ -209,7 +210,7 @@ def test_a_trickled_connection_is_closed_at_the_exchange_deadline(server: Server
             except OSError:
                 closed_after = time.monotonic() - start
                 break
-    assert closed_after is not None and CONNECTION_TIMEOUT_S - 0.5 <= closed_after <= CONNECTION_TIMEOUT_S + 1.5
+    assert closed_after is not None and CONNECTION_TIMEOUT_S - 0.5 <= closed_after <= 2 * CONNECTION_TIMEOUT_S
     eventually(lambda: server.nts()["timed_out"] > before["timed_out"], 10, "the timeout counted")
 
 

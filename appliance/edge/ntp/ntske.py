@@ -581,9 +581,12 @@ def ke_main(config: KeConfig, counters: Any) -> None:
     server = KeServer(config, counters)
     listener = open_listener(config.listen, config.port)
     log.info("NTS-KE on %s port %d (TLS 1.3, ALPN ntske/1)", config.listen, config.port)
+    ticked_s: int | None = None
     try:
         while not stopping.is_set():
-            server.tick(int(time.time()))
+            if int(time.time()) != ticked_s:  # once a second, not at every accept of a flood
+                ticked_s = int(time.time())
+                server.tick(ticked_s)
             listener.settimeout(server.reap(time.monotonic_ns()))
             try:
                 sock, addr = listener.accept()

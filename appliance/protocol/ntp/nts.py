@@ -13,8 +13,8 @@ is the protocol:
 * **ALPN** (§4): ``client_hello`` and ``alpn_offered`` read the protocols a TLS ClientHello offers, so that the edge
   can refuse one without ``ntske/1`` with ``NO_ALPN_ALERT`` (OpenSSL sends no alert when a client offers no ALPN).
 * **Cookies** (§6): the server's own format, ``key id (4) || nonce (16) || AES-SIV(master key, AEAD id (2) || 0 (2) ||
-  C2S || S2C)``, 104 bytes, sealed under the newest master key and opened under any key still kept, so that a rotation does not
-  invalidate the cookies clients hold.
+  C2S || S2C)``, 104 bytes, sealed under the newest master key and opened under any key still kept, so that a
+  rotation does not invalidate the cookies clients hold.
 * **NTP** (§5.7): a request carries a Unique Identifier, one cookie, optional cookie placeholders, and an
   NTS Authenticator over everything before it.  ``open_request`` checks all of it; ``seal_reply`` builds the reply's
   fields: the Unique Identifier echoed, and an Authenticator whose ciphertext holds one fresh cookie per cookie and
