@@ -42,17 +42,24 @@ def web_console(config: Config, runtime: Runtime, loop: asyncio.AbstractEventLoo
     """The web console (HTTPS), REST API and /metrics, in a process of its own that reads what the runtime
     publishes and asks the runtime for commands, audit records and live settings."""
     from appliance.web.process import ConsoleProcess
-    from appliance.web.usercli import USERS_FILE, first_admin
+    from appliance.web.usercli import USERS_FILE, first_admin, settle_initial_password
     from appliance.web.users import UserStore
 
     w, state_dir = config.web, config.state_path()
     persist.ensure_state_dir(state_dir)
     users = UserStore(state_dir / USERS_FILE, w.lockout_failures, float(w.lockout_s))
-    made = first_admin(users, state_dir)
-    users.close()
+    try:
+        made = first_admin(users, state_dir)
+        retired = settle_initial_password(users, state_dir) if made is None else None
+    finally:
+        users.close()
     if made is not None:
-        log.warning("web console: no users yet: made user 'admin'; its password is in %s (change it, then delete "
-                    "the file)", made)
+        log.warning("web console: no users yet: made user 'admin'; its password is in %s (the console asks for a "
+                    "new one at the first login, and the file is deleted then)", made)
+    if retired is not None:
+        log.info("web console: deleted %s: the admin password it held was changed", retired)
+        audit.append(runtime.now_tai_ns(), "user.change", "appliance", f"initial admin password file {retired} "
+                     "deleted: the password had been changed", {"action": "initial-password-deleted"})
 
     def audit_append(kind: str, actor: str, text: str, detail: dict[str, Any]) -> int | None:
         record = audit.append(runtime.now_tai_ns(), kind, actor, text, detail)  # None: refused (logged)

@@ -6,15 +6,16 @@ command to the appliance's event loop, the user store, the audit store, the time
 editor.  Pages are in ``views.py``, the REST API in ``api.py``, ``/metrics`` in ``metrics.py``.
 
 Every route needs a session or an API token except the login page, static assets and, when
-``web.metrics_public`` is set, ``/metrics``.  A session is a signed cookie (Secure, HttpOnly, SameSite=Strict)
-carrying a session id that the user store must still hold (``UserStore.session_user``): logging out, a new
-password, a new role or a removed user close it at once, whatever the cookie says; the role is read with it on
-every request.  Every state-changing request made with a session carries a CSRF token (a form field or the
-X-CSRFToken header); requests authenticated by a bearer token do not (no cookie is involved).  Each client address
-gets a token bucket of requests, and a far smaller one of login attempts (each costs a scrypt computation); failed
-logins beyond a few a minute are counted in one audit record a minute instead of one each, so a flood of them can
-fill neither the CPU nor the audit store.  A JSON body nested deeper than ``MAX_JSON_DEPTH`` is refused with a 400
-before it is parsed.
+``web.metrics_public`` is set, ``/metrics``; a user who must change its password (the first admin) reaches only
+the password page until it has (the API answers 403 "password change required").  A session is a signed cookie
+(Secure, HttpOnly, SameSite=Strict) carrying a session id that the user store must still hold
+(``UserStore.session_user``): logging out, a new password, a new role or a removed user close it at once, whatever the cookie says (and end the user's API
+tokens); the role is read with it on every request.  Every state-changing request made with a session carries a
+CSRF token (a form field or the X-CSRFToken header); requests authenticated by a bearer token do not (no cookie is
+involved).  Each client (an address, an IPv6 /64) gets a token bucket of requests, and a far smaller one of login
+attempts (each costs a scrypt computation); failed logins beyond a few a minute are counted in one audit record a
+minute instead of one each, so a flood of them can fill neither the CPU nor the audit store.  A JSON body nested
+deeper than ``MAX_JSON_DEPTH`` is refused with a 400 before it is parsed.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from flask_wtf.csrf import CSRFError, CSRFProtect
 from werkzeug.exceptions import BadHost
 
 from appliance.edge.pacer import Pacer
-from appliance.web.admission import MAX_BODY_BYTES
+from appliance.web.admission import MAX_BODY_BYTES, client_of
 from appliance.web.users import ROLES, UserStore
 
 log = logging.getLogger("appliance.web")
@@ -67,6 +68,11 @@ LOGIN_GLOBAL_PER_S, LOGIN_GLOBAL_BURST = 5.0, 20  # every address together: the 
 FAILED_LOGIN_RECORDS_PER_MIN = 10  # failed logins audited one by one; beyond, counted in one record a minute
 MAX_JSON_DEPTH = 32
 BAD_HOST_LOG_EVERY_S = 60.0  # requests with an invalid Host header: one log line a minute at most
+# A user who must choose a new password (the first admin, with the password from the initial-admin-password file)
+# reaches only these until it is done; the API answers 403 with this message.
+PASSWORD_CHANGE_ENDPOINTS = ("views.password_page", "views.password_change", "views.logout", "views.login", "static")
+PASSWORD_CHANGE_REQUIRED = ("password change required: log in to the console and choose a new password (the initial "
+                            "one may not be kept), or set one with `appliance user passwd NAME`")
 
 
 def json_depth(body: bytes, limit: int) -> int:
@@ -185,28 +191,32 @@ def create_app(ctx: WebContext, secret_key: bytes) -> Flask:
     def authenticate() -> Any:
         if isinstance(request.routing_exception, BadHost):  # before anything that builds a URL from the host
             return _refuse_bad_host(bad_hosts, ctx.wall_s())
-        if not limiter.allow(request.remote_addr or "?"):
+        if not limiter.allow(client_of(request.remote_addr or "?")):
             return _refuse(429, "too many requests")
         if not pacer.wait(BUDGET_MAX_WAIT_S):  # the console's share of the machine is spent: wait, or come back
             return _refuse(503, "console busy: the appliance serves time first; try again shortly")
         if request.is_json and json_depth(request.get_data(cache=True), MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
             return _refuse(400, f"refused: the JSON body nests deeper than {MAX_JSON_DEPTH} levels")
-        g.user, g.role, g.via = None, None, None
+        g.user, g.role, g.via, g.must_change = None, None, None, False
         endpoint = request.endpoint or ""
         header = request.headers.get("Authorization", "")
         if header.startswith("Bearer "):
             found = ctx.users.token_user(header[7:].strip())
             if found is None:
                 return _refuse(401, "invalid token")
-            g.user, g.role, g.via = found[0], found[1], "token"
+            g.user, g.role, g.via, g.must_change = found.user, found.role, "token", found.must_change
         elif "user" in session:
             found = ctx.users.session_user(session.get("sid", ""), ctx.wall_s(), ctx.session_timeout_s)
-            if found is None or found[0] != session["user"]:  # logged out, expired, revoked, or not ours
+            if found is None or found.user != session["user"]:  # logged out, expired, revoked, or not ours
                 session.clear()
             else:
-                g.user, g.role, g.via = found[0], found[1], "session"
+                g.user, g.role, g.via, g.must_change = found.user, found.role, "session", found.must_change
                 if request.method not in ("GET", "HEAD", "OPTIONS"):
                     csrf.protect()
+        if g.must_change and endpoint not in PASSWORD_CHANGE_ENDPOINTS:
+            if request.path.startswith("/api/") or endpoint == "metrics" or g.via == "token":
+                return _refuse(403, PASSWORD_CHANGE_REQUIRED)
+            return redirect(url_for("views.password_page"))
         if endpoint in ("static", "views.login") or (endpoint == "metrics" and ctx.metrics_public):
             return None
         if g.user is None:
@@ -246,7 +256,8 @@ def create_app(ctx: WebContext, secret_key: bytes) -> Flask:
 
     @app.context_processor
     def inject() -> dict[str, Any]:
-        return {"user": g.get("user"), "role": g.get("role"), "can": lambda r: can(r)}
+        return {"user": g.get("user"), "role": g.get("role"), "must_change": g.get("must_change", False),
+                "can": lambda r: can(r)}
 
     from appliance.web import api, metrics, views
 

@@ -24,7 +24,7 @@ from cheroot.makefile import StreamReader, StreamWriter
 from cheroot.server import HTTPConnection
 from cheroot.ssl.builtin import BuiltinSSLAdapter
 
-from appliance.edge.persist import read_private, write_private
+from appliance.edge.persist import UnsafePathError, read_private, write_private
 from appliance.edge.proc import lower_priority
 from appliance.units import NS_PER_MS, NS_PER_S
 from appliance.web.admission import Admission, Limits, Readiness, Stage, request_readiness, without_expect
@@ -569,7 +569,8 @@ class WebPart:
 
     def start(self) -> None:
         try:
-            if ensure_certificate(self.cert, self.key, self.host, datetime.datetime.now(datetime.timezone.utc)):
+            own = self.key.parent == self.state_dir  # the appliance's own key, not one an administrator placed
+            if ensure_certificate(self.cert, self.key, self.host, datetime.datetime.now(datetime.timezone.utc), own):
                 log.warning("web console: made a self-signed certificate %s (set web.cert and web.key to use "
                             "your own)", self.cert)
             app = create_app(self.ctx, secret_key(self.state_dir))
@@ -578,6 +579,10 @@ class WebPart:
             self.server.start()
             log.info("web console on https://%s:%d/", self.host if ":" not in self.host else f"[{self.host}]",
                      self.port)
+        except UnsafePathError as exc:
+            self.error = str(exc)
+            log.error("web console: %s", self.error)
+            self.server = None
         except (OSError, ValueError, ssl.SSLError) as exc:
             self.error = f"cannot serve on {self.host} port {self.port}: {exc}"
             log.error("web console: %s", self.error)

@@ -3,7 +3,10 @@ context, and the steps of a handshake on a non-blocking socket.
 
 Edge module (files, sockets).  The self-signed certificate (ECDSA P-256, valid ten years, subject alternative names
 for the host name, localhost, 127.0.0.1 and ::1 plus the listen address) and its key (mode 0600) are kept under
-``state_dir`` and reused on later starts, so a browser's exception for it stays valid.
+``state_dir`` and reused on later starts, so a browser's exception for it stays valid.  They are written atomically
+and never through a symbolic link (UnsafePathError naming the path), and the appliance's own key is not read
+through one either; a configured certificate and key (web.cert, web.key) are the administrator's to place, links
+included.
 """
 
 from __future__ import annotations
@@ -11,7 +14,6 @@ from __future__ import annotations
 import datetime
 import enum
 import ipaddress
-import os
 import socket
 import ssl
 from pathlib import Path
@@ -21,9 +23,15 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from appliance.edge.persist import refuse_link, write_private
 
-def ensure_certificate(cert: Path, key: Path, listen: str, now: datetime.datetime) -> bool:
-    """Make a self-signed pair at ``cert``/``key`` unless both exist.  True if one was made."""
+
+def ensure_certificate(cert: Path, key: Path, listen: str, now: datetime.datetime, own: bool = True) -> bool:
+    """Make a self-signed pair at ``cert``/``key`` unless both exist.  True if one was made.  An ``own`` key (the
+    appliance's, in its state directory) that is a symbolic link is refused (UnsafePathError naming it), as is a
+    link where a new certificate or key would be written."""
+    if own:
+        refuse_link(key)
     if cert.exists() and key.exists():
         return False
     private = ec.generate_private_key(ec.SECP256R1())
@@ -47,11 +55,9 @@ def ensure_certificate(cert: Path, key: Path, listen: str, now: datetime.datetim
                    .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
                    .sign(private, hashes.SHA256()))
     key.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                      serialization.NoEncryption()))
-    cert.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    write_private(key, private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                             serialization.NoEncryption()))
+    write_private(cert, certificate.public_bytes(serialization.Encoding.PEM), mode=0o644)  # public, but not via a link
     return True
 
 

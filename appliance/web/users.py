@@ -2,17 +2,22 @@
 
 Edge module (SQLite under ``state_dir``).  Passwords are stored as scrypt hashes (n=2^15, r=8, p=1, 16-byte salt;
 RFC 7914) and compared in constant time; API tokens are random 32-byte strings shown once and stored as their
-SHA-256.  A failed login makes the next attempt on that account wait (1, 2, 4 ... s after the third failure) and
-``lockout_failures`` failures in a row lock it for ``lockout_s``; a successful login clears the count.  Times are
-host seconds passed in by the caller (lockout is about people, not about the served clock).
+SHA-256.  Failed logins are counted per account and source (the client's address, an IPv6 /64): a failure makes
+that source's next attempt on that account wait (1, 2, 4 ... s after the third failure) and ``lockout_failures``
+failures in a row lock that account for that source for ``lockout_s``, while the account's owner still logs in
+from anywhere else; a successful login clears its source's count.  (The console also limits logins per address
+and in all, so many sources together cannot guess fast either.)  Times are host seconds passed in by the caller
+(lockout is about people, not about the served clock).
 
 A name that is no user is answered exactly as a user with a wrong password is: one scrypt computation on every
 path (locked, waiting or checked), and the same backoff and lockout, kept for unknown names in memory, so neither
 the answer nor its time tells which names exist.
 
 Console sessions have a server record (a random id in the signed cookie, its SHA-256 here): logging out closes it,
-and changing a user's password or role, or removing the user, closes all of theirs.  The database holds password
-hashes and token digests: it is created 0600 (and an older, wider one narrowed to 0600 when opened).
+and changing a user's password or role, or removing the user, closes all of theirs and ends their API tokens.  A
+user made with ``must_change`` (the first admin, whose password was written to a file) is asked to choose a new
+password before anything else.  The database holds password hashes and token digests: it is created 0600 (and an
+older, wider one narrowed to 0600 when opened), never through a symbolic link.
 """
 
 from __future__ import annotations
@@ -26,6 +31,9 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
+
+from appliance.edge.persist import refuse_link
 
 ROLES = ("viewer", "operator", "admin")
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 2 ** 15, 8, 1
@@ -37,7 +45,12 @@ CREATE TABLE IF NOT EXISTS users (name TEXT PRIMARY KEY, role TEXT NOT NULL, sal
 CREATE TABLE IF NOT EXISTS tokens (digest TEXT PRIMARY KEY, user TEXT NOT NULL, label TEXT NOT NULL,
     created_s REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS sessions (digest TEXT PRIMARY KEY, user TEXT NOT NULL, created_s REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS lockouts (user TEXT NOT NULL, source TEXT NOT NULL, failures INTEGER NOT NULL,
+    last_failure_s REAL NOT NULL, locked_until_s REAL NOT NULL, PRIMARY KEY (user, source));
 """
+# Older databases: the users table gains the forced password change (its failures columns are no longer used: the
+# lockouts table counts failures per account and source).
+_MIGRATIONS = {"must_change": "ALTER TABLE users ADD COLUMN must_change INTEGER NOT NULL DEFAULT 0"}
 FILE_MODE = 0o600
 UNKNOWN_NAMES = 10_000  # unknown names whose failures are remembered (the oldest forgotten first)
 _DUMMY_SALT = b"\x00" * 16
@@ -54,15 +67,37 @@ class LoginResult:
     role: str = ""
     reason: str = ""  # "", "bad credentials", "locked", "wait"
     retry_after_s: float = 0.0
-    locked_now: bool = False  # this failure locked the account
+    locked_now: bool = False  # this failure locked the account for this source
+    must_change: bool = False  # logged in, but must choose a new password before anything else
 
 
 @dataclass(frozen=True)
 class User:
     name: str
     role: str
-    locked_until_s: float
-    failures: int
+    locked_until_s: float  # the latest lock of any source on this account
+    failures: int  # the most failures in a row of any one source
+    must_change: bool = False
+
+
+class Account(NamedTuple):
+    """Who a session or a token belongs to."""
+    user: str
+    role: str
+    must_change: bool = False
+
+
+@dataclass(frozen=True)
+class Ended:
+    """What a password or role change (or a removal) ended of the user's: console sessions, API tokens."""
+    sessions: int
+    tokens: int
+
+    def text(self) -> str:
+        """'; 2 sessions and 1 API token ended' (nothing when nothing was)."""
+        parts = [f"{n} {what}{'s' if n != 1 else ''}" for n, what in ((self.sessions, "session"),
+                                                                      (self.tokens, "API token")) if n]
+        return f"; {' and '.join(parts)} ended" if parts else ""
 
 
 def hash_password(password: str, salt: bytes) -> bytes:
@@ -84,13 +119,17 @@ class UserStore:
     def __init__(self, path: Path, lockout_failures: int = 5, lockout_s: float = 900.0):
         self.path, self.lockout_failures, self.lockout_s = path, lockout_failures, lockout_s
         self._lock = threading.Lock()
-        # name -> (failures, last_failure_s, locked_until_s) of names that are no user
-        self._unknown: OrderedDict[str, tuple[int, float, float]] = OrderedDict()
+        # (name, source) -> (failures, last_failure_s, locked_until_s) of names that are no user
+        self._unknown: OrderedDict[tuple[str, str], tuple[int, float, float]] = OrderedDict()
         _private_file(path)
         try:
             self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.executescript(_SCHEMA)
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(users)")}
+            for column, sql in _MIGRATIONS.items():
+                if column not in columns:
+                    self._db.execute(sql)
         except sqlite3.DatabaseError as exc:
             raise UserError(f"{path}: not a user database: {exc}") from None
 
@@ -105,15 +144,19 @@ class UserStore:
 
     def users(self) -> list[User]:
         with self._lock:
-            rows = self._db.execute("SELECT name, role, locked_until_s, failures FROM users ORDER BY name").fetchall()
-        return [User(*row) for row in rows]
+            rows = self._db.execute(
+                "SELECT u.name, u.role, COALESCE(MAX(l.locked_until_s), 0), COALESCE(MAX(l.failures), 0), "
+                "u.must_change FROM users u LEFT JOIN lockouts l ON l.user = u.name GROUP BY u.name "
+                "ORDER BY u.name").fetchall()
+        return [User(name, role, locked, failures, bool(must)) for name, role, locked, failures, must in rows]
 
     def role_of(self, name: str) -> str | None:
         with self._lock:
             row = self._db.execute("SELECT role FROM users WHERE name=?", (name,)).fetchone()
         return row[0] if row else None
 
-    def add(self, name: str, role: str, password: str) -> None:
+    def add(self, name: str, role: str, password: str, must_change: bool = False) -> None:
+        """A new user; with ``must_change`` the first login leads to a password change before anything else."""
         check_name(name)
         if role not in ROLES:
             raise UserError(f"role {role!r}: expected one of {', '.join(ROLES)}")
@@ -121,36 +164,61 @@ class UserStore:
         salt = secrets.token_bytes(16)
         with self._lock:
             try:
-                self._db.execute("INSERT INTO users (name, role, salt, hash) VALUES (?, ?, ?, ?)",
-                                 (name, role, salt, hash_password(password, salt)))
+                self._db.execute("INSERT INTO users (name, role, salt, hash, must_change) VALUES (?, ?, ?, ?, ?)",
+                                 (name, role, salt, hash_password(password, salt), int(must_change)))
             except sqlite3.IntegrityError:
                 raise UserError(f"user {name!r} exists already") from None
 
-    def set_password(self, name: str, password: str) -> None:
+    def set_password(self, name: str, password: str) -> Ended:
+        """A new password: the user's sessions and API tokens end (a token made by whoever knew the old password
+        must not outlive it), its failed logins are forgotten and no change is asked for any more."""
         check_password_rules(password)
         salt = secrets.token_bytes(16)
-        self._update(name, "UPDATE users SET salt=?, hash=?, failures=0, locked_until_s=0 WHERE name=?",
+        self._update(name, "UPDATE users SET salt=?, hash=?, must_change=0 WHERE name=?",
                      (salt, hash_password(password, salt), name))
-        self.close_sessions(name)
+        with self._lock:
+            self._db.execute("DELETE FROM lockouts WHERE user=?", (name,))
+        return self._end_access(name)
 
-    def set_role(self, name: str, role: str) -> None:
+    def set_role(self, name: str, role: str) -> Ended:
+        """A new role: the user's sessions and API tokens end (each is made again under the new role)."""
         if role not in ROLES:
             raise UserError(f"role {role!r}: expected one of {', '.join(ROLES)}")
         self._update(name, "UPDATE users SET role=? WHERE name=?", (role, name))
-        self.close_sessions(name)
+        return self._end_access(name)
+
+    def must_change(self, name: str) -> None:
+        """Ask ``name`` to choose a new password at the next request (its sessions stay open)."""
+        self._update(name, "UPDATE users SET must_change=1 WHERE name=?", (name,))
+
+    def check_password(self, name: str, password: str) -> bool:
+        """Whether ``password`` is ``name``'s, with no effect on its failed logins (one scrypt computation)."""
+        with self._lock:
+            row = self._db.execute("SELECT salt, hash FROM users WHERE name=?", (name,)).fetchone()
+        computed = hash_password(password[:MAX_PASSWORD], row[0] if row else _DUMMY_SALT)
+        return row is not None and hmac.compare_digest(computed, row[1])
 
     def unlock(self, name: str) -> None:
-        self._update(name, "UPDATE users SET failures=0, locked_until_s=0 WHERE name=?", (name,))
+        """Forget ``name``'s failed logins and locks, from every source."""
+        if self.role_of(name) is None:
+            raise UserError(f"no user {name!r}")
+        with self._lock:
+            self._db.execute("DELETE FROM lockouts WHERE user=?", (name,))
 
-    def remove(self, name: str) -> None:
+    def remove(self, name: str) -> Ended:
         with self._lock:
             admins = [r[0] for r in self._db.execute("SELECT name FROM users WHERE role='admin'")]
             if admins == [name]:
                 raise UserError("the last admin cannot be removed")
             if self._db.execute("DELETE FROM users WHERE name=?", (name,)).rowcount == 0:
                 raise UserError(f"no user {name!r}")
-            self._db.execute("DELETE FROM tokens WHERE user=?", (name,))
-            self._db.execute("DELETE FROM sessions WHERE user=?", (name,))
+            self._db.execute("DELETE FROM lockouts WHERE user=?", (name,))
+        return self._end_access(name)
+
+    def _end_access(self, name: str) -> Ended:
+        with self._lock:
+            tokens = int(self._db.execute("DELETE FROM tokens WHERE user=?", (name,)).rowcount)
+        return Ended(self.close_sessions(name), tokens)
 
     def _update(self, name: str, sql: str, params: tuple) -> None:
         with self._lock:
@@ -158,17 +226,22 @@ class UserStore:
                 raise UserError(f"no user {name!r}")
 
     # --- logins ----------------------------------------------------------------------------------------------
-    def login(self, name: str, password: str, now_s: float) -> LoginResult:
-        """Check a login.  Every path costs one scrypt computation, and a name that is no user goes through the same
-        backoff and lockout as a user given a wrong password: the answer and its time are the same for both."""
+    def login(self, name: str, password: str, now_s: float, source: str = "") -> LoginResult:
+        """Check a login from ``source`` (the client: an address, an IPv6 /64).  Every path costs one scrypt
+        computation, and a name that is no user goes through the same backoff and lockout as a user given a wrong
+        password: the answer and its time are the same for both.  Backoff and lockout count the failures of this
+        source on this account only."""
         with self._lock:
-            row = self._db.execute("SELECT role, salt, hash, failures, last_failure_s, locked_until_s FROM users "
-                                   "WHERE name=?", (name,)).fetchone()
+            row = self._db.execute("SELECT role, salt, hash, must_change FROM users WHERE name=?",
+                                   (name,)).fetchone()
             if row is None:
-                role, salt, stored = "", _DUMMY_SALT, b""
-                failures, last_failure, locked_until = self._unknown.get(name, (0, 0.0, 0.0))
+                role, salt, stored, must_change = "", _DUMMY_SALT, b"", 0
+                failures, last_failure, locked_until = self._unknown.get((name, source), (0, 0.0, 0.0))
             else:
-                role, salt, stored, failures, last_failure, locked_until = row
+                role, salt, stored, must_change = row
+                found = self._db.execute("SELECT failures, last_failure_s, locked_until_s FROM lockouts WHERE user=? "
+                                         "AND source=?", (name, source)).fetchone()
+                failures, last_failure, locked_until = found or (0, 0.0, 0.0)
             computed = hash_password(password[:MAX_PASSWORD], salt)  # on every path: the time tells nothing
             if now_s < locked_until:
                 return LoginResult(False, name, reason="locked", retry_after_s=locked_until - now_s)
@@ -176,22 +249,25 @@ class UserStore:
             if wait > 0:
                 return LoginResult(False, name, reason="wait", retry_after_s=wait)
             if row is not None and hmac.compare_digest(computed, stored):
-                self._db.execute("UPDATE users SET failures=0, locked_until_s=0 WHERE name=?", (name,))
-                return LoginResult(True, name, role)
+                self._db.execute("DELETE FROM lockouts WHERE user=? AND source=?", (name, source))
+                return LoginResult(True, name, role, must_change=bool(must_change))
             failures += 1
             lock = failures >= self.lockout_failures
             state = (0 if lock else failures, now_s, now_s + self.lockout_s if lock else 0.0)
             if row is None:
-                self._remember_unknown(name, state)
+                self._remember_unknown((name, source), state)
             else:
-                self._db.execute("UPDATE users SET failures=?, last_failure_s=?, locked_until_s=? WHERE name=?",
-                                 (*state, name))
+                # sources that went quiet (no lock, no failure for lockout_s) start afresh: the table stays small
+                self._db.execute("DELETE FROM lockouts WHERE locked_until_s < ? AND last_failure_s < ?",
+                                 (now_s, now_s - max(self.lockout_s, _backoff_s(99))))
+                self._db.execute("INSERT OR REPLACE INTO lockouts (user, source, failures, last_failure_s, "
+                                 "locked_until_s) VALUES (?, ?, ?, ?, ?)", (name, source, *state))
             return LoginResult(False, name, reason="locked" if lock else "bad credentials",
                                retry_after_s=self.lockout_s if lock else _backoff_s(failures), locked_now=lock)
 
-    def _remember_unknown(self, name: str, state: tuple[int, float, float]) -> None:
-        self._unknown[name] = state
-        self._unknown.move_to_end(name)
+    def _remember_unknown(self, key: tuple[str, str], state: tuple[int, float, float]) -> None:
+        self._unknown[key] = state
+        self._unknown.move_to_end(key)
         while len(self._unknown) > UNKNOWN_NAMES:
             self._unknown.popitem(last=False)
 
@@ -206,16 +282,16 @@ class UserStore:
                              (_digest(sid), user, now_s))
         return sid
 
-    def session_user(self, sid: str, now_s: float, max_age_s: float) -> tuple[str, str] | None:
-        """(user, role) of an open session younger than ``max_age_s``; None for a closed, expired or unknown one."""
+    def session_user(self, sid: str, now_s: float, max_age_s: float) -> Account | None:
+        """The account of an open session younger than ``max_age_s``; None for a closed, expired or unknown one."""
         if not isinstance(sid, str) or not sid:
             return None
         with self._lock:
-            row = self._db.execute("SELECT s.user, u.role, s.created_s FROM sessions s JOIN users u ON u.name = s.user "
-                                   "WHERE s.digest=?", (_digest(sid),)).fetchone()
+            row = self._db.execute("SELECT s.user, u.role, s.created_s, u.must_change FROM sessions s JOIN users u "
+                                   "ON u.name = s.user WHERE s.digest=?", (_digest(sid),)).fetchone()
         if row is None or not 0 <= now_s - row[2] <= max_age_s:
             return None
-        return row[0], row[1]
+        return Account(row[0], row[1], bool(row[3]))
 
     def close_session(self, sid: str) -> None:
         if isinstance(sid, str) and sid:
@@ -237,12 +313,12 @@ class UserStore:
                              (_digest(token), user, label[:80], now_s))
         return token
 
-    def token_user(self, token: str) -> tuple[str, str] | None:
-        """(user, role) of a valid token."""
+    def token_user(self, token: str) -> Account | None:
+        """The account of a valid token (one its user's password change, role change or removal has not ended)."""
         with self._lock:
-            row = self._db.execute("SELECT t.user, u.role FROM tokens t JOIN users u ON u.name = t.user "
+            row = self._db.execute("SELECT t.user, u.role, u.must_change FROM tokens t JOIN users u ON u.name = t.user "
                                    "WHERE t.digest=?", (_digest(token),)).fetchone()
-        return (row[0], row[1]) if row else None
+        return Account(row[0], row[1], bool(row[2])) if row else None
 
     def tokens(self, user: str | None = None) -> list[tuple[str, str, float, str]]:
         """(user, label, created_s, id) where id is the digest's first 12 characters."""
@@ -262,10 +338,13 @@ class UserStore:
 
 def _private_file(path: Path) -> None:
     """Create the database file 0600 before SQLite opens it (SQLite gives its WAL and shared-memory files the
-    database's mode), or narrow an existing one to 0600."""
+    database's mode), or narrow an existing one to 0600.  A symbolic link in its place is refused (UnsafePathError
+    naming it): the password hashes would go wherever it points."""
+    refuse_link(path)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
     except OSError as exc:
+        refuse_link(path)  # made a link meanwhile: say so
         raise UserError(f"{path}: cannot open the user database: {exc.strerror or exc}") from None
     try:
         os.fchmod(fd, FILE_MODE)

@@ -1,4 +1,4 @@
-"""The console's pages: login, dashboard, GNSS, plots, alarms, audit log, configuration, users.
+"""The console's pages: login, own password, dashboard, GNSS, plots, alarms, audit log, configuration, users.
 
 Edge module (Flask views).  Pages are rendered with what is known when they are asked for and then kept live by
 ``static/console.js``, which polls the REST API; every write is a form post with a CSRF token, checked for the
@@ -13,8 +13,9 @@ from typing import Any
 from flask import Blueprint, Response, flash, g, redirect, render_template, request, session, url_for
 from flask_wtf.csrf import generate_csrf
 
+from appliance.web.admission import client_of
 from appliance.web.app import audit, audit_verified, ctx_of, needs
-from appliance.web.users import ROLES, UserError
+from appliance.web.users import ROLES, Ended, UserError
 
 bp = Blueprint("views", __name__)
 
@@ -61,14 +62,13 @@ def login() -> Any:
         return render_template("login.html", next="/"), 400
     from flask import current_app
 
-    client = request.remote_addr or "?"
-    if not (current_app.extensions["login_limiter"].allow(client)
-            and current_app.extensions["login_budget"].allow("*")):
+    client = client_of(request.remote_addr or "?")
+    if not _login_allowed(client):
         flash("Too many login attempts: wait a minute and try again.", "error")
         return render_template("login.html", next="/"), 429
     name, password = request.form.get("user", "")[:64], request.form.get("password", "")
     now_s = ctx.wall_s()
-    result = ctx.users.login(name, password, now_s)
+    result = ctx.users.login(name, password, now_s, client)  # a lockout holds this client's tries, not everyone's
     if not result.ok:
         _audit_failed_login(name, result, now_s)
         message = {"locked": f"This account is locked: try again in {result.retry_after_s:.0f} s.",
@@ -76,18 +76,86 @@ def login() -> Any:
             result.reason, "Wrong user name or password.")
         flash(message, "error")
         return render_template("login.html", next=request.form.get("next", "/")), 401
-    session.clear()
-    session.permanent = True
-    session["user"] = result.user
-    session["sid"] = ctx.users.open_session(result.user, now_s, ctx.session_timeout_s)
     # A new CSRF secret with the new session, in the cookie the login sets: pages are then signed from it without
     # changing the session again (a client that replays its login cookie is not sent a new one with every page).
-    g.pop("csrf_token", None)
-    generate_csrf()
+    _open_session(result.user, now_s)
     g.user, g.role, g.via = result.user, result.role, "session"
     audit("login", f"{result.user} logged in ({result.role})")
     target = request.form.get("next", "/")
+    if result.must_change:
+        flash("Choose a new password: the initial one may not be kept.", "info")
+        return redirect(url_for("views.password_page"))
     return redirect(target if _local_path(target) else "/")
+
+
+def _login_allowed(client: str) -> bool:
+    """The login rate limits: per client (an address, an IPv6 /64) and for all clients together."""
+    from flask import current_app
+
+    return bool(current_app.extensions["login_limiter"].allow(client)
+                and current_app.extensions["login_budget"].allow("*"))
+
+
+def _open_session(user: str, now_s: float) -> None:
+    """A new session for ``user`` in the cookie, with a new CSRF secret."""
+    ctx = ctx_of()
+    session.clear()
+    session.permanent = True
+    session["user"] = user
+    session["sid"] = ctx.users.open_session(user, now_s, ctx.session_timeout_s)
+    g.pop("csrf_token", None)
+    generate_csrf()
+
+
+@bp.route("/password", methods=["GET"])
+def password_page() -> Any:
+    return render_template("password.html", must_change=g.get("must_change", False), page="password")
+
+
+@bp.route("/password", methods=["POST"])
+def password_change() -> Any:
+    """The user's own new password, given the current one.  The user's other sessions and API tokens end; this
+    browser gets a new session.  The first admin's change also deletes the initial password file."""
+    from appliance.web.usercli import INITIAL_ADMIN, retire_initial_password
+    from appliance.web.users import check_password_rules
+
+    ctx, form = ctx_of(), request.form
+    current, new, again = form.get("current", ""), form.get("password", ""), form.get("again", "")
+    client = client_of(request.remote_addr or "?")
+    problem = None
+    if not _login_allowed(client):
+        problem = "Too many attempts: wait a minute and try again."
+    elif new != again:
+        problem = "The new passwords differ."
+    elif new == current:
+        problem = "Choose a password other than the current one."
+    else:
+        try:
+            check_password_rules(new)
+        except UserError as exc:
+            problem = f"Refused: {exc}."
+    now_s = ctx.wall_s()
+    if problem is None:
+        checked = ctx.users.login(g.user, current, now_s, client)  # counted as a login: guessing is limited alike
+        if not checked.ok:
+            problem = ("The current password is wrong." if checked.reason == "bad credentials"
+                       else f"Too many wrong passwords: try again in {checked.retry_after_s:.0f} s.")
+    if problem is not None:
+        flash(problem, "error")
+        return render_template("password.html", must_change=g.get("must_change", False), page="password"), 400
+    user = g.user
+    ended = ctx.users.set_password(user, new)
+    ended = Ended(max(0, ended.sessions - 1), ended.tokens)  # this browser's session is opened again below
+    audit("user.password", f"{user} changed their password{ended.text()}",
+          {"action": "password", "user": user, "sessions_ended": ended.sessions, "tokens_ended": ended.tokens})
+    if user == INITIAL_ADMIN and (gone := retire_initial_password(ctx.users.path.parent)) is not None:
+        audit("user.change", f"initial admin password file {gone} deleted: the password was changed",
+              {"action": "initial-password-deleted", "user": user})
+    _open_session(user, now_s)
+    g.must_change = False
+    flash("Password changed." + (f" {ended.tokens} API token(s) of yours ended with the old password."
+                                 if ended.tokens else ""), "ok")
+    return redirect("/")
 
 
 def _audit_failed_login(name: str, result: Any, now_s: float) -> None:
@@ -234,26 +302,33 @@ def users_page() -> Any:
 @bp.route("/users", methods=["POST"])
 @needs("admin")
 def users_change() -> Any:
+    from appliance.web.usercli import INITIAL_ADMIN, retire_initial_password
+
     ctx, form = ctx_of(), request.form
     action, name = form.get("action", ""), form.get("name", "")[:64]
+    retired = None
     try:
         if action == "add":
             ctx.users.add(name, form.get("role", ""), form.get("password", ""))
             text = f"user {name} added ({form.get('role')})"
         elif action == "role":
-            ctx.users.set_role(name, form.get("role", ""))
-            text = f"user {name} is now {form.get('role')}"
+            ended = ctx.users.set_role(name, form.get("role", ""))
+            text = f"user {name} is now {form.get('role')}{ended.text()}"
         elif action == "password":
-            ctx.users.set_password(name, form.get("password", ""))
-            text = f"password of {name} changed"
+            ended = ctx.users.set_password(name, form.get("password", ""))
+            text = f"password of {name} changed{ended.text()}"
+            if name == INITIAL_ADMIN:
+                retired = retire_initial_password(ctx.users.path.parent)
         elif action == "unlock":
             ctx.users.unlock(name)
-            text = f"user {name} unlocked"
+            text = f"user {name} unlocked (from every address)"
         elif action == "remove":
             if name == g.user:
                 raise UserError("you cannot remove yourself")
-            ctx.users.remove(name)
-            text = f"user {name} removed"
+            ended = ctx.users.remove(name)
+            text = f"user {name} removed{ended.text()}"
+            if name == INITIAL_ADMIN:
+                retired = retire_initial_password(ctx.users.path.parent)
         elif action == "token":
             token = ctx.users.create_token(name, form.get("label", "api"), ctx.wall_s())
             session["new_token"] = token
@@ -267,6 +342,9 @@ def users_change() -> Any:
         flash(str(exc), "error")
         return redirect(url_for("views.users_page"))
     audit("user.change", text, {"action": action, "user": name})
+    if retired is not None:
+        audit("user.change", f"initial admin password file {retired} deleted: the password was changed",
+              {"action": "initial-password-deleted", "user": name})
     flash(text + ".", "ok")
     return redirect(url_for("views.users_page"))
 

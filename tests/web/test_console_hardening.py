@@ -169,16 +169,17 @@ def test_unknown_and_locked_users_get_the_same_answer_at_the_same_cost(console_e
 
     monkeypatch.setattr(users_mod.hashlib, "scrypt", counted)
 
-    def answers(name: str) -> list[tuple[int, list[str], int]]:
+    def answers(name: str, address: str) -> list[tuple[int, list[str], int]]:
         out = []
         for i in range(5):
             clock[0] += 5  # past any backoff: the answers differ by account state only
             before = len(hashes)
-            response = env.browser(remote_addr=f"127.0.0.{10 + i}").login(name, f"wrong-password-{i:04}")
+            response = env.browser(remote_addr=address).login(name, f"wrong-password-{i:04}")
             out.append((response.status_code, _flashed(response), len(hashes) - before))
         return out
 
-    real_user, no_user = answers("operator"), answers("no-such-user")
+    # Each from one address: a lockout holds the tries of that address on that name
+    real_user, no_user = answers("operator", "127.0.0.10"), answers("no-such-user", "127.0.0.11")
     assert real_user == no_user
     assert real_user[2][1] == ["This account is locked: try again in 600 s."]  # the third failure locks
     assert real_user[4][1] == ["This account is locked: try again in 590 s."]
