@@ -366,7 +366,8 @@ class NtpSettings:
       "good for at least 3 rotations)", minimum=60, maximum=31_536_000)
     nts_rate_limit_per_s: float = S("float", 2.0, "NTS-KE connections per second one client may open (0: no limit)",
       minimum=0.0, maximum=100_000.0)
-    nts_max_connections: int = S("int", 64, "NTS-KE connections served at once; more are closed at once",
+    nts_max_connections: int = S("int", 64, "NTS-KE connections held at once (a quarter of them, 8 at most, "
+      "per client); when all are held, an unfinished one is pushed out",
       minimum=1, maximum=10_000)
 
 

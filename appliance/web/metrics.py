@@ -73,7 +73,8 @@ def _ntp(ntp: dict[str, Any]) -> Iterator[Metric]:
     nts = ntp.get("nts")
     if nts:
         ke = CounterMetricFamily("appliance_nts_ke_connections", "NTS-KE connections by outcome", labels=["outcome"])
-        for key in ("sessions", "tls_failures", "ke_errors", "rate_limited", "busy"):
+        for key in ("sessions", "tls_failures", "ke_errors", "rate_limited", "busy", "evicted", "timed_out",
+                    "no_alpn"):
             ke.add_metric([key], float(nts.get(key, 0)))
         yield ke
         yield _gauge("appliance_nts_cookie_key_age_seconds", "Age of the NTS cookie master key in use",
