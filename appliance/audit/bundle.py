@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from appliance.audit.chain import AuditError, AuditRecord, VerifyResult, canonical_json, verify_chain
 from appliance.audit.store import AuditStore
-from appliance.edge.persist import fsync_directory, replace_file, write_temp
+from appliance.edge.persist import UnsafePathError, fsync_directory, read_private, refuse_link, replace_file, write_temp
 
 KEY_FILE, PUBLIC_KEY_FILE = "audit-signing.key", "audit-signing.pub"
 BUNDLE_FORMAT, BUNDLE_VERSION = "appliance-audit-bundle", 1
@@ -53,16 +53,20 @@ class ExportResult:
 def load_or_create_key(state_dir: Path) -> Ed25519PrivateKey:
     """The appliance's audit signing key from ``<state_dir>/audit-signing.key`` (PEM, mode 0600), created on first
     use; ``audit-signing.pub`` beside it is (re)written when missing or stale.  AuditError naming the file if the
-    key cannot be read or is not an Ed25519 key."""
+    key cannot be read or is not an Ed25519 key, or when a symbolic link is where the key belongs (raised from the
+    UnsafePathError naming it): a key someone else chose, or one written into a file someone else reads, is never
+    used."""
     state_dir = Path(state_dir)
     key_path = state_dir / KEY_FILE
     try:
         state_dir.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
         try:
-            key = _parse_private_key(key_path.read_bytes(), key_path)
+            key = _parse_private_key(read_private(key_path), key_path)
         except FileNotFoundError:
             key = _create_key(state_dir, key_path)
         _ensure_public_file(state_dir / PUBLIC_KEY_FILE, key.public_key())
+    except UnsafePathError as exc:
+        raise AuditError(f"audit signing key refused: {exc.strerror or exc}") from exc
     except OSError as exc:
         raise AuditError(f"audit signing key {key_path}: {exc.strerror or exc}") from None
     return key
@@ -79,14 +83,18 @@ def _parse_private_key(pem: bytes, path: Path) -> Ed25519PrivateKey:
 
 
 def _create_key(state_dir: Path, key_path: Path) -> Ed25519PrivateKey:
+    refuse_link(key_path)  # one planted since the read (a dangling one is refused there already)
     key = Ed25519PrivateKey.generate()
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                             serialization.NoEncryption())
     temp = write_temp(state_dir, pem, _KEY_MODE, prefix=".audit-")
     try:
-        os.link(temp, key_path)  # atomic and exclusive: never a half-written key, never two different keys
+        # Atomic and exclusive, and never through a link: a link's name is taken, so this fails rather than follow
+        # it.  (write_private would rename over the path: safe from links too, but two processes could then each
+        # sign with a key of their own.)
+        os.link(temp, key_path)
     except FileExistsError:
-        return _parse_private_key(key_path.read_bytes(), key_path)  # another process created it first
+        return _parse_private_key(read_private(key_path), key_path)  # another process created it first
     finally:
         temp.unlink(missing_ok=True)
     fsync_directory(state_dir)
