@@ -319,7 +319,16 @@ class AuditSettings:
     max_age_days: int = S("int", 3650, "Audit records older than this are pruned (a checkpoint keeps the chain "
       "verifiable)", minimum=1, maximum=36_500)
     max_records: int = S("int", 10_000_000, "Most audit records kept", minimum=1000, maximum=1_000_000_000)
-    syslog: str = S("str", "", "Forward audit records as RFC 5424 syslog over UDP to HOST:PORT; empty: off")
+    syslog: str = S("str", "", "Forward audit records to a syslog collector: tls://HOST[:6514] (RFC 5425), "
+      "tcp://HOST[:514] (RFC 6587), udp://HOST[:514] or HOST:PORT (UDP); empty: off (the chain is not anchored)")
+    syslog_ca: str = S("path", "", "CA file (PEM) the collector's TLS certificate must chain to; empty: the "
+      "system's CAs")
+    syslog_cert: str = S("path", "", "Client certificate (PEM) for collectors that ask for one; empty: none")
+    syslog_key: str = S("path", "", "Private key of audit.syslog_cert (PEM); empty: in syslog_cert")
+    syslog_server_name: str = S("str", "", "Name the collector's certificate must carry; empty: the host of "
+      "audit.syslog")
+    syslog_queue: int = S("int", 10_000, "Audit records queued for a TCP/TLS collector that is away; beyond it the "
+      "oldest are dropped, counted and alarmed", minimum=1, maximum=1_000_000)
     syslog_facility: int = S("int", 13, "Syslog facility of forwarded audit records (13: log audit)",
       minimum=0, maximum=23)
 

@@ -285,19 +285,15 @@ def open_stores(state_dir: Path, config: Any, table: leap.LeapTable) -> tuple[Au
 
 
 def open_forwarder(audit: Any) -> Any:
-    """The syslog forwarder ``audit.syslog`` asks for; ValueError naming the setting or file that is wrong.
-
-    ``audit.syslog_ca``, ``audit.syslog_cert``, ``audit.syslog_key``, ``audit.syslog_server_name`` and
-    ``audit.syslog_queue`` are read when the settings table has them, else their defaults apply (the system's CAs,
-    no client certificate, the target's host name, ``DEFAULT_QUEUE_RECORDS``)."""
-    from appliance.audit.forwarder import DEFAULT_QUEUE_RECORDS, SyslogForwarder, TlsOptions
+    """The syslog forwarder ``audit.syslog`` asks for (with ``audit.syslog_ca``, ``_cert``, ``_key``,
+    ``_server_name`` and ``_queue``); ValueError naming the setting or file that is wrong."""
+    from appliance.audit.forwarder import SyslogForwarder, TlsOptions
     from appliance.audit.syslog import parse_target
 
     target = parse_target(audit.syslog)
-    tls = TlsOptions(getattr(audit, "syslog_ca", ""), getattr(audit, "syslog_cert", ""),
-                     getattr(audit, "syslog_key", ""), getattr(audit, "syslog_server_name", ""))
+    tls = TlsOptions(audit.syslog_ca, audit.syslog_cert, audit.syslog_key, audit.syslog_server_name)
     return SyslogForwarder(target.host, target.port, audit.syslog_facility, transport=target.transport, tls=tls,
-                           queue_records=getattr(audit, "syslog_queue", DEFAULT_QUEUE_RECORDS))
+                           queue_records=audit.syslog_queue)
 
 
 def open_quality(state_dir: Path, config: Any, table: leap.LeapTable) -> Any:
