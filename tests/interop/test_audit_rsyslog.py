@@ -1,6 +1,6 @@
-"""The audit chain anchored in Debian's rsyslog: records forwarded over TCP (RFC 6587 octet counting) by a running
-appliance, and over TLS (RFC 5425, rsyslog's ossl driver, a client certificate) by the forwarder, land in the
-collector's file; ``appliance audit verify --against`` that file passes for the untouched chain and names a rollback
+"""The audit chain anchored in Debian's rsyslog: records forwarded by a running appliance over TCP (RFC 6587 octet
+counting) and over TLS (RFC 5425, rsyslog's ossl driver, the collector's CA and a client certificate from the
+settings) land in the collector's file; ``appliance audit verify --against`` that file passes for the untouched chain and names a rollback
 (the store and its head file replaced with an older copy) and a deletion.
 
 rsyslogd runs as this test's own child (``-n -f <conf> -i <pidfile>`` in the test's temporary directory, listening
@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 
-from appliance.audit.forwarder import SyslogForwarder, TlsOptions
 from appliance.audit.remote import parse_log
 from appliance.audit.store import AuditStore
 from tests.interop.procs import ENV, appliance, free_tcp_port, stop, wait_for
@@ -136,10 +135,14 @@ def put_back(copy: Path, state: Path) -> None:
         shutil.copy2(copy / name, state / name)
 
 
-def run_appliance(state: Path, rsyslog: Rsyslog) -> None:
-    """One run of the appliance, forwarding to rsyslog over TCP, until its records have left, then stopped."""
-    proc = appliance("run", "--set", f"state_dir={state}", "--set",
-                     f"audit.syslog=tcp://127.0.0.1:{rsyslog.tcp_port}", *FAST)
+def run_appliance(state: Path, rsyslog: Rsyslog, tls: bool = False) -> None:
+    """One run of the appliance, forwarding to rsyslog over TCP (or TLS, with the test CA and a client certificate,
+    as the settings table says), until its records have left, then stopped."""
+    pki = rsyslog.pki
+    target = [f"audit.syslog=tls://127.0.0.1:{rsyslog.tls_port}", f"audit.syslog_ca={pki.ca}",
+              f"audit.syslog_cert={pki.client_cert}", f"audit.syslog_key={pki.client_key}"] if tls else \
+        [f"audit.syslog=tcp://127.0.0.1:{rsyslog.tcp_port}"]
+    proc = appliance("run", "--set", f"state_dir={state}", *(x for t in target for x in ("--set", t)), *FAST)
     try:
         wait_for(state, lambda s: (s["outputs"].get("audit") or {}).get("syslog", {}).get("sent", 0) >= 2
                  and s["outputs"]["audit"]["syslog"]["queued"] == 0, timeout_s=WAIT_S)
@@ -179,36 +182,26 @@ def test_a_running_appliance_anchors_its_chain_in_rsyslog_over_tcp(tmp_path: Pat
                                      f"audit store at {state / 'audit.sqlite'}) but the remote log holds chain ")
 
 
-def test_records_forwarded_over_tls_with_a_client_certificate_anchor_the_chain(tmp_path: Path,
-                                                                                rsyslog: Rsyslog) -> None:
+def test_a_running_appliance_anchors_its_chain_over_tls_with_a_client_certificate(tmp_path: Path,
+                                                                                  rsyslog: Rsyslog) -> None:
     state, older = tmp_path / "state", tmp_path / "older"
     state.mkdir()
-    pki = rsyslog.pki
-    forwarder = SyslogForwarder("127.0.0.1", rsyslog.tls_port, "audit", transport="tls", hostname="gm1",
-                                tls=TlsOptions(str(pki.ca), str(pki.client_cert), str(pki.client_key)))
-    try:
-        for first, count in ((0, 5), (5, 3)):
-            with AuditStore(state / "audit.sqlite") as store:
-                for i in range(first, first + count):
-                    record = store.append(1_800_000_037_000_000_000 + i, "command", "admin", f"command {i}")
-                    assert forwarder.send(record, "2027-01-15T08:00:00Z", store.chain_id)
-            if first == 0:
-                keep_copy(state, older)  # the store closed after record 5, consistent with its head file
-        assert forwarder.wait_sent(WAIT_S), forwarder.status()
-        assert forwarder.status().errors == 0, forwarder.status()
-    finally:
-        forwarder.close()
-    collected_up_to(rsyslog.tls_log, 8)
+    run_appliance(state, rsyslog, tls=True)
+    keep_copy(state, older)
+    run_appliance(state, rsyslog, tls=True)
+    last = head_seq(state)
+    collected_up_to(rsyslog.tls_log, last)
 
     untouched = verify_against(state, rsyslog.tls_log)
     assert untouched.returncode == 0, untouched.stdout + untouched.stderr
-    assert "OK: 8 record(s) of seq 1..8 match the remote log hash for hash" in untouched.stdout
+    assert f"OK: {last} record(s) of seq 1..{last} match the remote log hash for hash" in untouched.stdout
 
     put_back(older, state)
     rolled_back = verify_against(state, rsyslog.tls_log)
     assert rolled_back.returncode == 1
-    assert "ROLLBACK: the remote log holds records up to seq 8 " in rolled_back.stdout
-    assert "the local chain ends at seq 5: records 6..8 are gone from the box" in rolled_back.stdout
+    assert f"ROLLBACK: the remote log holds records up to seq {last} " in rolled_back.stdout
+    assert f"the local chain ends at seq {head_seq(state)}: records {head_seq(state) + 1}..{last} are gone from " \
+           "the box" in rolled_back.stdout
 
     for name in STORE_FILES:
         (state / name).unlink()
