@@ -1,7 +1,7 @@
 """The audit chain anchored in Debian's rsyslog: records forwarded by a running appliance over TCP (RFC 6587 octet
 counting) and over TLS (RFC 5425, rsyslog's ossl driver, the collector's CA and a client certificate from the
-settings) land in the collector's file; ``appliance audit verify --against`` that file passes for the untouched chain and names a rollback
-(the store and its head file replaced with an older copy) and a deletion.
+settings) land in the collector's file; ``appliance audit verify --against`` that file passes for the untouched
+chain and names a rollback (the store and its head file replaced with an older copy) and a deletion.
 
 rsyslogd runs as this test's own child (``-n -f <conf> -i <pidfile>`` in the test's temporary directory, listening
 on loopback only) and is stopped at the end; it never becomes a system service.
