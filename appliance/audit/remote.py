@@ -30,6 +30,7 @@ _SD_ELEMENT = re.compile(r"\[" + re.escape(SD_ID) + r'((?:\s+[^\s="\]]+="(?:[^"\
 _SD_PARAM = re.compile(r'([^\s="\]]+)="((?:[^"\\]|\\.)*)"')
 _SD_UNESCAPE = re.compile(r"\\([\"\\\]])")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+_SEQ = re.compile(r"[1-9][0-9]{0,18}")  # ASCII only (str.isdigit takes "²", which int() refuses), within int64
 _MAX_LINE_CHARS = 1 << 20  # a longer line is not one of ours
 
 
@@ -86,7 +87,7 @@ def parse_log(lines: Iterable[str]) -> RemoteLog:
         match = _SD_ELEMENT.search(line)
         params = {} if match is None else {k: _SD_UNESCAPE.sub(r"\1", v) for k, v in _SD_PARAM.findall(match[1])}
         seq, digest, chain = params.get("seq", ""), params.get("hash", ""), params.get("chain", "")
-        if not seq.isdigit() or int(seq) < 1 or not _HEX64.fullmatch(digest) or (chain and not _HEX64.fullmatch(chain)):
+        if not _SEQ.fullmatch(seq) or not _HEX64.fullmatch(digest) or (chain and not _HEX64.fullmatch(chain)):
             log.malformed += 1
             log.first_malformed_line = log.first_malformed_line or number
             continue
