@@ -39,7 +39,7 @@ SURFACES = {"test_fuzz_ntp": "NTP packet, MAC, keys, server, poller", "test_fuzz
             "test_gnss_fuzz": "NMEA/UBX streams", "test_fuzz_irig": "IRIG-B edges, samples, WAV",
             "test_fuzz_config": "TOML config", "test_fuzz_control": "control socket", "test_fuzz_leap": "leap file",
             "test_fuzz_audit_bundle": "audit bundle", "test_fuzz_audit_anchor": "audit collector log",
-            "test_fuzz_snmp": "SNMP through the agent",
+            "test_fuzz_ntske_hello": "NTS-KE ClientHello (ALPN)", "test_fuzz_snmp": "SNMP through the agent",
             "test_fuzz_rest": "REST API bodies and queries"}
 
 
