@@ -8,7 +8,7 @@ from appliance.web.metrics import _ntp
 
 NTS = {"ke_listen": "127.0.0.1", "ke_port": 4460, "certificate": "/x/cert.pem", "alive": True, "restarts": 0,
        "sessions": 12, "tls_failures": 2, "ke_errors": 1, "rate_limited": 3, "busy": 0, "active": 0,
-       "cookie_key_id": "0000002a", "cookie_key_age_s": 7300, "key_rotation_s": 86400}
+       "evicted": 5, "timed_out": 6, "no_alpn": 7, "cookie_key_id": "0000002a", "cookie_key_age_s": 7300, "key_rotation_s": 86400}
 NTP = {"enabled": True, "listen": "127.0.0.1", "port": 123, "error": "", "workers": [],
        "totals": {"requests": 40, "replies": 38, "nts": 30, "nts_nak": 4, "drop_nts_replay": 2}, "nts": NTS}
 
@@ -31,7 +31,8 @@ def test_snmp_objects() -> None:
 def test_prometheus_families() -> None:
     families = {f.name: f for f in _ntp(NTP)}
     ke = {s.labels["outcome"]: s.value for s in families["appliance_nts_ke_connections"].samples}
-    assert ke == {"sessions": 12, "tls_failures": 2, "ke_errors": 1, "rate_limited": 3, "busy": 0}
+    assert ke == {"sessions": 12, "tls_failures": 2, "ke_errors": 1, "rate_limited": 3, "busy": 0, "evicted": 5,
+                  "timed_out": 6, "no_alpn": 7}
     assert families["appliance_nts_cookie_key_age_seconds"].samples[0].value == 7300
     packets = {s.labels["outcome"]: s.value for s in families["appliance_ntp_packets"].samples}
     assert packets["nts"] == 30 and packets["nts_nak"] == 4

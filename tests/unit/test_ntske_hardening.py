@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from appliance.edge.ntp import ntske
-from appliance.edge.ntp.ntske import KeGate, Stage
+from appliance.protocol.ntp.kegate import KeGate, Stage, client_of, per_client_slots
 from appliance.edge.persist import UnsafePathError
 from appliance.protocol.ntp import nts
 
@@ -53,7 +53,7 @@ def test_ipv6_clients_are_their_64_and_mapped_ipv4_is_ipv4() -> None:
     gate.admit("2001:db8:1:2::20", 1)
     _, evicted = gate.admit("2001:db8:1:2:ffff::1", 2)
     assert evicted == [first]
-    assert ntske.client_of("::ffff:192.0.2.9") == "192.0.2.9"
+    assert client_of("::ffff:192.0.2.9") == "192.0.2.9"
 
 
 def test_when_every_slot_is_being_answered_a_new_connection_is_refused() -> None:
@@ -78,7 +78,7 @@ def test_the_whole_exchange_has_one_deadline_from_its_accept() -> None:
 
 
 def test_per_client_share() -> None:
-    assert [ntske.per_client_slots(n) for n in (1, 3, 8, 16, 64, 10_000)] == [1, 1, 2, 4, 8, 8]
+    assert [per_client_slots(n) for n in (1, 3, 8, 16, 64, 10_000)] == [1, 1, 2, 4, 8, 8]
 
 
 # --- the ClientHello's ALPN -----------------------------------------------------------------------------------------
