@@ -9,13 +9,14 @@ Every route needs a session or an API token except the login page, static assets
 ``web.metrics_public`` is set, ``/metrics``; a user who must change its password (the first admin) reaches only
 the password page until it has (the API answers 403 "password change required").  A session is a signed cookie
 (Secure, HttpOnly, SameSite=Strict) carrying a session id that the user store must still hold
-(``UserStore.session_user``): logging out, a new password, a new role or a removed user close it at once, whatever the cookie says (and end the user's API
-tokens); the role is read with it on every request.  Every state-changing request made with a session carries a
-CSRF token (a form field or the X-CSRFToken header); requests authenticated by a bearer token do not (no cookie is
-involved).  Each client (an address, an IPv6 /64) gets a token bucket of requests, and a far smaller one of login
-attempts (each costs a scrypt computation); failed logins beyond a few a minute are counted in one audit record a
-minute instead of one each, so a flood of them can fill neither the CPU nor the audit store.  A JSON body nested
-deeper than ``MAX_JSON_DEPTH`` is refused with a 400 before it is parsed.
+(``UserStore.session_user``): logging out, a new password, a new role or a removed user close it at once,
+whatever the cookie says (and end the user's API tokens); the role is read with it on every request.  Every
+state-changing request made with a session carries a CSRF token (a form field or the X-CSRFToken header);
+requests authenticated by a bearer token do not (no cookie is involved).  Each client (an address, an IPv6 /64)
+gets a token bucket of requests, and a far smaller one of login attempts (each costs a scrypt computation); failed
+logins beyond a few a minute are counted in one audit record a minute instead of one each, so a flood of them can
+fill neither the CPU nor the audit store.  A JSON body nested deeper than ``MAX_JSON_DEPTH`` is refused with a 400
+before it is parsed.  A request whose Host header is no host name is answered 400 (logged once a minute at most).
 """
 
 from __future__ import annotations

@@ -171,9 +171,9 @@ class Gate:
     deadline (web.admission says which, and which to let go first when a client holds too many), a request body
     is read here too, under the same deadline as the head (one declared over the limit is answered 413 at once),
     and the worker threads, fewer than the connections, only ever wait on a client that reads its answer slowly,
-    never past the request's overall deadline, each client on at most a few of them.  Workers give kept-alive connections back with
-    ``put`` and closed ones through ``connection_closed``: both are posted to this thread, which alone touches the
-    selector and the table.
+    never past the request's overall deadline, each client on at most a few of them.  Workers give kept-alive
+    connections back with ``put`` and closed ones through ``connection_closed``: both are posted to this thread,
+    which alone touches the selector and the table.
     """
 
     def __init__(self, server: _Server, limits: Limits):

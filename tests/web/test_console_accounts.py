@@ -109,7 +109,8 @@ def test_api_tokens_end_when_the_password_changes_from_the_command_line(env: Con
 
 # --- a lockout holds the source's tries, not the account -----------------------------------------------------------
 
-def test_a_lockout_from_one_address_does_not_lock_the_owner_out_elsewhere(console_env: Callable[..., ConsoleEnv]) -> None:
+def test_a_lockout_from_one_address_does_not_lock_the_owner_out_elsewhere(
+        console_env: Callable[..., ConsoleEnv]) -> None:
     env = console_env(lockout_failures=5, lockout_s=900)
     clock = [time.time()]
     env.ctx.wall_s = lambda: clock[0]
