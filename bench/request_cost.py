@@ -37,6 +37,7 @@ import http.client
 import json
 import os
 import random
+import secrets
 import socket
 import ssl
 import statistics
@@ -98,6 +99,10 @@ class Appliance:
             if self.proc.poll() is not None:
                 raise SystemExit(f"appliance exited: see {self.log.name}")
             if (self.state / "users.sqlite").exists():
+                # the first admin must choose its own password before its tokens are honoured
+                subprocess.run([sys.executable, "-m", "appliance", "user", "passwd", "admin", "--password-stdin",
+                                "--set", f"state_dir={self.state}"], input=secrets.token_urlsafe(16) + "\n",
+                               capture_output=True, text=True, cwd=ROOT)
                 out = subprocess.run([sys.executable, "-m", "appliance", "user", "token", "admin", "--label",
                                       "bench", "--set", f"state_dir={self.state}"], capture_output=True, text=True,
                                      cwd=ROOT)

@@ -200,7 +200,7 @@ cat <<EOF
        journalctl -u appliance -f
   4. On its first start the console (https://<host>:8443/ by default) makes one user, admin; its password is in
        $STATE_DIR/initial-admin-password
-     (readable by root and $APP_USER only). Log in, change it, then delete the file.
+     (readable by root and $APP_USER only). Log in and choose a new password when asked; the file is deleted then.
   5. Add users (always as $APP_USER, so the files in $STATE_DIR stay the service's):
        sudo -u $APP_USER $APP user add NAME --role admin --config $CONFIG
   6. Status, as $APP_USER or root (the control socket is $STATE_DIR/control.sock):
