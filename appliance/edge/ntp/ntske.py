@@ -49,6 +49,7 @@ from appliance.units import NS_PER_S
 log = logging.getLogger("appliance.ntske")
 KEYS_KEPT = 4
 CONNECTION_TIMEOUT_S = 5.0  # the whole exchange: TLS handshake, request and answer (milliseconds on a good link)
+DEADLINE_SLACK_NS = NS_PER_S // 10  # a read timed out this close to the exchange's deadline ran into it
 CAP_NOTE_NS = 10 * NS_PER_S  # at most one log line per this about connections pushed out
 # shared counters (multiprocessing Array of 'q'), read by the service for status
 COUNTERS = ("sessions", "tls_failures", "ke_errors", "rate_limited", "busy", "active", "key_id", "key_created_s",
@@ -308,9 +309,18 @@ class KeServer:
         log.info("NTS-KE: %s (counted in status: evicted, timed_out)", what)
 
     def _was_cut(self, key: int) -> bool:
-        """Whether the gate let ``key`` go (pushed out or late): counted and noted there, not as a failure."""
+        """Whether the gate let ``key`` go (pushed out or late): counted and noted there, not as a failure.  A
+        connection whose own read ran into the exchange's deadline before the reaper came round is let go and
+        counted late here: the same connection, whichever of the two saw the deadline first."""
         with self.gate_lock:
-            return self.gate.client(key) is None
+            if self.gate.client(key) is None:
+                return True
+            deadline = self.gate.deadline_ns(key)
+            if deadline is None or time.monotonic_ns() < deadline - DEADLINE_SLACK_NS:
+                return False
+            self.gate.release(key)
+        self._count("timed_out")
+        return True
 
     def _finish(self, key: int, sock: socket.socket) -> None:
         with self.gate_lock:

@@ -108,6 +108,10 @@ class KeGate:
     def held_by(self, client: str) -> int:
         return sum(1 for h in self._held.values() if h.client == client)
 
+    def deadline_ns(self, key: int) -> int | None:
+        held = self._held.get(key)
+        return held.deadline_ns if held else None
+
     def client(self, key: int) -> str | None:
         held = self._held.get(key)
         return held.client if held else None
