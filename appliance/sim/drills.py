@@ -117,7 +117,7 @@ def _attack(world: Any, action: str, value: str) -> str:
         c.system_offsets_ns = {systems[name.lower()]: int(ns)}
         return f"spoof-system {name} {int(ns):+d} ns"
     if action == "fake-sky":
-        c.fake_sky_seed = 4242
+        c.fake_sky_seed = rx.fake_sky_seed()
     elif action == "stop-attacks":
         fresh = type(c)()
         fresh.blocked = c.blocked

@@ -50,6 +50,8 @@ class SimPosition:
     lon_deg: float = 6.1432
     alt_m: float = 375.0
 
+FAKE_SKY_SEED = 4242  # the spoofer's constellation (fake-sky), unless that is the real sky's own seed
+
 
 @dataclass
 class SkyConditions:
@@ -174,6 +176,11 @@ class SimReceiver:
         if c.cn0_uniform_dbhz is not None:
             return c.cn0_uniform_dbhz
         return c.meacon_cn0_dbhz if c.meaconing_delay_ns else None
+
+    def fake_sky_seed(self) -> int:
+        """The seed of a spoofer's own constellation: never the real sky's (a fake sky drawn from the receiver's own
+        seed would be the real one, satellite for satellite: no attack at all)."""
+        return FAKE_SKY_SEED if self._seed != FAKE_SKY_SEED else FAKE_SKY_SEED + 1
 
     def _fake_sky(self, seed: int) -> Sky:
         if seed not in self._fake_skies:

@@ -191,3 +191,12 @@ def test_reset_means_no_fix_and_no_pulse_until_the_first_fix():
     assert modes == [FixMode.FIX_3D] * 5 + [FixMode.NO_FIX] * 10 + [FixMode.FIX_3D] * 5
     assert all(not e.time_valid and e.position is None and e.system_offsets_ns == () for e in found[5:15])
     assert all(tracked_cn0(e) == [] for e in found[5:15])
+
+
+@pytest.mark.parametrize("seed", [1, 4242])
+def test_a_fake_sky_is_never_the_real_one_whatever_the_seed(seed: int):
+    sim = SimReceiver(seed, leap.LeapTable.load_default())
+    real = {(s.constellation, s.prn, s.elevation_deg) for s in sim.satellites(START) if s.cn0_dbhz is not None}
+    sim.conditions.fake_sky_seed = sim.fake_sky_seed()
+    fake = {(s.constellation, s.prn, s.elevation_deg) for s in sim.satellites(START + NS) if s.cn0_dbhz is not None}
+    assert len(fake & real) < len(real) / 2
