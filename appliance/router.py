@@ -314,6 +314,11 @@ class Router:
             elif isinstance(ev, RefSample):
                 self._ref_sample(ev, now)
             elif isinstance(ev, RefUsable):
+                if ev.distrust is not None and self.selector.active == ev.ref:
+                    # before the selector lets go of it: the holdover it starts must rest on what is sound
+                    d = ev.distrust
+                    self.clock.distrust(d.since_raw_ns, None if d.frequency_ppb is None else
+                                        (d.frequency_ppb, d.frequency_sigma_ppb))
                 self._route(self.selector.set_usable(ev.ref, ev.usable, ev.reason, ev.at_raw_ns), now)
             else:
                 self._handle(ev, now)
@@ -321,7 +326,7 @@ class Router:
 
     def _handle(self, ev: object, now: Now) -> None:
         if isinstance(ev, LoopSample):
-            self._route(self.clock.on_offset(ev.offset_ns, ev.raw_ns), now)
+            self._route(self.clock.on_offset(ev.offset_ns, ev.raw_ns, doubt_ns=ev.doubt_ns), now)
         elif isinstance(ev, RefSwitched):
             self._switched(ev, now)
         elif isinstance(ev, RefStateChanged):

@@ -51,6 +51,9 @@ class _Holdover:
     entry_bound_ns: float
     entry_temp_c: float | None
     forced: bool = False
+    # What the model cannot know after a spoofed reference taught it: how far its frequency is from the integrity
+    # check's reference line, plus that line's own 3 sigma (ppb, i.e. ns of phase per second of holdover).
+    doubt_ppb: float = 0.0
 
 
 @dataclass
@@ -114,6 +117,8 @@ class ClockDiscipline:
         self._source: str | None = None  # the reference the loop was last tuned for
         self._switch_pending = False  # the next sample is the first from a new reference
         self._carried_bound_ns: float | None = None  # the bound from before a switch, until the new one is measured
+        self._doubt_ns = 0.0  # the reference's latest integrity residual: where an undetected push has moved it
+        self._line: tuple[float, float] | None = None  # a clean frequency estimate and its sigma, after a rejection
         # Re-acquisition of a clock that has locked before: the phase still to be pulled in (served minus reference,
         # removed from the loop's samples) and the frequency added outside the loop to move it (pull-in).
         self._pull_left_ns = 0.0
@@ -133,6 +138,7 @@ class ClockDiscipline:
             self._carried_bound_ns = self.bound_ns(self._qualifier.last_ns or self.start_raw_ns)
             self._recent.clear()
             self._switch_pending = True
+            self._doubt_ns = 0.0  # the new reference's samples bring their own
         b = self.base
         # A reference as quiet as the one the loop was tuned for (within 10x: GNSS, a good PTP port) keeps that
         # tuning; only a noisy one retunes it, and only when its noise moved by more than 2x since the last tuning
@@ -158,11 +164,15 @@ class ClockDiscipline:
                 self.servo.params = self._servo_params(target)
 
     # --- inputs -----------------------------------------------------------------------------------------
-    def on_sample(self, offset_ns: float, raw_ns: int, temp_c: float | None = None) -> list[object]:
-        """One phase-detector sample (served minus reference at ``raw_ns``)."""
+    def on_sample(self, offset_ns: float, raw_ns: int, temp_c: float | None = None,
+                  doubt_ns: float = 0.0) -> list[object]:
+        """One phase-detector sample (served minus reference at ``raw_ns``); ``doubt_ns``: how far the reference sits
+        from where the oscillator says it should be (an integrity residual), which the bound includes while the
+        reference drives the clock."""
         if not self.usable:
             return []
         self.last_offset_ns = offset_ns
+        self._doubt_ns = abs(doubt_ns) if math.isfinite(doubt_ns) else 0.0
         self._qualifier.sample(raw_ns)
         handler = {ClockState.ACQUIRING: self._acquiring, ClockState.LOCKED: self._locked}.get(self.state)
         if handler is not None and self._switch_pending:
@@ -332,6 +342,14 @@ class ClockDiscipline:
                                                           f"{self.p.holdover_spec_ns} ns", raw_ns)
         return out
 
+    def distrust(self, since_raw_ns: int, line: tuple[float, float] | None) -> None:
+        """The reference driving the clock was found spoofed: nothing it taught the holdover model since
+        ``since_raw_ns`` is kept (the model goes back to its state then, or is forgotten when it had learned
+        nothing before), and ``line`` (frequency ppb, sigma ppb: the integrity check's line through clean data) is
+        what the next holdover's frequency is judged against."""
+        self.predictor.rollback((since_raw_ns - self.start_raw_ns) / NS_PER_S)
+        self._line = line
+
     def can_hold_over(self) -> bool:
         return self.ever_locked and (self.predictor.can_predict() or self._restored_prediction is not None)
 
@@ -368,7 +386,12 @@ class ClockDiscipline:
             assert prediction is not None, "the engine only holds over when it can predict"
             if fitted is None:
                 prediction = Prediction(t_s, *_fields_after(prediction))
-            self._holdover = _Holdover(prediction, raw_ns, bound_ns or 0.0, temp_c, self.forced)
+            doubt = 0.0
+            if self._line is not None:
+                line_ppb, line_sigma_ppb = self._line
+                doubt = abs(prediction.frequency_ppb - line_ppb) + 3 * line_sigma_ppb
+                self._line = None
+            self._holdover = _Holdover(prediction, raw_ns, bound_ns or 0.0, temp_c, self.forced, doubt)
             self.locked_since_ns = None
         elif new is ClockState.ACQUIRING:
             if self._acquired_once:
@@ -396,6 +419,7 @@ class ClockDiscipline:
                 if self.last_offset_ns is not None:
                     self._recent.append(self.last_offset_ns)
             self._holdover = None
+            self._line = None  # a later holdover is judged on what the clock learns from here
             self.ever_locked = True
             self._acquired_once = True
             self.locked_since_ns = raw_ns
@@ -441,12 +465,15 @@ class ClockDiscipline:
         if self._holdover is not None and self.state in (ClockState.HOLDOVER, ClockState.HOLDOVER_EXPIRED):
             h = self._holdover
             change = None if temp_c is None or h.entry_temp_c is None else temp_c - h.entry_temp_c
-            return h.entry_bound_ns + self.predictor.uncertainty_ns(h.prediction, (raw_ns - h.entry_raw_ns) / NS_PER_S,
-                                                                    change)
+            held_s = (raw_ns - h.entry_raw_ns) / NS_PER_S
+            return (h.entry_bound_ns + self.predictor.uncertainty_ns(h.prediction, held_s, change)
+                    + h.doubt_ppb * max(held_s, 0.0))
         spread = _rms(self._recent)
         if len(self._recent) < 8:  # a scatter not yet measured (just acquiring, just relocked): the reference's own
             spread = max(spread, self.p.reference_noise_ns)
-        bound = self.p.reference_accuracy_ns + 3 * spread + 1.0  # + 1: the served clock reads whole nanoseconds
+        # + 1: the served clock reads whole nanoseconds; the doubt: a push below every integrity threshold has moved
+        # the reference, and the clock with it, that far from the oscillator's own line
+        bound = self.p.reference_accuracy_ns + 3 * spread + 1.0 + self._doubt_ns
         if self._carried_bound_ns is not None:
             bound = max(bound, self._carried_bound_ns)
         if self.state is ClockState.ACQUIRING and self.last_offset_ns is not None:

@@ -16,6 +16,7 @@ known) plus the oscillator's noise over the interval: 3.sqrt(P_yy t^2 + P_ya t^3
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +28,18 @@ COVERAGE = 3.0  # the bound is a 3-sigma statement
 REFERENCE_TEMP_C = 25.0
 GATE_SIGMA = 6.0  # a point this far outside the filter's expectation is an outlier, not news
 MIN_LEARN_S = 4 * POINT_S  # four filter points: enough to predict, the covariance says how well
+CHECKPOINT_S = 60.0  # the filter's state is kept this often, so that learning can be undone (``rollback``) ...
+CHECKPOINTS_KEPT = 20  # ... this far back (20 min): what a slow push below every threshold may have taught it
+
+
+@dataclass(frozen=True)
+class _Checkpoint:
+    t_s: float
+    state: np.ndarray
+    cov: np.ndarray
+    first_s: float | None
+    last_temp: float | None
+    temps_seen: tuple[float, float] | None
 
 
 @dataclass(frozen=True)
@@ -67,6 +80,7 @@ class HoldoverPredictor:
         self._last_temp: float | None = None
         self._temps_seen: tuple[float, float] | None = None  # (min, max) temperature learned over
         self.outliers = 0
+        self._checkpoints: deque[_Checkpoint] = deque(maxlen=CHECKPOINTS_KEPT)
 
     # --- learning ---------------------------------------------------------------------------------------
     def learn(self, t_s: float, free_phase_ns: float, temp_c: float | None = None) -> None:
@@ -82,6 +96,21 @@ class HoldoverPredictor:
     def forget(self) -> None:
         """The history no longer describes the oscillator (e.g. a different oscillator was fitted)."""
         self._acc, self._state, self._first_s, self._temps_seen = [], None, None, None
+        self._checkpoints.clear()
+
+    def rollback(self, to_s: float) -> bool:
+        """Undo what was learned after ``to_s`` (a reference found spoofed taught the filter its push): back to the
+        newest checkpoint at or before it.  False, and everything forgotten, when no checkpoint is that old."""
+        while self._checkpoints and self._checkpoints[-1].t_s > to_s:
+            self._checkpoints.pop()
+        if not self._checkpoints:
+            self.forget()
+            return False
+        c = self._checkpoints[-1]
+        self._acc = []
+        self._state, self._cov, self._t_s = c.state.copy(), c.cov.copy(), c.t_s
+        self._first_s, self._last_temp, self._temps_seen = c.first_s, c.last_temp, c.temps_seen
+        return True
 
     @property
     def learned_s(self) -> float:
@@ -112,6 +141,13 @@ class HoldoverPredictor:
         if temp is not None:
             lo, hi = self._temps_seen or (temp, temp)
             self._temps_seen = (min(lo, temp), max(hi, temp))
+        self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        if self._state is not None and (not self._checkpoints or
+                                        self._t_s - self._checkpoints[-1].t_s >= CHECKPOINT_S - 1e-6):
+            self._checkpoints.append(_Checkpoint(self._t_s, self._state.copy(), self._cov.copy(), self._first_s,
+                                                 self._last_temp, self._temps_seen))
 
     def _start(self, t: float, x: float, r: float, temp: float | None) -> None:
         spec = self.spec
@@ -120,6 +156,7 @@ class HoldoverPredictor:
                              + 1e-30, (3 * spec.temp_coeff_ppb_per_k) ** 2 + 1e-12])
         self._t_s = self._first_s = t
         self._last_temp = temp
+        self._checkpoint()
 
     def _predict_to(self, t: float, temp: float | None) -> None:
         assert self._state is not None

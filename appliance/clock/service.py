@@ -8,6 +8,7 @@ from the measured bound (never from configuration).  Also builds the learned sta
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -21,6 +22,9 @@ from appliance.clock.predictor import Prediction
 from appliance.clock.state import ClockState
 from appliance.units import NS_PER_S
 
+# A published snapshot is served until the next one (twice a second) and IRIG-B frames are built a second ahead:
+# what it advertises must still hold then, while a holdover bound grows.
+ADVERTISE_AHEAD_NS = 2 * NS_PER_S
 
 
 class ClockBackend(Protocol):
@@ -74,9 +78,15 @@ class ClockService:
     def on_paired(self, paired: PairedSecond, temp_c: float | None = None) -> list[object]:
         return self.on_offset(self.measure(paired)[0], paired.edge_raw_ns, temp_c)
 
-    def on_offset(self, offset_ns: float, raw_ns: int, temp_c: float | None = None) -> list[object]:
+    def on_offset(self, offset_ns: float, raw_ns: int, temp_c: float | None = None,
+                  doubt_ns: float = 0.0) -> list[object]:
         self.samples += 1
-        return self._apply(self.engine.on_sample(offset_ns, raw_ns, temp_c))
+        return self._apply(self.engine.on_sample(offset_ns, raw_ns, temp_c, doubt_ns))
+
+    def distrust(self, since_raw_ns: int, line: tuple[float, float] | None) -> None:
+        """The active reference was found spoofed: undo what it taught the holdover model since ``since_raw_ns``,
+        and judge the next holdover's frequency against ``line`` (see ClockDiscipline.distrust)."""
+        self.engine.distrust(since_raw_ns, line)
 
     def on_reference(self, usable: bool, reason: str, raw_ns: int) -> list[object]:
         """The reference selector says whether any reference drives the clock (False: hold over)."""
@@ -131,7 +141,10 @@ class ClockService:
                  temp_c: float | None = None) -> ClockSnapshot:
         e = self.engine
         bound = e.bound_ns(raw_ns, temp_c)
-        bound_int = None if bound is None else int(round(bound))
+        ahead = e.bound_ns(raw_ns + ADVERTISE_AHEAD_NS, temp_c)
+        if bound is not None and ahead is not None:
+            bound = max(bound, ahead)  # what is published is read until the next snapshot, and framed ahead
+        bound_int = None if bound is None else int(math.ceil(bound))
         in_spec = e.state is ClockState.HOLDOVER
         adv = quality.advertise(e.state.value, bound_int, self._tdev_s(), self.profile, in_spec, pending_change_s,
                                 seconds_to_change, self.degraded, reference_kind=self.reference_kind,

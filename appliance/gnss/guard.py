@@ -34,6 +34,11 @@ OVERRIDES = ("auto", "trust", "reject")
 SPOOFING, JAMMING, SUSPECT, OVERRIDE = ("gnss-spoofing", "gnss-jamming", "gnss-integrity-suspect",
                                         "gnss-integrity-override")
 INTEGRITY_CODES = (SPOOFING, JAMMING, SUSPECT, OVERRIDE)
+DOUBT_SAMPLES = 4  # residuals averaged into the doubt the clock's bound carries (a push's lag: 1.5 s of it)
+ANCHORS_KEPT = 20  # lines kept (one a refit, 60 s): how far back a rejection can find one fitted on sound data
+HISTORY_S = 1200  # free phase kept to date an attack at its rejection
+QUIET_NS = 5.0  # a residual (mean of DOUBT_SAMPLES) within this, or the line's 3 sigma, is the reference's noise
+LOOKBACK_MIN_S = 120  # learning undone at a rejection: at least this much before the attack's estimated start
 
 
 @dataclass(frozen=True)
@@ -60,23 +65,56 @@ class PhaseAnchor:
         self.noise_floor_ns = noise_floor_ns
         self._samples: deque[tuple[int, float]] = deque()
         self.anchor: Anchor | None = None
+        self.history: deque[Anchor] = deque(maxlen=ANCHORS_KEPT)  # the lines fitted, newest last
+        self._refused_at_ns = 0  # the last refit refused as inconsistent with the line
 
     def learn(self, raw_ns: int, free_phase_ns: float) -> bool:
-        """A sample from a sound reference; True when the anchor was (re)fitted with it."""
-        if self._samples and raw_ns - self._samples[-1][0] > 30 * NS_PER_S:
-            self._samples.clear()  # a gap: the line before it says little about the oscillator after it
+        """A sample from a sound reference; True when the anchor was (re)fitted with it.  A gap (holdover, a
+        rejected reference) keeps the samples before it, and does not count in the window: the free phase runs on
+        through it, and a line refitted at once from them and the new ones is as good as before, where one fitted
+        afresh would need the whole ``min_span_s`` first and be judged all that time on an ever older line (after
+        a few attacks in a row the smallest step caught had grown fivefold)."""
         self._samples.append((raw_ns, free_phase_ns))
-        while raw_ns - self._samples[0][0] > self.window_ns:
+        # the last window's worth of samples (one a second), gaps left out, and none older than three windows
+        while (len(self._samples) > self.window_ns // NS_PER_S
+               or raw_ns - self._samples[0][0] > 3 * self.window_ns):
             self._samples.popleft()
-        due = self.anchor is None or raw_ns - self.anchor.at_raw_ns >= self.refit_ns
+        due = self.anchor is None or raw_ns - max(self.anchor.at_raw_ns, self._refused_at_ns) >= self.refit_ns
         if due and raw_ns - self._samples[0][0] >= self.min_span_ns:
-            self.anchor = self._fit(raw_ns)
+            fitted = self._fit(raw_ns)
+            if not self._consistent(fitted):
+                self._refused_at_ns = raw_ns  # tried again a refit interval on
+                return False
+            self.anchor = fitted
+            self.history.append(self.anchor)
             return True
         return False
+
+    def _consistent(self, fitted: Anchor) -> bool:
+        """A new line must start where the old one says the oscillator is (within two thirds of its 3-sigma bound:
+        2 sigma).  A push too slow for any threshold would otherwise be learned into each refit a little, and the
+        line would follow it away from the oscillator; refused, the old line ages, its bound widens, and the push
+        shows in full against it."""
+        predicted = self.predict(fitted.at_raw_ns)
+        if predicted is None:
+            return True
+        expected, bound, _ = predicted
+        return abs(fitted.phase_ns - expected) <= max(self.noise_floor_ns, 2 * bound / 3)
 
     def forget(self) -> None:
         self._samples.clear()
         self.anchor = None
+        self.history.clear()
+
+    def revert(self, since_raw_ns: int) -> None:
+        """Nothing after ``since_raw_ns`` was sound: its samples go, and the line goes back to the newest one fitted
+        before it (kept as it is when there is none)."""
+        while self._samples and self._samples[-1][0] > since_raw_ns:
+            self._samples.pop()
+        while self.history and self.history[-1].at_raw_ns > since_raw_ns:
+            self.history.pop()
+        if self.history:
+            self.anchor = self.history[-1]
 
     def _fit(self, at_raw_ns: int) -> Anchor:
         ts = [(t - at_raw_ns) / NS_PER_S for t, _ in self._samples]
@@ -115,12 +153,23 @@ class IntegrityChanged:
 
 
 @dataclass(frozen=True)
+class Distrust:
+    """What a rejection tells the clock: nothing learned from the reference since ``since_raw_ns`` is sound, and
+    the line through sound data says the oscillator runs at ``frequency_ppb`` (1 sigma ``frequency_sigma_ppb``)."""
+
+    since_raw_ns: int
+    frequency_ppb: float | None
+    frequency_sigma_ppb: float
+
+
+@dataclass(frozen=True)
 class ReferenceUsable:
     """Tell the clock whether the GNSS reference may drive it."""
 
     usable: bool
     reason: str
     at_raw_ns: int
+    distrust: Distrust | None = None  # set when the integrity checks rejected it
 
 
 @dataclass(frozen=True)
@@ -156,6 +205,8 @@ class ReferenceGuard:
         self._level = Level.OK
         self._last_ntp: dict[str, Any] | None = None
         self._recent_resid: deque[tuple[int, float]] = deque(maxlen=16)
+        self._doubt: deque[float] = deque(maxlen=DOUBT_SAMPLES)
+        self._history: deque[tuple[int, float]] = deque(maxlen=HISTORY_S)  # (raw, free phase), for dating attacks
         self.hold_sample = False  # the last phase sample was an outlier: do not feed it to the clock
         self._held_last = False
 
@@ -175,12 +226,14 @@ class ReferenceGuard:
         self.hold_sample = False
         if not self.enabled:
             return []
+        self._history.append((raw_ns, free_phase_ns))
         predicted = self.anchor.predict(raw_ns)
         if predicted is None:
             if self.monitor.verdict().level is Level.OK:
                 self.anchor.learn(raw_ns, free_phase_ns)
             return []
         expected, bound, rate_sigma = predicted
+        self._doubt.append(free_phase_ns - expected)
         freq = self._implied_frequency(raw_ns, free_phase_ns - expected)
         verdict = self.monitor.on_phase(raw_ns, free_phase_ns, expected, bound, frequency_ppb=freq,
                                         max_frequency_ppb=self.max_frequency_ppb, rate_sigma_ppb=rate_sigma)
@@ -193,6 +246,12 @@ class ReferenceGuard:
             self.monitor.prediction_rebased()
             self._recent_resid.clear()
         return self._decide(verdict, raw_ns)
+
+    def doubt_ns(self) -> float:
+        """How far the reference sits from the oscillator's line (the mean of the last few residuals, so its noise
+        mostly cancels): a push too slow for any threshold has moved the reference, and the clock locked to it,
+        that far; the clock adds it to its bound.  0 before the line exists."""
+        return abs(sum(self._doubt) / len(self._doubt)) if self._doubt and self.anchor.anchor is not None else 0.0
 
     def _implied_frequency(self, raw_ns: int, residual_ns: float) -> float | None:
         """The residual's slope over the last 16 s: the frequency the reference implies beyond the oscillator's."""
@@ -246,8 +305,41 @@ class ReferenceGuard:
             reason = (f"integrity override {self.override} by operator" if self.override != "auto" else
                       f"GNSS integrity {level.value}: {why}" if not usable else
                       f"GNSS integrity ok again: {why}")
-            out.append(ReferenceUsable(usable, reason, raw_ns))
+            distrust = self._distrust(raw_ns) if not usable and self.override == "auto" else None
+            out.append(ReferenceUsable(usable, reason, raw_ns, distrust))
         return out
+
+    def _distrust(self, raw_ns: int) -> Distrust:
+        """At a rejection: when the attack began, as far as the free phase tells (the residual over its trend says
+        how long it has been building up; a push learned into the line leaves the trend, a step leaves the size),
+        and the line fitted before then, which the prediction goes back to."""
+        since = raw_ns - self._attack_age_ns(raw_ns) - LOOKBACK_MIN_S * NS_PER_S
+        self.anchor.revert(since)
+        self._doubt.clear()
+        a = self.anchor.anchor
+        return Distrust(since, None if a is None else a.frequency_ppb,
+                        0.0 if a is None else a.frequency_sigma_ppb + self.anchor.law.adev(max(a.span_s, 1.0)) * 1e9)
+
+    def _attack_age_ns(self, raw_ns: int) -> int:
+        """How long the free phase has been leaving the line: back from now to the last time its residual (the mean
+        of DOUBT_SAMPLES) was within the noise, plus the time a push at the rate since then took to get that far."""
+        a = self.anchor.anchor
+        if a is None or len(self._history) < DOUBT_SAMPLES:
+            return HISTORY_S * NS_PER_S
+        times = [t for t, _ in self._history]
+        resid = [x - a.phase_ns - a.frequency_ppb * (t - a.at_raw_ns) / NS_PER_S for t, x in self._history]
+        level = max(QUIET_NS, 3 * a.phase_sigma_ns)
+        now_r = sum(resid[-DOUBT_SAMPLES:]) / DOUBT_SAMPLES
+        i = len(resid) - DOUBT_SAMPLES
+        while i >= 0 and abs(sum(resid[i:i + DOUBT_SAMPLES]) / DOUBT_SAMPLES) > level:
+            i -= 1
+        if i < 0:
+            return HISTORY_S * NS_PER_S  # never within the noise in what is kept: all of it is suspect
+        quiet_at = times[i + DOUBT_SAMPLES - 1]
+        if abs(now_r) <= level:
+            return raw_ns - quiet_at
+        lead = level * (raw_ns - quiet_at) / (abs(now_r) - level)  # a ramp from zero: the part below the noise
+        return int(min(HISTORY_S * NS_PER_S, raw_ns - quiet_at + lead))
 
     def _alarms(self, verdict: Verdict, raw_ns: int) -> list[Alarm]:
         level, why = verdict.level, "; ".join(verdict.reasons[:4]) or "integrity checks ok"

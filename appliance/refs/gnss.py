@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from appliance.events import (
     Alarm,
@@ -118,7 +118,8 @@ class GnssReference(Driver):
             yield from self._guarded(self.guard.on_free_phase(paired.edge_raw_ns, free_phase))
             if self.guard.hold_sample:  # an outlier waits for the next sample to say step or noise
                 return
-        yield RefSample(self.spec.name, paired.edge_raw_ns, offset, self.spec.accuracy_ns)
+        doubt = self.guard.doubt_ns() if self.guard is not None and self.guard.enabled else 0.0
+        yield RefSample(self.spec.name, paired.edge_raw_ns, offset, self.spec.accuracy_ns, doubt)
 
     def _guarded(self, events: list[object]) -> Iterator[object]:
         """What the integrity guard says: its alarms first, then its verdicts (each after what it caused)."""
@@ -126,7 +127,7 @@ class GnssReference(Driver):
         for ev in events:
             if isinstance(ev, ReferenceUsable):
                 self._integrity_ok = (ev.usable, ev.reason)
-                yield self._usable(ev.at_raw_ns)
+                yield replace(self._usable(ev.at_raw_ns), distrust=ev.distrust)
             if not isinstance(ev, Alarm):
                 yield ev
 

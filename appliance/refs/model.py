@@ -58,6 +58,9 @@ class RefSample:
     raw_ns: int
     offset_ns: float
     uncertainty_ns: float
+    # How far the reference sits from where the local oscillator says it should be, beyond its noise (an integrity
+    # check's residual): an undetected push moves the clock that far with it, so the bound must include it.
+    doubt_ns: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,7 @@ class RefUsable:
     usable: bool
     reason: str
     at_raw_ns: int
+    distrust: Any = None  # gnss.guard.Distrust when integrity checks rejected it: what it taught the clock is undone
 
 
 class ClockView(Protocol):

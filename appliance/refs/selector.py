@@ -104,6 +104,7 @@ class LoopSample:
     raw_ns: int
     offset_ns: float
     uncertainty_ns: float
+    doubt_ns: float = 0.0  # the active reference's latest RefSample.doubt_ns
 
 
 @dataclass(frozen=True)
@@ -183,6 +184,7 @@ class ReferenceSelector:
         self._buildout_ns = 0.0
         self._buildout_at_ns = start_raw_ns
         self._acc: list[tuple[int, float, float]] = []  # active reference samples since the last loop sample
+        self._doubt_ns = 0.0  # the active reference's latest doubt (RefSample.doubt_ns)
         self._last_loop_ns: int | None = None
         self.hold_phase = True  # the clock's phase is worth keeping at a switch (the caller: it is locked)
         self.phase_bound_ns: float | None = None  # in holdover, what the clock still vouches for (the caller)
@@ -207,6 +209,7 @@ class ReferenceSelector:
         out = self._evaluate(t)
         if self.active == sample.ref and t != self._handed_ns:  # (== : a switch just handed it to the loop)
             self._acc.append((t, sample.offset_ns, sample.uncertainty_ns))
+            self._doubt_ns = sample.doubt_ns
             if self._last_loop_ns is None or t - self._last_loop_ns >= LOOP_INTERVAL_NS:
                 out.append(self._loop_sample(t))
         return out
@@ -366,6 +369,7 @@ class ReferenceSelector:
         self.active = None if new is None else new.spec.name
         self._buildout_ns, self._buildout_at_ns = buildout, raw_ns
         self._acc.clear()
+        self._doubt_ns = 0.0 if new is None or new.last is None else new.last.doubt_ns
         self._last_loop_ns = None
         self.switches += 1
         return RefSwitched(None if old is None else old.spec.name, self.active, reason, raw_ns, buildout, step)
@@ -397,7 +401,7 @@ class ReferenceSelector:
         unc = max(u for _, _, u in acc)
         self._acc = []
         self._last_loop_ns = raw_ns
-        return LoopSample(self.active, raw_ns, offset - self.buildout_ns(raw_ns), unc)
+        return LoopSample(self.active, raw_ns, offset - self.buildout_ns(raw_ns), unc, self._doubt_ns)
 
     # --- references against each other -------------------------------------------------------------------------
     def drift_ns_per_s(self, raw_ns: int) -> float:
