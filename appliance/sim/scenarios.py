@@ -5,6 +5,8 @@ the tests run them all.  Scenarios 1-5 and 7 drive the clock at the phase detect
 two seconds); scenario 6, the leap second, runs the whole appliance on the simulated receiver's bytes, because a
 leap second is about labels as much as about the clock.  Scenarios 8-15 attack the GNSS reference (spoofing,
 meaconing, jamming) and 16-20 stage benign sky events that must not alarm, on the whole appliance (``sim/attacks.py``).
+Scenarios 21-23 replay the hardest slow pushes the honesty sweep (``sim/honesty.py``, ``bench/honesty.py``) tried:
+the served error must stay within the advertised bound every second, before, during and after the attack.
 """
 
 from __future__ import annotations
@@ -292,12 +294,38 @@ def _benign_scenario(name: str) -> Callable[[int], ScenarioResult]:
     return scenario
 
 
+# name: (number, the push); the seed is the scenario's
+HONESTY_SCENARIOS = {"spoof-push-1ns-young": (21, dict(rate_ns_per_s=1.0, warm_s=120)),
+                     "spoof-push-0.1ns": (22, dict(rate_ns_per_s=0.1, warm_s=600)),
+                     "spoof-ramp-2ns-young": (23, dict(rate_ns_per_s=2.0, ramp=True, warm_s=100))}
+
+
+def _honesty_scenario(name: str) -> Callable[[int], ScenarioResult]:
+    from appliance.sim.honesty import Push, push_trial
+
+    number, push = HONESTY_SCENARIOS[name]
+
+    def scenario(seed: int) -> ScenarioResult:
+        r = ScenarioResult(number, name, seed)
+        h = push_trial(Push(seed=seed, **push))  # type: ignore[arg-type]
+        r.figures.update(push=h.push.label(), seconds_with_a_bound=h.seconds, seconds_above_it=h.over_s,
+                         worst_margin_ns=round(h.worst_margin_ns), worst_at_s=h.worst_at_s,
+                         worst_te_ns=h.worst_te_ns, worst_bound_ns=h.worst_bound_ns, worst_state=h.worst_state,
+                         rejected_after_s=h.detected_s, max_te_ns=h.max_te_ns, states=">".join(h.states))
+        r.check("|served - true| within the advertised bound every second", h.kept)
+        r.check("a bound advertised for most of the run", h.seconds >= (h.push.push_s + h.push.after_s) // 2)
+        r.check("locked again at the end", h.states[-1] == "LOCKED")
+        return r
+    return scenario
+
+
 SCENARIOS: dict[str, Callable[[int], ScenarioResult]] = {
     "cold-start": s01_cold_start, "ocxo-holdover-24h": s02_ocxo_holdover,
     "rubidium-holdover-24h": s03_rubidium_holdover, "gnss-flapping": s04_gnss_flapping,
     "temperature-swing": s05_temperature_swing, "leap-second": s06_leap_second, "warm-restart": s07_warm_restart,
     **{name: _attack_scenario(name) for name in ATTACK_SCENARIOS},
     **{name: _benign_scenario(name) for name in BENIGN_SCENARIOS},
+    **{name: _honesty_scenario(name) for name in HONESTY_SCENARIOS},
 }
 
 

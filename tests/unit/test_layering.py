@@ -127,7 +127,7 @@ def test_every_listed_edge_exists() -> None:
     assert set(EDGES) <= names, f"stale entries: {set(EDGES) - names}"
 
 
-TOP = {"cli", "__main__", "sim.attacks", "sim.scenarios"}  # may import anything: they build the whole appliance
+TOP = {"cli", "__main__", "sim.attacks", "sim.honesty", "sim.scenarios"}  # may import anything: they build the whole appliance
 ORDER = {"core": 0, "sim": 1, "edge": 2, "runtime": 3, "top": 4}
 SIM_EDGES = {"sim.pty"}  # in the simulated world's package, but an edge (it writes a pseudo-terminal)
 
