@@ -60,8 +60,6 @@ def login() -> Any:
     except ValidationError:
         flash("The login form expired: try again.", "error")
         return render_template("login.html", next="/"), 400
-    from flask import current_app
-
     client = client_of(request.remote_addr or "?")
     if not _login_allowed(client):
         flash("Too many login attempts: wait a minute and try again.", "error")

@@ -22,6 +22,7 @@ import pytest
 from appliance.edge.ntp.ntske import CONNECTION_TIMEOUT_S, per_client_slots
 from tests.interop.peers import Chronyd, eventually
 from tests.interop.procs import appliance, free_tcp_port, free_udp_port, status, stop, wait_for
+from tests.interop.test_nts_peers import _connects
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
@@ -60,13 +61,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         code, err = stop(app)
     assert code == 0, err
 
-
-def _connects(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        return True
-    except OSError:
-        return False
 
 
 class Trickle:

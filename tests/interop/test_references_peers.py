@@ -215,7 +215,7 @@ def test_ptp_upstream_takes_over_hitlessly_when_gnss_is_lost_and_gnss_returns(tm
             assert all(active(x) == "gnss" and x["clock"]["state"] == "LOCKED" for _, x in before)
             # PTP against the truth: served minus ptp4l is the TE plus the measurement error.
             ptp_error = statistics.median(row(x, "ptp")["offset_ns"] - te(x) for _, x in before)
-            jitter = row(sb, "ptp")["jitter_ns"]
+            jitter = max(row(x, "ptp")["jitter_ns"] or 0 for _, x in before)  # the window's largest, not one
             te_ref = statistics.median(te(x) for _, x in before)
             gnss_phase = statistics.median(row(x, "gnss")["offset_ns"] for _, x in before)
             ptp_phase = statistics.median(row(x, "ptp")["offset_ns"] for _, x in before)
@@ -226,8 +226,13 @@ def test_ptp_upstream_takes_over_hitlessly_when_gnss_is_lost_and_gnss_returns(tm
             assert abs(ptp_error) < 2_000, "PTP over software timestamps should read the truth within 2 us"
             assert 0 < jitter < 2_000, jitter
             # Noise allowance: one loop sample (the mean of a second's Syncs, rms jitter/sqrt(4)) passed on whole
-            # -- the most a loop of any time constant >= 1 s could take from the PTP noise -- at 3 sigma.
-            allowance = step_limit + 3 * jitter / math.sqrt(SYNC_PER_S)
+            # -- the most a loop of any time constant >= 1 s could take from the PTP noise -- at 3 sigma, plus
+            # what TE did in the window before with no switch at all (the largest of many samples on a loaded host
+            # is not a 3-sigma event).  It must stay below the references' difference a switch that is not
+            # hitless would hand the loop.
+            spread_before = max(abs(te(x) - te_ref) for _, x in before)
+            allowance = step_limit + spread_before + 3 * jitter / math.sqrt(SYNC_PER_S)
+            assert allowance < CABLE_NS, (step_limit, spread_before, jitter)
 
             assert "receiver-off" in app.ok("world", "receiver-off")
             t_off = time.monotonic()

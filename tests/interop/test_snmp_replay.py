@@ -25,10 +25,10 @@ from tests.interop.peers import require
 from tests.interop.procs import ENV, appliance, free_udp_port, status, stop, wait_for
 from tests.interop.ptp_appliance import seed_learned_state
 from tests.interop.snmp_relay import Relay, replay
+from tests.interop.test_snmp import snmp
 
 pytestmark = [pytest.mark.interop]
 REPO = Path(__file__).parents[2]
-MIBS = ["-m", "APPLIANCE-MIB:SNMPv2-MIB", "-M", f"{REPO / 'deploy' / 'mibs'}:{REPO / '.cache' / 'ietf-mibs'}"]
 AUTH, PRIV = "auth-pass-123", "priv-pass-456"
 ENGINE = "0x8000000001020399"
 V3 = ["-v3", "-l", "authPriv", "-u", "nms", "-a", "SHA-256", "-A", AUTH, "-x", "AES", "-X", PRIV]
@@ -65,9 +65,6 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, Path]
             assert secret not in err
         assert "Traceback" not in err, err[-5000:]
 
-
-def snmp(tool: str, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run([require(tool), *MIBS, *args], capture_output=True, text=True, timeout=timeout)
 
 
 def holdover_records(state: Path) -> list[str]:

@@ -10,30 +10,16 @@ what it offered.  Inputs: arbitrary bytes, real ClientHellos mutated, and real o
 
 from __future__ import annotations
 
-import ssl
-
 from hypothesis import event, given
 from hypothesis import strategies as st
 
 from appliance.protocol.ntp import nts
 from tests.props.fuzzing import FUZZ, mutated
+from tests.unit.test_ntske_hardening import client_hello_of
 
 
-def _hello(alpn: list[str] | None) -> bytes:
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
-    if alpn is not None:
-        ctx.set_alpn_protocols(alpn)
-    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-    tls = ctx.wrap_bio(incoming, outgoing, server_hostname="localhost")
-    try:
-        tls.do_handshake()
-    except ssl.SSLWantReadError:
-        pass
-    return outgoing.read()
-
-
-HELLOS = {(): _hello(None), (b"ntske/1",): _hello(["ntske/1"]), (b"h2", b"ntske/1"): _hello(["h2", "ntske/1"])}
+HELLOS = {(): client_hello_of(None), (b"ntske/1",): client_hello_of(["ntske/1"]),
+          (b"h2", b"ntske/1"): client_hello_of(["h2", "ntske/1"])}
 
 
 def read(data: bytes) -> tuple[bytes, ...] | None:

@@ -47,10 +47,14 @@ class Running:
         self.ready = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
+    def make_agent(self) -> Agent:
+        """The agent under test (a subclass may configure users, writes and replay protection)."""
+        return Agent("127.0.0.1", self.port, lambda: self.view, lambda oid, value, user: None,
+                     AccessGate(["127.0.0.0/8"], 10_000, 20_000), "public", [], False, [(1, 3, 6, 1)], [])
+
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
-        self.agent = Agent("127.0.0.1", self.port, lambda: self.view, lambda oid, value, user: None,
-                           AccessGate(["127.0.0.0/8"], 10_000, 20_000), "public", [], False, [(1, 3, 6, 1)], [])
+        self.agent = self.make_agent()
         self.agent.start()
         self.ready.set()
         try:

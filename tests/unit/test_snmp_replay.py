@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,9 +18,9 @@ from appliance.snmp.agent import AccessGate, Agent, V3User
 from appliance.snmp.process import next_engine_boots
 from appliance.snmp.replay import WINDOW_S, ReplayCache, Verdict, WriteId
 from appliance.snmp.view import MibView
-from tests.interop.procs import free_udp_port
 from tests.interop.snmp_relay import Relay, replay
 from tests.interop.snmp_wire import request
+from tests.unit import test_snmp_limits as limits_test
 
 HOLDOVER = (1, 3, 6, 1, 4, 1, 99999, 1, 2, 14, 0)  # a writable object of the test's view
 SYS_DESCR = (1, 3, 6, 1, 2, 1, 1, 1, 0)
@@ -97,57 +95,25 @@ def test_engine_boots_count_up_from_one_in_a_private_file(tmp_path: Path) -> Non
 
 # --- an agent on loopback ---------------------------------------------------------------------------------------
 
-class Running:
+class Running(limits_test.Running):
     """An agent in a thread on its own loop (as in the appliance's agent process) with one write-enabled SNMPv3
     user; ``writes`` records every SET that reached the appliance's side."""
 
     def __init__(self, boots: int | None = 7, replay_cache: ReplayCache | None = None):
-        self.port = free_udp_port()
-        self.writes: list[tuple[tuple[int, ...], int, str]] = []
         view = MibView([(SYS_DESCR, ("OctetString", "appliance")), (HOLDOVER, ("Integer32", 2))],
                        [SYS_DESCR[:-1], HOLDOVER[:-1]], [HOLDOVER])
-        user = V3User("nms", "SHA-256", AUTH, "AES-128", PRIV, write=True)
-        self.loop = asyncio.new_event_loop()
-        self.ready = threading.Event()
-        self.args: dict[str, Any] = dict(view=view, user=user, boots=boots, replay=replay_cache)
-        self.agent: Agent | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
+        super().__init__(view)
+        self.writes: list[tuple[tuple[int, ...], int, str]] = []
+        self.user = V3User("nms", "SHA-256", AUTH, "AES-128", PRIV, write=True)
+        self.boots, self.replay_cache = boots, replay_cache
 
     def _write(self, oid: tuple[int, ...], value: Any, user: str) -> None:
         self.writes.append((oid, int(value), user))
 
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        a = self.args
-        self.agent = Agent("127.0.0.1", self.port, lambda: a["view"], self._write,
-                           AccessGate(["127.0.0.0/8"], 10_000, 20_000), "public", [a["user"]], False, [(1, 3, 6, 1)],
-                           [], engine_id=bytes.fromhex("8000000001020304"), engine_boots=a["boots"],
-                           replay=a["replay"])
-        self.agent.start()
-        self.ready.set()
-        try:
-            self.loop.run_forever()
-        finally:
-            self.agent.stop()
-            pending = asyncio.all_tasks(self.loop)
-            for task in pending:
-                task.cancel()
-            self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-            self.loop.close()
-
-    def __enter__(self) -> Running:
-        self.thread.start()
-        assert self.ready.wait(10)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:  # the agent's socket is bound once its loop has run a little
-            if f"0100007F:{self.port:04X}" in Path("/proc/net/udp").read_text():
-                return self
-            time.sleep(0.01)
-        raise AssertionError(f"the agent did not bind 127.0.0.1 port {self.port}")
-
-    def __exit__(self, *exc: object) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
+    def make_agent(self) -> Agent:
+        return Agent("127.0.0.1", self.port, lambda: self.view, self._write, AccessGate(["127.0.0.0/8"], 10_000, 20_000),
+                     "public", [self.user], False, [(1, 3, 6, 1)], [], engine_id=bytes.fromhex("8000000001020304"),
+                     engine_boots=self.boots, replay=self.replay_cache)
 
 
 def snmpset(port: int, value: int) -> str:

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from tests.interop.peers import require
 from tests.interop.procs import appliance, free_tcp_port, stop, wait_for
+from tests.web.test_browser import browser  # noqa: F401, F811  (the fixture: Debian's Chromium under Playwright)
 
 pytestmark = [pytest.mark.interop]
 ARTIFACTS = Path(__file__).parents[2] / "artifacts" / "web"
@@ -40,17 +40,6 @@ def fresh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]
         assert code == 0, err
         assert NEW_PASSWORD not in err, "a password reached the log"
         assert "initial-admin-password" in err  # the log names the file (never the password)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    chromium = require("chromium")
-    from playwright.sync_api import sync_playwright  # the package only: the browser is Debian's
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
-        yield b
-        b.close()
 
 
 def shot(page: Any, name: str) -> None:

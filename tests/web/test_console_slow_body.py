@@ -3,7 +3,8 @@
 A real ``WebServer`` (the gate, cheroot's workers, TLS) serves the real console app on loopback.  Attackers from two
 and from fifty loopback addresses open TLS connections, send ``GET /login`` or ``GET /api/v1/status`` with a
 ``Content-Length`` and then one byte every 4 s, reconnecting whenever the server closes on them; meanwhile a user's
-``GET /login`` must answer within ten times what the test measured with nobody in the way (1 s at least).  A body
+``GET /login`` must answer within ten times what the test measured with nobody in the way (1 s at least), or ten times
+what a second server on the same host, not attacked, takes at that moment (the host's own load slows both).  A body
 declared over the limit is refused with 413 before any worker sees it; one within the limit that never arrives is
 answered 408 at the request deadline, by the gate.  A client that stops reading a large answer holds a worker only
 until the request's overall deadline.  Each attack lasts a few seconds, bounded in time and in connections.
@@ -18,7 +19,7 @@ import ssl
 import subprocess
 import sys
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -70,13 +71,19 @@ class SlowBodies:
         return time.monotonic() < self.stop_at
 
 
-def logins_during(attack: SlowBodies, port: int, bound_s: float) -> list[float]:
-    """A user's GET /login, one after another, for as long as the attack lasts: how long each took."""
-    took = []
+def logins_during(attack: SlowBodies, port: int, bound_s: float, witness: int | None = None) -> list[float]:
+    """A user's GET /login, one after another, for as long as the attack lasts: how long each took.  With a
+    ``witness`` (a second server on the same host that nobody attacks) each login's bound is also ten times the
+    witness's slowest of its last few answers: the host's own load (the attacker's process, other work) slows both,
+    and only what the attack does to the attacked server counts against it."""
+    took, recent = [], deque(maxlen=5)
     while attack.running():
+        if witness is not None:
+            recent.append(get(witness, "/login", source="127.0.0.1")[2])
         status, body, elapsed_s = get(port, "/login", source="127.0.0.1")
+        bound = max(bound_s, 10 * max(recent, default=0.0))
         assert status == 200 and b"csrf_token" in body
-        assert elapsed_s < bound_s, f"/login took {elapsed_s:.3f} s under attack (bound {bound_s:.3f} s)"
+        assert elapsed_s < bound, f"/login took {elapsed_s:.3f} s under attack (bound {bound:.3f} s)"
         took.append(elapsed_s)
         time.sleep(0.2)
     return took
@@ -89,10 +96,10 @@ SOURCES = {2: [f"127.0.0.{2 + i}" for i in range(2)], 50: [f"127.0.4.{1 + i}" fo
 @pytest.mark.parametrize("addresses, connections", [(2, 8), (50, 50)])
 def test_a_body_declared_over_the_limit_is_refused_and_login_still_answers(
         env: ConsoleEnv, certificate: tuple[Path, Path], path: str, addresses: int, connections: int) -> None:
-    with serving(env.app, certificate) as server:
+    with serving(env.app, certificate) as server, serving(env.app, certificate) as witness:
         bound_s = unhindered_s(server.port)
         with SlowBodies(server.port, SOURCES[addresses], connections, path, declared=100_000_000) as attack:
-            took = logins_during(attack, server.port, bound_s)
+            took = logins_during(attack, server.port, bound_s, witness.port)
         assert len(took) >= 3
         refused = attack.answers["HTTP/1.1 413 Content Too Large"]
         assert refused >= connections and refused == sum(attack.answers.values()), attack.answers
