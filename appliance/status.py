@@ -166,14 +166,16 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _integrity_line(g: dict[str, Any] | None) -> str:
+def _integrity_line(g: dict[str, Any] | None, clock_state: str = "") -> str:
     if not g:
         return "-"
     if not g["enabled"]:
         return "checks disabled (integrity.enabled=false)"
     level = g["level"]
     text = level.upper() if level != "ok" else "ok"
-    text += ", reference " + ("used" if g["usable"] else "REJECTED (holding over)")
+    rejected = "REJECTED" + {"HOLDOVER": " (holding over)", "HOLDOVER_EXPIRED": " (holding over)",
+                             "FREERUN": " (clock free-running)"}.get(clock_state, "")
+    text += ", reference " + ("used" if g["usable"] else rejected)
     if g["override"] != "auto":
         text += f", operator override: {g['override']}"
     elif g["action"] == "monitor":
@@ -268,7 +270,7 @@ def render(d: dict[str, Any]) -> str:
         "Satellites      : " + (", ".join(f"{c['name']} {c['used']}/{c['visible']}"
                                           + (f" ({c['mean_cn0_dbhz']:.0f} dBHz)" if c['mean_cn0_dbhz'] else "")
                                           for c in d["constellations"]) or "none") + "   (used/visible)",
-        "Integrity       : " + _integrity_line(d.get("integrity")),
+        "Integrity       : " + _integrity_line(d.get("integrity"), (d.get("clock") or {}).get("state", "")),
         *_reference_lines(d.get("references") or {}),
         f"PPS             : {pps['source']}: {pps['edges']} edges, {pps['paired']} paired"
         + (f", qErr {pps['last_qerr_ps'] / 1000:+.1f} ns" if pps.get("last_qerr_ps") is not None else ""),

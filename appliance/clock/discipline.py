@@ -119,6 +119,7 @@ class ClockDiscipline:
         self._carried_bound_ns: float | None = None  # the bound from before a switch, until the new one is measured
         self._doubt_ns = 0.0  # the reference's latest integrity residual: where an undetected push has moved it
         self._line: tuple[float, float] | None = None  # a clean frequency estimate and its sigma, after a rejection
+        self._taught_only = False  # the model was forgotten: all it knew came from a reference found spoofed
         # Re-acquisition of a clock that has locked before: the phase still to be pulled in (served minus reference,
         # removed from the loop's samples) and the frequency added outside the loop to move it (pull-in).
         self._pull_left_ns = 0.0
@@ -347,7 +348,7 @@ class ClockDiscipline:
         ``since_raw_ns`` is kept (the model goes back to its state then, or is forgotten when it had learned
         nothing before), and ``line`` (frequency ppb, sigma ppb: the integrity check's line through clean data) is
         what the next holdover's frequency is judged against."""
-        self.predictor.rollback((since_raw_ns - self.start_raw_ns) / NS_PER_S)
+        self._taught_only = not self.predictor.rollback((since_raw_ns - self.start_raw_ns) / NS_PER_S)
         self._line = line
 
     def can_hold_over(self) -> bool:
@@ -357,6 +358,9 @@ class ClockDiscipline:
         if self.state not in (ClockState.ACQUIRING, ClockState.LOCKED):
             return []
         event = ClockEvent.REFERENCE_LOST if self.can_hold_over() else ClockEvent.REFERENCE_LOST_COLD
+        if event is ClockEvent.REFERENCE_LOST_COLD and self._taught_only:
+            reason += "; no holdover: all the clock had learned came from the rejected reference"
+        self._taught_only = False
         return self._event(event, reason, raw_ns)
 
     # --- transitions ---------------------------------------------------------------------------------------

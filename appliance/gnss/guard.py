@@ -38,7 +38,7 @@ DOUBT_SAMPLES = 4  # residuals averaged into the doubt the clock's bound carries
 ANCHORS_KEPT = 20  # lines kept (one a refit, 60 s): how far back a rejection can find one fitted on sound data
 HISTORY_S = 1200  # free phase kept to date an attack at its rejection
 QUIET_NS = 5.0  # a residual (mean of DOUBT_SAMPLES) within this, or the line's 3 sigma, is the reference's noise
-LOOKBACK_MIN_S = 120  # learning undone at a rejection: at least this much before the attack's estimated start
+LOOKBACK_MIN_S = 30  # learning undone at a rejection: at least this much before the attack's estimated start
 
 
 @dataclass(frozen=True)

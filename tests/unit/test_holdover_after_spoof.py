@@ -114,3 +114,21 @@ def test_a_gap_keeps_the_line_s_samples_so_it_refits_at_once() -> None:
     assert fitted is not None
     assert anchor.learn(900 * NS_PER_S, free_phase(900))  # after five minutes away: refitted with the first sample
     assert anchor.anchor is not None and anchor.anchor.at_raw_ns == 900 * NS_PER_S
+
+
+def test_a_clock_that_learned_only_from_the_attack_says_so_and_does_not_hold_over() -> None:
+    d = _locked_discipline()
+    d.distrust(0, None)  # the attack dated from before anything was learned
+    d.on_reference_usable(False, "gnss unusable (GNSS integrity spoofed)", 900 * NS_PER_S)
+    assert d.state is ClockState.FREERUN and d.bound_ns(900 * NS_PER_S) is None
+    assert "no holdover: all the clock had learned came from the rejected reference" in d.reason
+
+
+def test_the_status_line_says_what_the_clock_does_once_the_reference_is_rejected() -> None:
+    from appliance.status import _integrity_line
+
+    g = {"enabled": True, "level": "spoofed", "usable": False, "override": "auto", "action": "reject",
+         "requalify_in_s": None, "reasons": ["phase-jump: phase +64 ns"], "ntp": None,
+         "survey": {"state": "fixed", "source": "surveyed", "home": None}}
+    assert "REJECTED (holding over)" in _integrity_line(g, "HOLDOVER")
+    assert "REJECTED (clock free-running)" in _integrity_line(g, "FREERUN")
