@@ -73,8 +73,8 @@
     const tb = document.querySelector("#outputs tbody");
     if (tb) tb.replaceChildren(...Object.entries(s.outputs).map(([n, o]) =>
       row([n, o.enabled === false ? "disabled" : (o.error ? "FAULT" : "enabled"), outputDetail(n, o)])));
-    integrity(s.integrity);
-    references(s.references || {});
+    integrity(s.integrity, ((s.references || {}).rows || []).find((r) => r.name === "gnss"));
+    references(s.references || {}, (s.clock || {}).state);
     alarms(s.alarms);
   }
   function ns(v) {
@@ -82,10 +82,14 @@
     const a = Math.abs(v);
     return a >= 1e6 ? (v / 1e6).toFixed(2) + " ms" : a >= 1e3 ? (v / 1e3).toFixed(2) + " µs" : v.toFixed(0) + " ns";
   }
-  function references(rs) {
+  function noReference(state) {  // what the clock does without one: it holds over only when it learned enough
+    return state === "HOLDOVER" || state === "HOLDOVER_EXPIRED" ? "none (holdover)"
+      : state ? "none (" + String(state).toLowerCase() + ")" : "none";
+  }
+  function references(rs, clockState) {
     const tb = document.querySelector("#references tbody"); if (!tb) return;
-    if (rs.active !== undefined) text("reference", rs.active || "none (holdover)");
-    text("references-summary", "active: " + (rs.active || "none (holdover)") + (rs.pinned ? ", pinned to " + rs.pinned : "") +
+    if (rs.active !== undefined) text("reference", rs.active || noReference(clockState));
+    text("references-summary", "active: " + (rs.active || noReference(clockState)) + (rs.pinned ? ", pinned to " + rs.pinned : "") +
       ", " + (rs.switches || 0) + " switches");
     const operator = document.querySelector("#references th:last-child").textContent === "Operator";
     tb.replaceChildren(...(rs.rows || []).map((r) => {
@@ -111,7 +115,7 @@
     dashboard();
   }
   const LEVELS = ["ok", "suspect", "jammed", "spoofed"];
-  function integrity(g) {
+  function integrity(g, gref) {  // gref: the GNSS reference's row (used, or idle: nothing to check)
     const lv = $("integrity-level"); if (!lv) return;
     const on = g && g.enabled;
     const level = on ? (LEVELS.includes(g.level) ? g.level : "unknown") : "off";
@@ -120,10 +124,13 @@
     lv.className = "state integrity-" + level;
     const used = $("integrity-usable");
     if (used) used.className = on && !g.usable ? "bad" : "muted";
-    text("integrity-usable", !g ? "" : !on ? "checks disabled" : g.usable ? "reference used" : "reference REJECTED");
+    const idle = gref && (gref.state === "no-signal" || gref.state === "unusable");
+    text("integrity-usable", !g ? "" : !on ? "checks disabled" : !g.usable ? "reference REJECTED"
+      : !gref || gref.active ? "reference used" : "reference not in use (" + gref.state + ")");
     text("integrity-override", !on ? "" : g.override !== "auto" ? "operator override: " + g.override : g.action === "monitor" ? "monitor only" : "");
     text("integrity-requalify", on && g.requalify_in_s !== null && g.requalify_in_s !== undefined ? "qualifies again in " + Math.ceil(g.requalify_in_s) + " s" : "");
-    text("integrity-reason", !on ? "" : g.reasons && g.reasons.length ? g.reasons[0] : level === "ok" ? "all checks ok" : "");
+    text("integrity-reason", !on ? "" : g.reasons && g.reasons.length ? g.reasons[0]
+      : level === "ok" ? (idle ? "no data to check" : "all checks ok") : "");
   }
   async function post(url, action) {
     const r = await fetch(url, { method: "POST", credentials: "same-origin",
