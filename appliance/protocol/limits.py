@@ -71,6 +71,19 @@ Address = bytes | str
 
 
 @functools.lru_cache(maxsize=DEFAULT_MAX_CLIENTS)
+def client_of(address: str) -> str:
+    """The client a connection counts against: an IPv4 address (also when IPv4-mapped) or an IPv6 /64."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return address  # not an IP address (a Unix socket's path): one client
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return str(ip)
+
+
 def _parse_text(address: str) -> bytes:
     """A text address's bytes; remembered, for ipaddress takes microseconds and a client asks many times."""
     try:

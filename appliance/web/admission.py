@@ -25,9 +25,9 @@ involved, and a request that declares a body over ``MAX_BODY_BYTES`` is refused 
 from __future__ import annotations
 
 import enum
-import ipaddress
 from dataclasses import dataclass
 
+from appliance.protocol.limits import client_of
 from appliance.units import NS_PER_S
 
 
@@ -69,19 +69,6 @@ class Limits:
     def timeout_ns(self, stage: Stage) -> int | None:
         return {Stage.HANDSHAKE: self.handshake_ns, Stage.REQUEST: self.request_ns, Stage.IDLE: self.idle_ns,
                 Stage.QUEUED: self.queued_ns}.get(stage)
-
-
-def client_of(address: str) -> str:
-    """The client a connection counts against: an IPv4 address (also when IPv4-mapped) or an IPv6 /64."""
-    try:
-        ip = ipaddress.ip_address(address.split("%", 1)[0])
-    except ValueError:
-        return address  # not an IP address (a Unix socket's path): one client
-    if isinstance(ip, ipaddress.IPv6Address):
-        if ip.ipv4_mapped is not None:
-            return str(ip.ipv4_mapped)
-        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
-    return str(ip)
 
 
 @dataclass

@@ -9,8 +9,9 @@ most, the oldest.  A trickle of bytes therefore holds a slot for at most the dea
 from __future__ import annotations
 
 import enum
-import ipaddress
 from dataclasses import dataclass
+
+from appliance.protocol.limits import client_of
 
 SLOTS_PER_CLIENT = 8  # at most, and at most a quarter of max_connections (an NTS client opens one at a time)
 
@@ -25,19 +26,6 @@ class Stage(enum.Enum):
 # The unfinished stages, in the order they are pushed out: a trickle of bytes stays in HELLO, where a real client
 # spends no time, and a client that got further has cost the server a handshake.
 EVICTION_ORDER = {Stage.HELLO: 0, Stage.HANDSHAKE: 1, Stage.REQUEST: 2}
-
-
-def client_of(address: str) -> str:
-    """The client a connection counts against: an IPv4 address (also when IPv4-mapped) or an IPv6 /64."""
-    try:
-        ip = ipaddress.ip_address(address.split("%", 1)[0])
-    except ValueError:
-        return address
-    if isinstance(ip, ipaddress.IPv6Address):
-        if ip.ipv4_mapped is not None:
-            return str(ip.ipv4_mapped)
-        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
-    return str(ip)
 
 
 def per_client_slots(max_connections: int) -> int:
