@@ -50,7 +50,7 @@ def save_state(state_dir: Path, learned: LearnedState) -> Path:
 # through write_private.  A symbolic link at any of them is refused at start, before anything is read or written.
 PRIVATE_FILES = ("initial-admin-password", "web-secret.key", "web-key.pem", "users.sqlite", "console-settings.toml",
                  "audit-signing.key", "snmp-users.toml", "snmp-engine-id", STATE_FILE,
-                 "nts", "nts/key.pem", "nts/cookie_keys.json", "nts/cookie_keys.tmp")
+                 "nts", "nts/key.pem", "nts/cookie_keys.json")
 
 
 def ensure_state_dir(state_dir: Path) -> None:

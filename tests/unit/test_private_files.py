@@ -70,7 +70,7 @@ def test_a_state_directory_owned_by_another_user_is_refused(tmp_path: Path) -> N
         check_state_dir(other)
 
 
-@pytest.mark.parametrize("name", ["initial-admin-password", "web-secret.key", "nts/cookie_keys.tmp", "nts"])
+@pytest.mark.parametrize("name", ["initial-admin-password", "web-secret.key", "nts/cookie_keys.json", "nts"])
 def test_a_link_where_a_secret_belongs_is_refused_at_start(tmp_path: Path, name: str) -> None:
     assert name in PRIVATE_FILES
     state = tmp_path / "state"
