@@ -38,8 +38,11 @@ class ReceiverState(str, enum.Enum):
 
 
 class Severity(str, enum.Enum):
+    """ITU-T X.733 perceived severities (the alarm catalogue in ``alarms.py`` gives each alarm its one severity)."""
+
     INFO = "info"
     WARNING = "warning"
+    MINOR = "minor"
     MAJOR = "major"
     CRITICAL = "critical"
 

@@ -15,7 +15,7 @@ from appliance.router import Now, Router
 from appliance.gnss.guard import GuardStatus
 from appliance.refs.selector import RefView
 from appliance.status import (ClockStatus, OutputsStatus, PpsStatus, ReferenceRow, ReferencesStatus, TimeStatus,
-                              summarize)
+                              judge, summarize)
 from appliance.units import NS_PER_S
 
 
@@ -54,10 +54,13 @@ def build(router: Router, now: Now, edges: EdgeStatus) -> TimeStatus:
         snap.forced_holdover, snap.time_constant_s, snap.learned_s, snap.predicted_frequency_ppb,
         snap.predicted_aging_ppb_per_day, snap.steps, snap.advertised, edges.sim_time_error_ns)
     sats = gnss.satellites
+    alarms = router.alarms.rows()
+    references = _references(router, now, edges)
+    verdict = judge(clock, references.active, alarms, leap.tai_to_utc(clock.state_since_ns, table).iso_ms())
     return TimeStatus(at, leap.tai_to_utc(at, table).iso_ms(), edges.mode, edges.version, edges.started_at_tai_ns,
-                      gnss.receiver.snapshot(), sats, summarize(sats), pps, leap_status, clock,
-                      tuple(router.alarms.active.values()), outputs=edges.outputs,
-                      integrity=_integrity(router, now, edges), references=_references(router, now, edges))
+                      gnss.receiver.snapshot(), sats, summarize(sats), pps, leap_status, clock, alarms,
+                      outputs=edges.outputs, integrity=_integrity(router, now, edges), references=references,
+                      verdict=verdict)
 
 
 def _references(router: Router, now: Now, edges: EdgeStatus) -> ReferencesStatus:

@@ -241,22 +241,23 @@ class Router:
         return False
 
     # --- operator commands ---------------------------------------------------------------------------------------
-    def holdover(self, action: str, who: str, now: Now) -> tuple[dict[str, Any], list[object]]:
-        """Force the clock into holdover (maintenance, tests) or let it return; audited either way."""
+    def holdover(self, action: str, who: str, now: Now, reason: str = "") -> tuple[dict[str, Any], list[object]]:
+        """Force the clock into holdover (maintenance, tests) or let it return; audited either way, with the
+        operator's reason when one was given."""
         if action not in ("start", "stop"):
             return {"ok": False, "error": "holdover takes start or stop"}, []
         try:
             events = self.clock.force_holdover(action == "start", now.raw_ns, who)
         except ValueError as exc:
             self._audit(who, f"forced holdover {action} refused: {exc}",
-                        {"command": "holdover", "action": action, "ok": False})
+                        {"command": "holdover", "action": action, "ok": False}, reason)
             return {"ok": False, "error": str(exc)}, self._take()
         log.warning("operator %s: holdover %s", who, action)
-        self._audit(who, f"forced holdover {action}", {"command": "holdover", "action": action, "ok": True})
+        self._audit(who, f"forced holdover {action}", {"command": "holdover", "action": action, "ok": True}, reason)
         self._route(events, now)
         return {"ok": True, "state": self.clock.state.value}, self._take()
 
-    def integrity(self, action: str, who: str, now: Now) -> tuple[dict[str, Any], list[object]]:
+    def integrity(self, action: str, who: str, now: Now, reason: str = "") -> tuple[dict[str, Any], list[object]]:
         """Operator override of the integrity verdict (trust, reject, auto) or a new survey-in; always audited."""
         guard = self.gnss.guard
         assert guard is not None
@@ -269,12 +270,13 @@ class Router:
         except ValueError as exc:
             return {"ok": False, "error": str(exc)}, []
         log.warning("operator %s: integrity %s", who, action)
-        self._audit(who, f"integrity {action}", {"command": "integrity", "action": action})
+        self._audit(who, f"integrity {action}", {"command": "integrity", "action": action}, reason)
         self._route(events, now)
         return {"ok": True, "override": guard.override, "usable": guard.usable,
                 "level": guard.monitor.verdict().level.value}, self._take()
 
-    def reference(self, action: str, name: str, who: str, now: Now) -> tuple[dict[str, Any], list[object]]:
+    def reference(self, action: str, name: str, who: str, now: Now, reason: str = ""
+                  ) -> tuple[dict[str, Any], list[object]]:
         """Operator control of the references: pin one (or unpin), enable or disable one."""
         raw = now.raw_ns
         try:
@@ -291,14 +293,29 @@ class Router:
         except ValueError as exc:
             log.warning("operator %s: reference %s %s refused: %s", who, action, name, exc)
             self._audit(who, f"reference {action} {name} refused: {exc}",
-                        {"command": "reference", "action": action, "reference": name, "refused": str(exc)})
+                        {"command": "reference", "action": action, "reference": name, "refused": str(exc)}, reason)
             return {"ok": False, "error": str(exc)}, self._take()
         log.warning("operator %s: %s", who, text)
-        self._audit(who, text, {"command": "reference", "action": action, "reference": name})
+        self._audit(who, text, {"command": "reference", "action": action, "reference": name}, reason)
         self._route(events, now)
         return {"ok": True, "done": text, "active": self.selector.active}, self._take()
 
-    def _audit(self, who: str, text: str, detail: dict[str, Any]) -> None:
+    def acknowledge(self, code: str, who: str, now: Now, comment: str = "") -> tuple[dict[str, Any], list[object]]:
+        """An operator acknowledges an active alarm: it stays active until its condition clears; audited."""
+        try:
+            ack = self.alarms.acknowledge(code, who, self.now_tai_ns(now), comment)
+        except ValueError as exc:
+            return {"ok": False, "error": str(exc)}, []
+        alarm = self.alarms.active[code]
+        log.warning("operator %s acknowledged alarm %s", who, code)
+        self._effects.append(AuditCommand("alarm.ack", who, f"acknowledged [{alarm.severity.value}] {alarm.text}"
+                                          + (f" (comment: {ack.comment})" if ack.comment else ""),
+                                          {"code": code, "severity": alarm.severity.value, "comment": ack.comment}))
+        return {"ok": True, "code": code, "acked_by": ack.by, "acked_at_tai_ns": ack.at_ns}, self._take()
+
+    def _audit(self, who: str, text: str, detail: dict[str, Any], reason: str = "") -> None:
+        if reason:
+            text, detail = f"{text} (reason: {reason})", {**detail, "reason": reason}
         self._effects.append(AuditCommand("command", who, text, detail))
 
     # --- routing ---------------------------------------------------------------------------------------------------

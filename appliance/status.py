@@ -13,8 +13,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from appliance.alarms import AlarmRow
 from appliance.clock.quality import Advertised
-from appliance.events import Alarm, Constellation, SatInfo
+from appliance.events import Constellation, SatInfo
 from appliance.gnss.guard import GuardStatus
 from appliance.gnss.receiver import ReceiverSnapshot
 from appliance.refs.selector import Disagreement, RefView
@@ -116,6 +117,22 @@ class OutputsStatus:
 
 
 @dataclass(frozen=True)
+class Verdict:
+    """Whether the appliance serves traceable time, in the words every surface shows: the console's banner on
+    every page, the first line of ``appliance status``, SNMP and the metrics.  ``level`` is "traceable" (locked to
+    a reference), "holdover" (traceable within the holdover promise, no reference) or "not-traceable"."""
+
+    traceable: bool
+    level: str
+    headline: str  # "serving traceable time" / "serving traceable time in holdover" / "not traceable"
+    reason: str
+    since_tai_ns: int
+    since_utc: str
+    clock_class_meaning: str
+    clock_accuracy_meaning: str
+
+
+@dataclass(frozen=True)
 class TimeStatus:
     at_tai_ns: int
     utc_text: str
@@ -128,10 +145,79 @@ class TimeStatus:
     pps: PpsStatus
     leap: LeapStatus
     clock: ClockStatus
-    alarms: tuple[Alarm, ...] = ()
+    alarms: tuple[AlarmRow, ...] = ()
     outputs: OutputsStatus = field(default_factory=OutputsStatus)
     integrity: GuardStatus | None = None  # the GNSS integrity verdict, survey and detectors
     references: ReferencesStatus = field(default_factory=ReferencesStatus)
+    verdict: Verdict | None = None
+
+
+# What each clockClass means (IEEE 1588-2019 Table 4, ITU-T G.8275.1 Table 2), as the console and status say it.
+CLOCK_CLASS_MEANING = {
+    6: "locked to a primary reference (PRTC)",
+    7: "holdover, within its specification",
+    52: "holdover past its specification (degradation A: never a slave)",
+    140: "holdover past its specification (category 1 oscillator)",
+    150: "holdover past its specification (category 2 oscillator)",
+    160: "holdover past its specification (category 3 oscillator)",
+    187: "holdover past its specification (degradation B: may be a slave)",
+    248: "default: free-running, not traceable",
+    255: "slave-only",
+}
+# IEEE 1588-2019 Table 5 clockAccuracy codes: the upper end of each range.
+_ACCURACY_CODES = {0x17: "1 ps", 0x18: "2.5 ps", 0x19: "10 ps", 0x1A: "25 ps", 0x1B: "100 ps", 0x1C: "250 ps",
+                   0x1D: "1 ns", 0x1E: "2.5 ns", 0x1F: "10 ns", 0x20: "25 ns", 0x21: "100 ns", 0x22: "250 ns",
+                   0x23: "1 us", 0x24: "2.5 us", 0x25: "10 us", 0x26: "25 us", 0x27: "100 us", 0x28: "250 us",
+                   0x29: "1 ms", 0x2A: "2.5 ms", 0x2B: "10 ms", 0x2C: "25 ms", 0x2D: "100 ms", 0x2E: "250 ms",
+                   0x2F: "1 s", 0x30: "10 s", 0x31: "more than 10 s"}
+
+
+def clock_class_meaning(clock_class: int) -> str:
+    return CLOCK_CLASS_MEANING.get(clock_class, "reserved" if clock_class < 248 else "not a grandmaster class")
+
+
+def clock_accuracy_meaning(code: int) -> str:
+    if code == 0xFE:
+        return "unknown"
+    found = _ACCURACY_CODES.get(code)
+    if found is None:
+        return "reserved"
+    return found if found.startswith("more") else f"within {found}"
+
+
+_STATE_WORDS = {"FREERUN": "clock free-running", "ACQUIRING": "clock acquiring a reference",
+                "HOLDOVER": "clock in holdover", "HOLDOVER_EXPIRED": "holdover past its promise",
+                "LOCKED": "clock locked"}
+_CLOCK_CODES = ("clock-unlocked", "clock-holdover", "clock-holdover-expired")
+
+
+def judge(clock: ClockStatus, active_reference: str | None, alarms: tuple[AlarmRow, ...], since_utc: str
+          ) -> Verdict:
+    """The verdict from what the clock advertises (PTP's timeTraceable), the active reference and the most severe
+    alarm that is not the clock's own (the cause, when there is one)."""
+    adv = clock.advertised
+    traceable = bool(adv.time_traceable) if adv is not None else clock.state == "LOCKED"
+    bound = "unknown" if clock.error_bound_ns is None else _ns_text(clock.error_bound_ns, signed=False)
+    cause = next((a for a in alarms if a.code not in _CLOCK_CODES), None)
+    if traceable and clock.state == "LOCKED":
+        level, headline = "traceable", "serving traceable time"
+        reason = f"locked to {active_reference or 'its reference'}, error bound {bound}"
+    elif traceable:
+        level, headline = "holdover", "serving traceable time in holdover"
+        reason = f"no reference ({cause.text if cause else clock.reason}); error bound {bound}, within its promise"
+    else:
+        level, headline = "not-traceable", "not traceable"
+        words = _STATE_WORDS["HOLDOVER_EXPIRED" if clock.state == "HOLDOVER" else clock.state] \
+            if clock.state in _STATE_WORDS else clock.state
+        reason = f"{words}: {cause.text}" if cause is not None else f"{words} ({clock.reason})"
+    return Verdict(traceable, level, headline, reason, clock.state_since_ns, since_utc,
+                   clock_class_meaning(clock.clock_class), clock_accuracy_meaning(clock.clock_accuracy))
+
+
+def verdict_line(v: dict[str, Any], now_tai_ns: int) -> str:
+    """The verdict in one line, as ``appliance status`` prints it and the console's banner reads."""
+    return (f"{v['headline'].upper() if v['level'] == 'not-traceable' else v['headline']} since {v['since_utc']} "
+            f"({_age(now_tai_ns, v['since_tai_ns'])}): {v['reason']}")
 
 
 def summarize(satellites: tuple[SatInfo, ...]) -> tuple[ConstellationSummary, ...]:
@@ -249,12 +335,15 @@ def render(d: dict[str, Any]) -> str:
         f" {pos['alt_m']:.1f} m" if pos.get("alt_m") is not None else "")
     bound = clock.get("error_bound_ns")
     adv = clock.get("advertised") or {}
+    verdict = d.get("verdict")
     lines = [
+        *([f"Verdict         : {verdict_line(verdict, now)}"] if verdict else []),
         f"Time (UTC)      : {d['utc_text']}   [{d['mode']}, up {_age(now, d['started_at_tai_ns'])}]",
         f"Clock state     : {clock['state']} for {_age(now, clock['state_since_ns'])} ({clock['reason']})"
         + ("  [holdover forced by operator]" if clock.get("forced_holdover") else ""),
         f"Error bound     : {'unknown' if bound is None else f'{bound} ns'}   clockClass {clock['clock_class']}"
-        f"   clockAccuracy 0x{clock['clock_accuracy']:02X}"
+        f" ({clock_class_meaning(clock['clock_class'])})   clockAccuracy 0x{clock['clock_accuracy']:02X}"
+        f" ({clock_accuracy_meaning(clock['clock_accuracy'])})"
         + (f"   NTP stratum {adv['ntp_stratum']} LI {adv['ntp_leap_indicator']}" if adv else ""),
         f"Frequency       : {clock['frequency_ppb']:+.3f} ppb ({clock['oscillator']}, {clock.get('backend', '')},"
         f" time constant {clock.get('time_constant_s', 0):.0f} s)   since lock {_age(now, clock.get('locked_since_ns'))}"
@@ -325,8 +414,12 @@ def render(d: dict[str, Any]) -> str:
                      + (f"; {audit['failures']} NOT WRITTEN ({audit['error']})" if audit["failures"] else ""))
         lines.append("Audit anchor    : " + _anchor_text(audit))
     alarms = [a for a in d.get("alarms", []) if a["raised"]]
-    lines.append("Alarms          : " + ("; ".join(f"[{a['severity']}] {a['code']}: {a['text']}" for a in alarms)
-                                           or "none"))
+    lines.append("Alarms          : " + ("none" if not alarms else f"{len(alarms)} active"))
+    for a in alarms:
+        since = a.get("since_ns", a["at_ns"])
+        ack = f", acknowledged by {a['acked_by']}" if a.get("acked_by") else ""
+        lines.append(f"  #{a.get('id', '?'):<3} {a['severity'].upper():<8} {a['code']}: {a['text']} "
+                     f"(up {_age(now, since)}{ack})")
     return "\n".join(lines)
 
 

@@ -31,8 +31,8 @@ TRUNCATED = "audit.truncated"  # first record of a store that replaced one found
 HEAD_NOTE = "audit.head"  # the appliance (re)wrote a head file the store did not have
 HEAD_SEQ, HEAD_HASH, FOUND_SEQ, FOUND_HASH, EVIDENCE = "head_seq", "head_hash", "found_seq", "found_hash", "evidence"
 # The kinds the appliance writes; others are allowed.
-KINDS = ("clock.state", "reference", "alarm.raised", "alarm.cleared", "config.change", "login", "login.failed",
-         "command", "output", "start", "stop", "ptp.foreign-master", CHECKPOINT, TRUNCATED, HEAD_NOTE)
+KINDS = ("clock.state", "reference", "alarm.raised", "alarm.cleared", "alarm.ack", "config.change", "login",
+         "login.failed", "command", "output", "start", "stop", "ptp.foreign-master", CHECKPOINT, TRUNCATED, HEAD_NOTE)
 
 
 class AuditError(Exception):

@@ -243,12 +243,15 @@ class Runtime:
             return {"ok": True, "status": to_dict(self.status())}
         if cmd == "world":
             return self._world(action, who, str(request.get("value", "")))
+        reason = " ".join(str(request.get("reason", "")).split())[:200]  # one line: it goes into the audit text
         if cmd == "holdover":
-            reply, effects = self.router.holdover(action, who, self.now())
+            reply, effects = self.router.holdover(action, who, self.now(), reason)
         elif cmd == "integrity":
-            reply, effects = self.router.integrity(action, who, self.now())
+            reply, effects = self.router.integrity(action, who, self.now(), reason)
         elif cmd == "reference":
-            reply, effects = self.router.reference(action, str(request.get("name", "")), who, self.now())
+            reply, effects = self.router.reference(action, str(request.get("name", "")), who, self.now(), reason)
+        elif cmd == "alarm" and action == "ack":
+            reply, effects = self.router.acknowledge(str(request.get("code", "")), who, self.now(), reason)
         else:
             return {"ok": False, "error": f"unknown command {cmd!r}"}
         self._perform(effects)

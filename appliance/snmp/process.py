@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from appliance import leap
+from appliance.alarms import spec_of
 from appliance.edge.channel import CallFailed
 from appliance.edge.child import Started, start_child
 from appliance.edge.pacer import Pacer
@@ -82,7 +83,6 @@ class AgentSide:
         self._lock = threading.Lock()
         self._published: dict[str, Any] = {}
         self._leap: leap.LeapTable = first["publication"]["leap"]
-        self._alarm_index: dict[str, int] = {}
         self.take(first["publication"])
         self._view: MibView | None = None
         self._view_at = 0.0
@@ -99,11 +99,9 @@ class AgentSide:
             if "leap" in publication:
                 self._leap = publication["leap"]
             self._published = publication["status"]
-            self._alarm_index = dict(publication.get("alarm_index", self._alarm_index))
 
     def alarm_index(self, code: str) -> int:
-        found = self._alarm_index.get(code)
-        return found if found is not None else len(self._alarm_index) + 1  # raised since the publication
+        return spec_of(code).id  # the alarm catalogue's stable ID
 
     def view(self) -> MibView:
         """The view of the last publication, rebuilt at most every VIEW_MAX_AGE_S, with the agent's own counters

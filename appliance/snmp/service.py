@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from appliance import leap
+from appliance.alarms import spec_of
 from appliance.edge.child import ChildProcess
 from appliance.snmp import notify
 from appliance.snmp.agent import security_level
@@ -108,7 +109,6 @@ class SnmpPart:
                  "log_level": logging.getLogger().getEffectiveLevel()}
         self.process = ChildProcess(loop, "SNMP agent", "appliance.snmp.process", log, status, utc_table,
                                     {"holdover": self._holdover}, start, self._extra, self._from_agent)
-        self._alarm_index: dict[str, int] = {}
         self._last_outputs: dict[str, Any] = {}
         self._last_auth_trap = -AUTH_TRAP_MIN_INTERVAL_S
         self._timer: asyncio.TimerHandle | None = None
@@ -119,9 +119,7 @@ class SnmpPart:
         return leap.tai_to_utc(tai_ns, self.utc_table())
 
     def alarm_index(self, code: str) -> int:
-        if code not in self._alarm_index:
-            self._alarm_index[code] = len(self._alarm_index) + 1
-        return self._alarm_index[code]
+        return spec_of(code).id  # the alarm catalogue's stable ID: the same in the table, the traps and the API
 
     def _build(self, status: dict[str, Any]) -> MibView:
         system = System(uptime_ticks=int((time.monotonic() - self._started) * 100), **self.system)
@@ -129,12 +127,8 @@ class SnmpPart:
                      lambda tai_ns: leap.tai_to_posix_ns(tai_ns, self.utc_table())[0])
 
     def _extra(self, status: dict[str, Any]) -> dict[str, Any]:
-        """With each publication: the index of every raised alarm, given here so the agent's alarm table and the
-        notifications about an alarm agree."""
-        for a in status.get("alarms", ()):
-            if a.get("raised"):
-                self.alarm_index(a["code"])
-        return {"alarm_index": dict(self._alarm_index)}
+        """Nothing beyond the status goes with a publication: an alarm's index is its catalogue ID."""
+        return {}
 
     # --- SET ------------------------------------------------------------------------------------------------------
     def _holdover(self, action: str, user: str) -> dict[str, Any]:
@@ -151,7 +145,6 @@ class SnmpPart:
         for notice in notify.for_event(event, self.now_tai_ns()):
             if notice.alarm_code is not None and hasattr(event, "code"):
                 a = event
-                self.alarm_index(a.code)  # type: ignore[attr-defined]
                 notice.extra.update({"applianceAlarmCode": a.code, "applianceAlarmSeverity": a.severity.value,  # type: ignore[attr-defined]
                                      "applianceAlarmText": a.text,  # type: ignore[attr-defined]
                                      "applianceAlarmRaisedTime": Stamp(a.at_ns)})  # type: ignore[attr-defined]

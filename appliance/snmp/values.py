@@ -260,7 +260,10 @@ def _outputs(s: Snap) -> list[Row]:
 
 def _alarms(s: Snap, index_of: Callable[[str], int]) -> list[Row]:
     return [((index_of(a["code"]),), {"applianceAlarmCode": a["code"], "applianceAlarmSeverity": a["severity"],
-                                     "applianceAlarmRaisedTime": Stamp(a["at_ns"]), "applianceAlarmText": a["text"]})
+                                     "applianceAlarmRaisedTime": Stamp(a["at_ns"]), "applianceAlarmText": a["text"],
+                                     "applianceAlarmProbableCause": a.get("probable_cause", ""),
+                                     "applianceAlarmAcknowledged": bool(a.get("acked_by")),
+                                     "applianceAlarmAckedBy": a.get("acked_by") or ""})
             for a in s.status["alarms"] if a["raised"]]
 
 

@@ -8,6 +8,7 @@ audit bundles; admins may also change settings.  Authentication is a session (wi
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import math
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 from flask import Blueprint, Response, current_app, jsonify, request
 
+from appliance.alarms import CATALOG, HISTORY_KINDS, Episode, episodes, select
 from appliance.units import NS_PER_S
 from appliance.web.app import audit, audit_verified, ctx_of, needs
 from appliance.web.openapi import document
@@ -24,6 +26,7 @@ MAX_RANGE_S = 400 * 86_400
 HOLDOVER_ACTIONS = ("start", "stop")
 INTEGRITY_ACTIONS = ("trust", "reject", "auto", "resurvey")  # the appliance's integrity command
 REFERENCE_ACTIONS = ("pin", "unpin", "enable", "disable")
+SEVERITIES = ("critical", "major", "minor", "warning", "info")
 
 
 def _error(code: int, message: str) -> Any:
@@ -78,10 +81,61 @@ def satellites() -> Any:
 
 @bp.route("/alarms")
 def alarms() -> Any:
+    """The active alarms (catalogue entry, since when, acknowledgement) and the history: each raise paired with its
+    clear, newest first, filtered by ``severity``, ``code``, ``state`` (open or cleared) and ``q`` (words)."""
     ctx = ctx_of()
-    history = [_record(r) for r in ctx.audit.records(kinds=["alarm.raised", "alarm.cleared"], limit=200)] \
-        if ctx.audit else []
-    return jsonify({"active": [a for a in ctx.status()["alarms"] if a["raised"]], "history": history})
+    status = ctx.status()
+    args = request.args
+    severity, state = args.get("severity") or None, args.get("state") or None
+    if severity is not None and severity not in SEVERITIES:
+        return _error(400, f"severity is one of {', '.join(SEVERITIES)}")
+    if state is not None and state not in ("open", "cleared"):
+        return _error(400, "state is open or cleared")
+    found = alarm_history(ctx, severity, (args.get("code") or "")[:64] or None, state, (args.get("q") or "")[:200])
+    return jsonify({"active": [a for a in status["alarms"] if a["raised"]],
+                    "history": [e.to_dict(status["at_tai_ns"]) for e in found],
+                    "catalog": [dataclasses.asdict(spec) for spec in CATALOG.values()]})
+
+
+def alarm_history(ctx: Any, severity: str | None = None, code: str | None = None, state: str | None = None,
+                  search: str | None = None) -> list[Episode]:
+    """The alarm history from the audit trail (its last 4,000 alarm records), paired and filtered."""
+    if ctx.audit is None:
+        return []
+    records = ctx.audit.records(kinds=list(HISTORY_KINDS), limit=4000)
+    plain = [{"kind": r.kind, "at_tai_ns": r.at_tai_ns, "actor": r.actor, "text": r.text, "detail": r.detail}
+             for r in reversed(records)]
+    return select(episodes(plain), severity, code, state, search)
+
+
+@bp.route("/alarms/<code>/ack", methods=["POST"])
+@needs("operator")
+def alarm_ack(code: str) -> Any:
+    """Acknowledge an active alarm, with an optional ``{"comment": ...}``; the appliance audits it."""
+    from flask import g
+
+    body = request.get_json(silent=True)
+    body = body if isinstance(body, dict) else {}
+    comment = body.get("comment", "")
+    if not isinstance(comment, str) or len(comment) > 200 or _has_control(comment):
+        return _error(400, "comment: a line of text of at most 200 characters")
+    actor = f"{'api' if g.via == 'token' else 'web'}:{g.user}"
+    reply = ctx_of().command({"cmd": "alarm", "action": "ack", "code": code[:64], "reason": comment, "user": actor})
+    if not reply.get("ok"):
+        return _error(409, str(reply.get("error", "refused")))
+    return jsonify(reply)
+
+
+def _has_control(text: str) -> bool:
+    return any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in text)
+
+
+def _reason(body: Any) -> str | None:
+    """The operator's reason for a command (optional here; the console asks for one), or None when malformed."""
+    reason = body.get("reason", "") if isinstance(body, dict) else ""
+    if not isinstance(reason, str) or len(reason) > 200 or _has_control(reason):
+        return None
+    return reason.strip()
 
 
 @bp.route("/audit")
@@ -181,8 +235,12 @@ def reference_control() -> Any:
     name = body.get("name", "")
     if not isinstance(name, str) or len(name) > 32 or (body["action"] != "unpin" and not name):
         return _error(400, "name the reference (a string, e.g. \"ptp\")")
+    reason = _reason(body)
+    if reason is None:
+        return _error(400, "reason: a line of text of at most 200 characters")
     actor = f"{'api' if g.via == 'token' else 'web'}:{g.user}"
-    reply = ctx_of().command({"cmd": "reference", "action": body["action"], "name": name, "user": actor})
+    reply = ctx_of().command({"cmd": "reference", "action": body["action"], "name": name, "user": actor,
+                              "reason": reason})
     if not reply.get("ok"):
         return _error(409, str(reply.get("error", "refused")))
     return jsonify(reply)
@@ -202,8 +260,11 @@ def _operator_command(cmd: str, actions: tuple[str, ...]) -> Any:
     action = body.get("action") if isinstance(body, dict) else None
     if not isinstance(action, str) or action not in actions:
         return _error(400, "expected " + " or ".join(f'{{"action": "{a}"}}' for a in actions))
+    reason = _reason(body)
+    if reason is None:
+        return _error(400, "reason: a line of text of at most 200 characters")
     actor = f"{'api' if g.via == 'token' else 'web'}:{g.user}"
-    reply = ctx_of().command({"cmd": cmd, "action": action, "user": actor})  # the appliance audits it
+    reply = ctx_of().command({"cmd": cmd, "action": action, "user": actor, "reason": reason})  # audited there
     if not reply.get("ok"):
         return _error(409, str(reply.get("error", "refused")))
     return jsonify(reply)

@@ -258,7 +258,7 @@ def create_app(ctx: WebContext, secret_key: bytes) -> Flask:
     @app.context_processor
     def inject() -> dict[str, Any]:
         return {"user": g.get("user"), "role": g.get("role"), "must_change": g.get("must_change", False),
-                "can": lambda r: can(r)}
+                "can": lambda r: can(r), "verdict": lambda: _verdict(ctx)}
 
     from appliance.web import api, metrics, views
 
@@ -266,6 +266,14 @@ def create_app(ctx: WebContext, secret_key: bytes) -> Flask:
     app.register_blueprint(api.bp, url_prefix="/api/v1")
     app.add_url_rule("/metrics", "metrics", metrics.view(ctx))
     return app
+
+
+def _verdict(ctx: WebContext) -> dict[str, Any] | None:
+    """The verdict of the latest status, for the banner at the top of every page (kept live by console.js)."""
+    try:
+        return ctx.status().get("verdict")
+    except Exception:  # noqa: BLE001 - a page is still drawn when the appliance has not published yet
+        return None
 
 
 def can(role: str) -> bool:

@@ -46,15 +46,44 @@ class StatusCollector(Collector):
             sats.add_metric([c["name"], "visible"], c["visible"])
         yield sats
         yield _gauge("appliance_receiver_up", "1 while the receiver delivers data",
-                     1.0 if rx.get("state") not in ("NO_DATA", "DISCONNECTED") else 0.0)
+                     1.0 if rx.get("state") not in ("no-data", "disconnected") else 0.0)
+        verdict = s.get("verdict") or {}
+        yield _gauge("appliance_time_traceable", "1 while the appliance serves traceable time (locked, or holdover "
+                     "within its promise), as the console's verdict says", 1.0 if verdict.get("traceable") else 0.0)
         alarms = [a for a in s["alarms"] if a["raised"]]
         active = GaugeMetricFamily("appliance_alarms_active", "Active alarms by severity", labels=["severity"])
         for severity in ("critical", "major", "minor", "warning"):
             active.add_metric([severity], sum(1 for a in alarms if a["severity"] == severity))
         yield active
+        yield from _alarms(alarms, s["at_tai_ns"])
         yield from _ntp(s["outputs"].get("ntp") or {})
         yield from _ptp(s["outputs"].get("ptp") or {})
         yield from _snmp(s["outputs"].get("snmp") or {})
+
+
+def _alarms(alarms: list[dict[str, Any]], now_tai_ns: int) -> Iterator[Metric]:
+    """One series per alarm of the catalogue (0 or 1), labelled with its stable ID, code and severity, so that a rule
+    can name an alarm and a dashboard can list them; with its acknowledgement and how long it has been up."""
+    from appliance.alarms import CATALOG
+
+    labels = ["id", "code", "severity"]
+    up = GaugeMetricFamily("appliance_alarm", "1 while the alarm is active", labels=labels)
+    acked = GaugeMetricFamily("appliance_alarm_acknowledged", "1 while the active alarm is acknowledged",
+                              labels=labels)
+    since = GaugeMetricFamily("appliance_alarm_active_seconds", "How long the active alarm has been up",
+                              labels=labels)
+    by_code = {a["code"]: a for a in alarms}
+    for spec in CATALOG.values():
+        up.add_metric([str(spec.id), spec.code, spec.severity.value], 1.0 if spec.code in by_code else 0.0)
+    for a in alarms:
+        key = [str(a.get("id", "")), a["code"], a["severity"]]
+        if a["code"] not in CATALOG:
+            up.add_metric(key, 1.0)
+        acked.add_metric(key, 1.0 if a.get("acked_by") else 0.0)
+        since.add_metric(key, max(0, now_tai_ns - a.get("since_ns", a["at_ns"])) * 1e-9)
+    yield up
+    yield acked
+    yield since
 
 
 def _gauge(name: str, help_text: str, value: float | None) -> GaugeMetricFamily:

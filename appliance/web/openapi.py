@@ -19,6 +19,8 @@ _ERRORS = {"400": {"description": "bad request", "content": _JSON},
            "401": {"description": "no valid session or token", "content": _JSON},
            "403": {"description": "the user's role does not allow it", "content": _JSON},
            "429": {"description": "too many requests from this address", "content": _JSON}}
+_REASON = {"reason": {"type": "string", "maxLength": 200,
+                      "description": "why the operator does it: goes into the audit record"}}
 _REFUSED = {"409": {"description": "the appliance refused the command (the reply's error says why)", "content": _JSON}}
 
 
@@ -50,7 +52,23 @@ def document() -> dict[str, Any]:
         "paths": {
             "/status": {"get": _op("The appliance's status: clock, receiver, GNSS integrity, leap, outputs, alarms")},
             "/satellites": {"get": _op("Satellites in view with azimuth, elevation, C/N0 and use")},
-            "/alarms": {"get": _op("Active alarms and the history of raised and cleared alarms")},
+            "/alarms": {"get": _op(
+                "Active alarms (stable ID, X.733 severity, probable cause, what to do, since when, acknowledgement), "
+                "the history pairing each raise with its clear (newest first), and the alarm catalogue",
+                params=[{"name": "severity", "in": "query",
+                         "schema": {"enum": ["critical", "major", "minor", "warning", "info"]}},
+                        {"name": "code", "in": "query", "schema": {"type": "string"}, "description": "an alarm code"},
+                        {"name": "state", "in": "query", "schema": {"enum": ["open", "cleared"]}},
+                        {"name": "q", "in": "query", "schema": {"type": "string"},
+                         "description": "words in the code, title or text"}])},
+            "/alarms/{code}/ack": {"post": {**_op("Acknowledge an active alarm (audited, with who and when); it stays "
+                                                  "active until its condition clears", role="operator",
+                                                  body={"type": "object",
+                                                        "properties": {"comment": {"type": "string",
+                                                                                   "maxLength": 200}}},
+                                                  responses=_REFUSED),
+                                            "parameters": [{"name": "code", "in": "path", "required": True,
+                                                            "schema": {"type": "string"}}]}},
             "/audit": {"get": _op("Audit records, newest first", params=[
                 {"name": "q", "in": "query", "schema": {"type": "string"}, "description": "text to search for"},
                 {"name": "kind", "in": "query", "schema": {"type": "string"}, "description": "kinds, comma-separated"},
@@ -71,7 +89,7 @@ def document() -> dict[str, Any]:
                                                        "schema": {"type": "string"}}]}},
             "/holdover": {"post": _op("Force holdover or release it (audited)", role="operator",
                                       body={"type": "object", "required": ["action"],
-                                            "properties": {"action": {"enum": ["start", "stop"]}}},
+                                            "properties": {"action": {"enum": ["start", "stop"]}, **_REASON}},
                                       responses=_REFUSED)},
             "/references": {
                 "get": _op("The time references: the active one, the selection policy, and per reference its state, "
@@ -80,7 +98,7 @@ def document() -> dict[str, Any]:
                             "audited", role="operator",
                             body={"type": "object", "required": ["action"],
                                   "properties": {"action": {"enum": ["pin", "unpin", "enable", "disable"]},
-                                                 "name": {"type": "string"}}},
+                                                 "name": {"type": "string"}, **_REASON}},
                             responses=_REFUSED)},
             "/integrity": {"post": _op("Override the GNSS integrity verdict (trust: use the reference whatever the "
                                        "checks say; reject: hold over; auto: the checks decide) or survey the "
@@ -88,7 +106,7 @@ def document() -> dict[str, Any]:
                                        "status's integrity", role="operator",
                                        body={"type": "object", "required": ["action"],
                                              "properties": {"action": {"enum": ["trust", "reject", "auto",
-                                                                                "resurvey"]}}},
+                                                                                "resurvey"]}, **_REASON}},
                                        content={"application/json": {"schema": {
                                            "type": "object", "required": ["ok"],
                                            "properties": {"ok": {"type": "boolean"},

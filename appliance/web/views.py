@@ -208,9 +208,12 @@ def plots() -> Any:
 
 @bp.route("/alarms")
 def alarms() -> Any:
+    """Active alarms (with acknowledgement for operators), the history of raises and clears, the catalogue; the
+    tables are kept live by console.js from the REST API."""
+    from appliance.alarms import CATALOG
+
     ctx = ctx_of()
-    history = ctx.audit.records(kinds=["alarm.raised", "alarm.cleared"], limit=200) if ctx.audit else []
-    return render_template("alarms.html", status=ctx.status(), history=history, label=ctx.utc_label,
+    return render_template("alarms.html", status=ctx.status(), catalog=list(CATALOG.values()), label=ctx.utc_label,
                            page="alarms")
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from appliance import config, leap
 from appliance.runtime.platforms import simulated as simulated_appliance
+from appliance.alarms import AlarmBook, AlarmRow
 from appliance.events import Alarm, Constellation, FixMode, GnssEpoch, Position, ReceiverState, SatInfo, Severity
 from appliance.gnss.receiver import ReceiverSnapshot
 from appliance.sched import SimScheduler
@@ -36,11 +37,18 @@ def build(**changes) -> TimeStatus:
                         "2027-01-01T00:00:00.000Z"),
         clock=ClockStatus("LOCKED", AT - 600 * S, "tracking GNSS", 25, -12.3456, 1.5, AT - 600 * S, None, 6, 0x21,
                           "ocxo"),
-        alarms=(Alarm("leap-disagreement", Severity.MAJOR, True, "receiver says TAI-UTC is 38 s", AT),
-                Alarm("gnss-no-fix", Severity.MAJOR, False, "GNSS receiver has no fix", AT)),
+        alarms=active_alarms(Alarm("leap-disagreement", Severity.MAJOR, True, "receiver says TAI-UTC is 38 s", AT - 90 * S),
+                             Alarm("gnss-no-fix", Severity.MAJOR, True, "GNSS receiver has no fix", AT),
+                             Alarm("gnss-no-fix", Severity.MAJOR, False, "GNSS receiver has no fix", AT)),
     )
     fields.update(changes)
     return TimeStatus(**fields)
+
+
+def active_alarms(*alarms: Alarm) -> tuple[AlarmRow, ...]:
+    book = AlarmBook()
+    book.apply(list(alarms))
+    return book.rows()
 
 
 def lines_of(status: TimeStatus) -> dict[str, str]:
@@ -73,7 +81,8 @@ def test_render_full_status():
     got = lines_of(build())
     assert got["Time (UTC)"] == "2025-03-01T12:00:10.000Z   [hardware, up 1h02m05s]"
     assert got["Clock state"] == "LOCKED for 10m00s (tracking GNSS)"
-    assert got["Error bound"] == "25 ns   clockClass 6   clockAccuracy 0x21"
+    assert got["Error bound"] == ("25 ns   clockClass 6 (locked to a primary reference (PRTC))   clockAccuracy 0x21"
+                                  " (within 100 ns)")
     assert got["Frequency"].startswith("-12.346 ppb (ocxo, ")
     assert got["Receiver"] == "gnss0 on /dev/ttyS0: 3d-fix for 1h02m05s"
     assert got["Last fix"] == "2025-03-01T12:00:09.000Z  mode 3D  position 46.204400 6.143200 375.0 m"
@@ -83,7 +92,9 @@ def test_render_full_status():
                                  "table valid to 2026-12-28T00:00:00.000Z")
     assert got["Frames"] == "nmea 100, ubx 10; ignored 3"
     assert got["Rejected"] == "checksum 2; PPS stale-label 4"
-    assert got["Alarms"] == "[major] leap-disagreement: receiver says TAI-UTC is 38 s"  # the cleared alarm is not shown
+    assert got["Alarms"] == "1 active"  # the cleared alarm is not shown
+    text = render(json.loads(json.dumps(to_dict(build()))))
+    assert "\n  #40  MAJOR    leap-disagreement: receiver says TAI-UTC is 38 s (up 1m30s)" in text
 
 
 def test_render_before_anything_is_known():
@@ -126,7 +137,9 @@ def test_simulated_appliance_status(simulated):
     for c in d["constellations"]:
         assert f"{c['name']} {c['used']}/{c['visible']}" in text
     assert "TAI-UTC 37 s from table" in text
-    assert "Alarms          : [warning] clock-unlocked: clock free-running: time not traceable (starting)" in text
+    assert "Alarms          : 1 active\n  #1   CRITICAL clock-unlocked: clock free-running: time not traceable (starting)" in text
+    assert text.startswith("Verdict         : NOT TRACEABLE since 2025-03-01T12:00:00.000Z (0m")
+    assert "): clock free-running (starting" in text.splitlines()[0]
 
 
 def test_status_over_the_command_handler(simulated):

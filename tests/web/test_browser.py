@@ -94,6 +94,17 @@ def shot(page: object, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)  # type: ignore[attr-defined]
 
 
+def confirm(page: Any, reason: str) -> None:
+    """Answer the console's confirmation of a dangerous action: an empty reason is not taken, then ``reason`` is."""
+    dialog = page.locator("#confirm")
+    expect(dialog).to_be_visible(timeout=5_000)
+    page.click("#confirm-ok")  # no reason yet: the dialog stays
+    expect(dialog).to_be_visible()
+    page.fill("#confirm-reason", reason)
+    page.click("#confirm-ok")
+    expect(dialog).to_be_hidden(timeout=5_000)
+
+
 def test_operator_forces_holdover_sees_it_live_and_finds_it_in_the_audit_log(
         console: tuple[str, Path, subprocess.Popen], browser: object) -> None:
     base, state, _ = console
@@ -104,6 +115,7 @@ def test_operator_forces_holdover_sees_it_live_and_finds_it_in_the_audit_log(
     navigations: list[str] = []
     page.on("framenavigated", lambda frame: navigations.append(frame.url))
     page.click("#holdover-start")
+    confirm(page, "antenna maintenance")  # a dangerous action asks for confirmation and a reason
     expect(page.locator("#state")).to_have_text("HOLDOVER", timeout=20_000)
     expect(page.locator("#clock-class")).to_have_text("7", timeout=20_000)
     assert navigations == [], "the dashboard changed without a reload"
@@ -112,6 +124,7 @@ def test_operator_forces_holdover_sees_it_live_and_finds_it_in_the_audit_log(
     page.goto(base + "/audit")
     row = page.locator("#audit tbody tr", has_text="forced holdover start")
     assert row.count() == 1 and "web:operator" in row.inner_text()
+    assert "(reason: antenna maintenance)" in row.inner_text()
     assert page.locator("#audit tbody tr", has_text="clock LOCKED -> HOLDOVER").count() == 1
     page.click("#verify-chain")
     assert "Chain OK" in page.text_content("#verify-result")
@@ -203,6 +216,7 @@ def test_integrity_card_follows_the_verdict_and_the_operator_overrides_it(
     page.on("framenavigated", lambda frame: navigations.append(frame.url))
 
     page.click("#integrity-reject")  # the fake appliance applies the override to the status it publishes
+    confirm(page, "site survey")
     expect(page.locator("#command-result")).to_have_text(
         "integrity reject: override reject, verdict ok, reference REJECTED", timeout=10_000)
     expect(page.locator("#integrity-usable")).to_have_text("reference REJECTED", timeout=10_000)
@@ -210,8 +224,8 @@ def test_integrity_card_follows_the_verdict_and_the_operator_overrides_it(
     page.click("#integrity-auto")
     expect(page.locator("#integrity-usable")).to_have_text("reference used", timeout=10_000)
     expect(page.locator("#integrity-override")).to_have_text("")
-    assert env.commands == [{"cmd": "integrity", "action": "reject", "user": "web:operator"},
-                            {"cmd": "integrity", "action": "auto", "user": "web:operator"}]
+    assert env.commands == [{"cmd": "integrity", "action": "reject", "user": "web:operator", "reason": "site survey"},
+                            {"cmd": "integrity", "action": "auto", "user": "web:operator", "reason": ""}]
     shot(page, "dashboard-integrity-ok")
 
     _spoofed(env)  # the next poll shows it, without a reload
@@ -242,7 +256,7 @@ def test_integrity_card_follows_the_verdict_and_the_operator_overrides_it(
     page.click("#integrity-resurvey")
     expect(page.locator("#rx-survey")).to_have_text("surveying", timeout=10_000)
     expect(page.locator("#survey-detail")).to_contain_text("surveying 0 / 0 s, 0 fixes")
-    assert env.commands[-1] == {"cmd": "integrity", "action": "resurvey", "user": "web:operator"}
+    assert env.commands[-1] == {"cmd": "integrity", "action": "resurvey", "user": "web:operator", "reason": ""}
     page.context.close()
 
 
@@ -302,6 +316,7 @@ def test_a_spoofed_position_turns_the_card_spoofed_until_the_reference_qualifies
     expect(page.locator("#integrity-usable")).to_have_text("reference used")
 
     page.click("#integrity-reject")  # the operator's override, on the real appliance
+    confirm(page, "drill")
     expect(page.locator("#integrity-usable")).to_have_text("reference REJECTED", timeout=10_000)
     expect(page.locator("#integrity-override")).to_have_text("operator override: reject")
     page.click("#integrity-auto")
@@ -349,6 +364,7 @@ def test_the_operator_sees_every_reference_and_pins_one(references_console: tupl
     shot(page, "dashboard-references")
 
     page.locator("#reference-ptp button[data-reference=pin]").click()
+    confirm(page, "testing the PTP upstream")
     expect(page.locator("#command-result")).to_have_text("reference pinned to ptp; active: ptp", timeout=10_000)
     expect(page.locator("#reference-ptp")).to_contain_text("▶ ptp (pinned)", timeout=10_000)
     expect(page.locator("#references-summary")).to_contain_text("pinned to ptp")
@@ -358,12 +374,14 @@ def test_the_operator_sees_every_reference_and_pins_one(references_console: tupl
     page.click("#reference-unpin")
     expect(page.locator("#reference-gnss")).to_contain_text("▶ gnss", timeout=10_000)
     page.locator("#reference-ntp button[data-reference=disable]").click()
+    confirm(page, "NTP servers under maintenance")
     expect(page.locator("#reference-ntp")).to_contain_text("disabled", timeout=10_000)
     page.locator("#reference-ntp button[data-reference=enable]").click()
     expect(page.locator("#reference-ntp")).not_to_contain_text("disabled", timeout=10_000)
 
     page.goto(base + "/audit")
-    for text in ("reference pinned to ptp", "reference selection automatic", "reference ntp disabled",
+    for text in ("reference pinned to ptp (reason: testing the PTP upstream)", "reference selection automatic",
+                 "reference ntp disabled (reason: NTP servers under maintenance)",
                  "reference gnss -> ptp"):
         assert page.locator("#audit tbody tr", has_text=text).count() >= 1, text
     page.context.close()

@@ -55,7 +55,7 @@ def test_an_operator_overrides_with_a_session_and_its_csrf_token(env: ConsoleEnv
     done = operator.api("POST", "/api/v1/integrity", {"action": "reject"})
     assert done.status_code == 200
     assert done.get_json() == {"ok": True, "override": "reject", "usable": False, "level": "ok"}
-    assert env.commands == [{"cmd": "integrity", "action": "reject", "user": "web:operator"}]
+    assert env.commands == [{"cmd": "integrity", "action": "reject", "user": "web:operator", "reason": ""}]
     seen = operator.client.get("/api/v1/status").get_json()["integrity"]  # the fake appliance applied it
     assert seen["override"] == "reject" and seen["usable"] is False
 
@@ -73,7 +73,7 @@ def test_an_operator_token_overrides_without_csrf(env: ConsoleEnv) -> None:
     done = client.post("/api/v1/integrity", json={"action": "trust"}, headers=auth)
     assert done.status_code == 200
     assert done.get_json() == {"ok": True, "override": "trust", "usable": True, "level": "ok"}
-    assert env.commands == [{"cmd": "integrity", "action": "trust", "user": "api:operator"}]
+    assert env.commands == [{"cmd": "integrity", "action": "trust", "user": "api:operator", "reason": ""}]
     admin = client.post("/api/v1/integrity", json={"action": "auto"},
                         headers={"Authorization": f"Bearer {env.token('admin')}"})
     assert admin.status_code == 200 and env.commands[-1]["user"] == "api:admin"
@@ -106,7 +106,7 @@ def test_the_appliance_refusing_is_a_conflict(env: ConsoleEnv) -> None:
     refused = operator.api("POST", "/api/v1/integrity", {"action": "trust"})
     assert refused.status_code == 409
     assert refused.get_json() == {"error": "integrity override takes auto, trust, reject"}
-    assert env.commands == [{"cmd": "integrity", "action": "trust", "user": "web:operator"}]
+    assert env.commands == [{"cmd": "integrity", "action": "trust", "user": "web:operator", "reason": ""}]
     assert env.status["integrity"]["override"] == "auto"  # nothing changed
 
 

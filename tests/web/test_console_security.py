@@ -16,7 +16,7 @@ from appliance import config as cfg
 from appliance.web.settings_edit import load_overrides
 from tests.web.conftest import PASSWORDS, ConsoleEnv
 
-SAMPLE_ARGS = {"name": "log.level", "filename": "console.js"}
+SAMPLE_ARGS = {"name": "log.level", "filename": "console.js", "code": "clock-unlocked"}
 NOT_A_TOKEN = "tk_" + "A" * 43
 
 
@@ -168,7 +168,7 @@ def test_an_api_write_with_a_session_needs_the_csrf_header(env: ConsoleEnv) -> N
     assert env.commands == []
     done = operator.api("POST", "/api/v1/holdover", {"action": "start"})
     assert done.status_code == 200 and done.get_json() == {"ok": True, "state": "HOLDOVER"}
-    assert env.commands == [{"cmd": "holdover", "action": "start", "user": "web:operator"}]
+    assert env.commands == [{"cmd": "holdover", "action": "start", "user": "web:operator", "reason": ""}]
 
 
 def test_login_form_needs_its_csrf_token(env: ConsoleEnv) -> None:
@@ -189,7 +189,7 @@ def test_bearer_tokens_read_and_write_without_csrf(env: ConsoleEnv) -> None:
 
     held = client.post("/api/v1/holdover", json={"action": "stop"}, headers={"Authorization": f"Bearer {operator}"})
     assert held.status_code == 200
-    assert env.commands == [{"cmd": "holdover", "action": "stop", "user": "api:operator"}]
+    assert env.commands == [{"cmd": "holdover", "action": "stop", "user": "api:operator", "reason": ""}]
     changed = client.put("/api/v1/config/log.level", json={"value": "warning"},
                          headers={"Authorization": f"Bearer {admin}"})
     assert changed.status_code == 200
@@ -252,7 +252,7 @@ def test_an_operator_holds_over_but_does_not_configure(env: ConsoleEnv) -> None:
     operator = env.login("operator")
     held = operator.api("POST", "/api/v1/holdover", {"action": "start"})
     assert held.status_code == 200
-    assert env.commands == [{"cmd": "holdover", "action": "start", "user": "web:operator"}]
+    assert env.commands == [{"cmd": "holdover", "action": "start", "user": "web:operator", "reason": ""}]
     assert operator.api("POST", "/api/v1/holdover", {"action": "sideways"}).status_code == 400
     assert len(env.commands) == 1
 
@@ -303,7 +303,7 @@ def test_a_change_of_role_takes_effect_at_once(env: ConsoleEnv) -> None:
     assert env.commands == []
     viewer = env.login("viewer")
     assert viewer.api("POST", "/api/v1/holdover", {"action": "start"}).status_code == 200
-    assert env.commands == [{"cmd": "holdover", "action": "start", "user": "web:viewer"}]
+    assert env.commands == [{"cmd": "holdover", "action": "start", "user": "web:viewer", "reason": ""}]
     assert admin.form("/users", {"action": "remove", "name": "viewer"}).status_code == 302
     assert viewer.client.get("/").status_code == 302  # a removed user's session ends
 

@@ -13,6 +13,40 @@
     return r.json();
   }
   function text(id, value) { const el = $(id); if (el && el.textContent !== String(value)) el.textContent = value; }
+  let lastStatus = null, lastStatusAt = 0;
+  async function status() {  // one fetch serves the verdict banner and the page in the same tick
+    if (lastStatus && Date.now() - lastStatusAt < 500) return lastStatus;
+    lastStatus = await getJSON("/api/v1/status"); lastStatusAt = Date.now();
+    return lastStatus;
+  }
+  function utcOf(tai, s) {  // a TAI instant as UTC text, by the status's own offset (exact to the ms)
+    const offsetNs = (s.leap ? s.leap.tai_utc_s : 37) * 1e9;
+    return new Date((tai - offsetNs) / 1e6).toISOString().replace(/\.(\d{3})Z$/, ".$1Z");
+  }
+  async function verdict() {
+    const box = $("verdict"); if (!box) return;
+    const s = await status(), v = s.verdict; if (!v) return;
+    box.className = "verdict verdict-" + v.level;
+    text("verdict-headline", v.headline);
+    text("verdict-since", "since " + v.since_utc + " (" + age(s.at_tai_ns - v.since_tai_ns) + ")");
+    text("verdict-reason", v.reason);
+    text("verdict-class", "clockClass " + s.clock.clock_class + " — " + v.clock_class_meaning + " · clockAccuracy 0x" +
+      s.clock.clock_accuracy.toString(16).toUpperCase().padStart(2, "0") + " — " + v.clock_accuracy_meaning);
+    const active = s.alarms.filter((a) => a.raised), worst = active.length ? active[0].severity : "none";
+    const link = $("verdict-alarms");
+    if (link) { link.className = "alarm-count sev-" + worst; text("verdict-alarms", active.length ? active.length + " alarm" +
+      (active.length > 1 ? "s" : "") + " (" + worst + (active.some((a) => !a.acked_by) ? ", unacknowledged" : "") + ")" : "no alarms"); }
+  }
+  function confirmAction(title, detail, needReason) {  // the console's confirmation: a reason for the audit record
+    const dlg = $("confirm"); if (!dlg || !dlg.showModal) return Promise.resolve(window.confirm(title) ? "" : null);
+    text("confirm-title", title); text("confirm-detail", detail);
+    const reason = $("confirm-reason"); reason.value = ""; reason.required = !!needReason;
+    text("confirm-reason-label", needReason ? "Reason (goes into the audit record)" : "Comment (optional, goes into the audit record)");
+    dlg.returnValue = ""; dlg.showModal(); reason.focus();
+    return new Promise((resolve) => {
+      dlg.onclose = () => resolve(dlg.returnValue === "confirm" ? reason.value.trim() : null);
+    });
+  }
   function age(ns) {
     if (ns === null || ns === undefined) return "-";
     let s = Math.max(0, Math.floor(ns / 1e9));
@@ -24,10 +58,13 @@
     for (const c of cells) { const td = document.createElement("td"); td.textContent = c; tr.appendChild(td); }
     return tr;
   }
-  function alarms(list) {
+  function alarms(list, now) {  // the dashboard's short list: severity, ID, text, up for, acknowledged
     const ul = $("alarms"); if (!ul) return;
     ul.replaceChildren(...list.filter((a) => a.raised).map((a) => {
-      const li = document.createElement("li"); li.className = a.severity; li.textContent = "[" + a.severity + "] " + a.text; return li;
+      const li = document.createElement("li"); li.className = a.severity; li.id = "alarm-" + a.code;
+      const sev = document.createElement("span"); sev.className = "sev sev-" + a.severity; sev.textContent = a.severity.toUpperCase();
+      li.append(sev, " #" + a.id + " " + a.text + " — up " + age(now - a.since_ns) + (a.acked_by ? " · acknowledged by " + a.acked_by : ""));
+      return li;
     }));
     if (!ul.children.length) { const li = document.createElement("li"); li.className = "none"; li.textContent = "none"; ul.appendChild(li); }
   }
@@ -60,12 +97,14 @@
   }
 
   async function dashboard() {
-    const s = await getJSON("/api/v1/status");
+    const s = await status();
     const c = s.clock;
     const st = $("state");
     if (st) { st.textContent = c.state; st.className = "state state-" + c.state; }
     text("reason", c.reason);
     text("clock-class", c.clock_class);
+    if (s.verdict) { text("clock-class-meaning", s.verdict.clock_class_meaning); text("clock-accuracy-meaning", s.verdict.clock_accuracy_meaning); }
+    text("clock-accuracy", "0x" + c.clock_accuracy.toString(16).toUpperCase().padStart(2, "0"));
     text("error-bound", c.error_bound_ns === null ? "-" : c.error_bound_ns);
     text("since-lock", c.locked_since_ns ? age(s.at_tai_ns - c.locked_since_ns) : "-");
     text("reference", s.receiver.name + ": " + s.receiver.state);
@@ -75,7 +114,12 @@
       row([n, o.enabled === false ? "disabled" : (o.error ? "FAULT" : "enabled"), outputDetail(n, o)])));
     integrity(s.integrity, ((s.references || {}).rows || []).find((r) => r.name === "gnss"));
     references(s.references || {}, (s.clock || {}).state);
-    alarms(s.alarms);
+    alarms(s.alarms, s.at_tai_ns);
+    holdoverReadiness(s.clock);
+  }
+  function holdoverReadiness(c) {  // the clock says whether it can hold over now, or in how long
+    const h = c.holdover_readiness || c.holdover; if (!$("holdover-ready")) return;
+    text("holdover-ready", !h ? "-" : typeof h === "string" ? h : (h.text || h.summary || JSON.stringify(h)));
   }
   function ns(v) {
     if (v === null || v === undefined) return "-";
@@ -108,8 +152,15 @@
     }));
   }
   async function referenceCommand(action, name) {
+    let reason = "";
+    if (action === "pin" || action === "disable") {
+      reason = await confirmAction(action === "pin" ? "Pin the clock to " + name + "?" : "Take " + name + " out of selection?",
+        action === "pin" ? "The clock follows " + name + " whatever the other references say, until you choose automatic selection."
+          : "The clock will not use " + name + " until you enable it again; if it is the active reference the clock switches or holds over.", true);
+      if (reason === null) return;
+    }
     const r = await fetch("/api/v1/references", { method: "POST", credentials: "same-origin",
-      headers: { "Content-Type": "application/json", "X-CSRFToken": csrf }, body: JSON.stringify({ action, name }) });
+      headers: { "Content-Type": "application/json", "X-CSRFToken": csrf }, body: JSON.stringify({ action, name, reason }) });
     const body = await r.json().catch(() => ({}));
     text("command-result", r.ok ? body.done + "; active: " + (body.active || "none") : "refused: " + (body.error || r.status));
     dashboard();
@@ -132,18 +183,29 @@
     text("integrity-reason", !on ? "" : g.reasons && g.reasons.length ? g.reasons[0]
       : level === "ok" ? (idle ? "no data to check" : "all checks ok") : "");
   }
-  async function post(url, action) {
+  async function post(url, action, reason) {
     const r = await fetch(url, { method: "POST", credentials: "same-origin",
-      headers: { "Content-Type": "application/json", "X-CSRFToken": csrf }, body: JSON.stringify({ action }) });
+      headers: { "Content-Type": "application/json", "X-CSRFToken": csrf }, body: JSON.stringify({ action, reason: reason || "" }) });
     return [r, await r.json().catch(() => ({}))];
   }
+  const DANGEROUS = {  // actions that take the reference away from the clock: confirmed, with a reason
+    "holdover:start": ["Force the clock into holdover?", "The clock stops following its reference and runs on its oscillator; its error bound grows until you release it."],
+    "integrity:reject": ["Reject GNSS?", "The clock stops using the GNSS reference whatever the integrity checks say, until you choose Automatic."],
+    "integrity:trust": ["Trust GNSS whatever the checks say?", "A spoofed or jammed receiver would then steer the clock. Use only when you know why the checks object."],
+  };
+  async function confirmed(key) {
+    const d = DANGEROUS[key]; if (!d) return "";
+    return confirmAction(d[0], d[1], true);
+  }
   async function command(action) {
-    const [r, body] = await post("/api/v1/holdover", action);
+    const reason = await confirmed("holdover:" + action); if (reason === null) return;
+    const [r, body] = await post("/api/v1/holdover", action, reason);
     text("command-result", r.ok ? "holdover " + action + ": " + body.state : "refused: " + (body.error || r.status));
     dashboard();
   }
   async function integrityCommand(action, then) {
-    const [r, body] = await post("/api/v1/integrity", action);
+    const reason = await confirmed("integrity:" + action); if (reason === null) return;
+    const [r, body] = await post("/api/v1/integrity", action, reason);
     text("command-result", r.ok ? "integrity " + action + ": override " + body.override + ", verdict " + body.level +
       ", reference " + (body.usable ? "used" : "REJECTED") : "refused: " + (body.error || r.status));
     then();
@@ -247,9 +309,61 @@
     loglog("plot-tdev", "TDEV", "ns", st.taus_s, [["TDEV", st.tdev_ns], ["PRTC-A", st.masks["PRTC-A"].tdev_ns, true], ["PRTC-B", st.masks["PRTC-B"].tdev_ns, true]]);
     loglog("plot-adev", "ADEV", "", st.taus_s, [["ADEV", st.adev]]);
   }
-  async function alarmsPage() { const s = await getJSON("/api/v1/status"); alarms(s.alarms); }
+  function cell(tr, value, cls) { const td = document.createElement("td"); if (cls) td.className = cls;
+    if (value instanceof Node) td.appendChild(value); else td.textContent = value; tr.appendChild(td); return td; }
+  function sevBadge(severity) { const b = document.createElement("span"); b.className = "sev sev-" + severity; b.textContent = severity.toUpperCase(); return b; }
+  async function acknowledge(code, title) {
+    const comment = await confirmAction("Acknowledge “" + title + "”?", "The alarm stays active until its cause clears; your name and the time go into the audit record.", false);
+    if (comment === null) return;
+    const r = await fetch("/api/v1/alarms/" + encodeURIComponent(code) + "/ack", { method: "POST", credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRFToken": csrf }, body: JSON.stringify({ comment }) });
+    const body = await r.json().catch(() => ({}));
+    text("alarm-result", r.ok ? "acknowledged " + code : "refused: " + (body.error || r.status));
+    lastStatus = null; alarmsPage();
+  }
+  async function alarmsPage() {
+    const s = await status();
+    const operator = !!$("alarm-table") && $("alarm-table").dataset.operator === "1";
+    const tb = document.querySelector("#alarm-table tbody");
+    if (tb) {
+      const active = s.alarms.filter((a) => a.raised);
+      tb.replaceChildren(...active.map((a) => {
+        const tr = document.createElement("tr"); tr.id = "active-" + a.code; tr.className = "sev-row-" + a.severity;
+        cell(tr, String(a.id), "num"); cell(tr, sevBadge(a.severity));
+        const what = document.createElement("div"); const t = document.createElement("strong"); t.textContent = a.title;
+        const d = document.createElement("div"); d.className = "muted"; d.textContent = a.text; what.append(t, d); cell(tr, what);
+        cell(tr, utcOf(a.since_ns, s)); cell(tr, age(s.at_tai_ns - a.since_ns));
+        const cause = document.createElement("div"); const pc = document.createElement("code"); pc.textContent = a.probable_cause;
+        const cd = document.createElement("div"); cd.textContent = a.cause; cause.append(pc, cd); cell(tr, cause, "cause");
+        cell(tr, a.action, "action");
+        if (a.acked_by) cell(tr, "acknowledged by " + a.acked_by + " at " + utcOf(a.acked_at_ns, s) + (a.ack_comment ? " (" + a.ack_comment + ")" : ""), "acked");
+        else if (operator) { const b = document.createElement("button"); b.textContent = "Acknowledge"; b.className = "ack";
+          b.addEventListener("click", () => acknowledge(a.code, a.title)); cell(tr, b); }
+        else cell(tr, "not acknowledged", "muted");
+        return tr;
+      }));
+      if (!active.length) { const tr = document.createElement("tr"); const td = cell(tr, "No active alarm."); td.colSpan = 8; td.className = "muted"; tb.appendChild(tr); }
+    }
+    await alarmHistory(s);
+  }
+  async function alarmHistory(s) {
+    const tb = document.querySelector("#alarm-history tbody"); if (!tb) return;
+    const q = new URLSearchParams();
+    for (const [id, key] of [["filter-severity", "severity"], ["filter-state", "state"], ["filter-q", "q"]]) { const v = $(id) && $(id).value; if (v) q.set(key, v); }
+    const h = await getJSON("/api/v1/alarms?" + q.toString());
+    tb.replaceChildren(...h.history.map((e) => {
+      const tr = document.createElement("tr"); tr.className = e.open ? "open" : "cleared";
+      cell(tr, String(e.id), "num"); cell(tr, sevBadge(e.severity)); cell(tr, e.title); cell(tr, e.text);
+      cell(tr, utcOf(e.raised_at_ns, s)); cell(tr, e.open ? "still active" : utcOf(e.cleared_at_ns, s));
+      cell(tr, age(e.duration_s * 1e9)); cell(tr, e.acked_by ? e.acked_by + " at " + utcOf(e.acked_at_ns, s) : "-");
+      return tr;
+    }));
+    if (!h.history.length) { const tr = document.createElement("tr"); const td = cell(tr, "Nothing in the history matches."); td.colSpan = 8; td.className = "muted"; tb.appendChild(tr); }
+    text("history-count", h.history.length + " episode" + (h.history.length === 1 ? "" : "s"));
+  }
 
   function every(fn, ms) { const run = () => fn().catch((e) => console.warn(e)); run(); return setInterval(run, ms); }
+  if ($("verdict")) every(verdict, 1000);
   window.addEventListener("resize", () => Object.values(charts).forEach((c) => c.resize()));
   if (page === "dashboard") {
     every(dashboard, 1000);
@@ -261,5 +375,9 @@
     for (const b of document.querySelectorAll("button[data-integrity]")) b.addEventListener("click", () => integrityCommand(b.dataset.integrity, gnss));
   }
   else if (page === "plots") { every(plots, 10000); $("window").addEventListener("change", () => plots()); }
-  else if (page === "alarms") every(alarmsPage, 2000);
+  else if (page === "alarms") {
+    every(alarmsPage, 2000);
+    for (const id of ["filter-severity", "filter-state"]) { const el = $(id); if (el) el.addEventListener("change", () => status().then(alarmHistory)); }
+    const fq = $("filter-q"); if (fq) fq.addEventListener("input", () => status().then(alarmHistory));
+  }
 })();
