@@ -27,7 +27,7 @@ def section_description(prefix: str) -> str:
     first = (cls.__doc__ or "").strip().splitlines()[0] if cls is not None and cls.__doc__ else ""
     if first.startswith("``") and "``: " in first:
         first = first.split("``: ", 1)[1]
-    first = first.rstrip(".")
+    first = first.rstrip(".").replace("``", "")
     return first[:1].upper() + first[1:]
 
 

@@ -159,7 +159,7 @@
       const s = settings[name];
       if (!s) continue;
       tr.classList.toggle("changed", s.changed);
-      tr.classList.toggle("pending", s.pending_restart);
+      tr.classList.toggle("waiting", s.pending_restart);
       const running = tr.querySelector(".running");
       running.hidden = !s.pending_restart;
       running.querySelector("code").textContent = textOf(s.running) || "empty";
@@ -210,6 +210,7 @@
     for (const tr of rows) {
       const form = tr.querySelector("form.setting-form");
       if (!form) continue;
+      form.noValidate = true;  // the field's own check runs in save(), its answer beside the setting
       form.addEventListener("submit", (e) => { e.preventDefault(); save(tr); });
       form.addEventListener("input", () => markDirty(tr));
       form.addEventListener("change", () => {
