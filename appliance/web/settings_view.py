@@ -1,6 +1,6 @@
 """The configuration page's view of the settings: sections, the input each setting is edited with, unit and range.
 
-Pure: plain data from the settings table (``settings.py``) and the editor's rows (``settings_edit.SettingsEditor.rows``);
+Pure: plain data from the settings table (``settings.py``) and the editor's rows (``SettingsEditor.rows``);
 the page (``templates/config.html``) draws it and ``static/config.js`` keeps it current after a save.  Everything here
 is derived from the table (types, bounds, choices, units, the sections' own docstrings), never restated.
 """

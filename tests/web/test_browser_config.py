@@ -1,4 +1,4 @@
-"""The configuration page in a real browser: Debian's Chromium driven by Playwright against ``appliance run`` over HTTPS.
+"""The configuration page in a real browser: Debian's Chromium driven by Playwright against ``appliance run``.
 
 An admin sees the settings by section with a count each, finds settings with the search, changes a number that
 applies live, an enum and a boolean, and sees each answer beside its setting with the page neither reloaded nor moved;
@@ -9,6 +9,7 @@ viewer sees the same page with nothing to change.  A full-page screenshot of eac
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -172,18 +173,36 @@ def test_an_admin_finds_changes_and_saves_settings_without_losing_the_place(cons
         expect(trace.locator(".running")).to_contain_text("running: false until a restart")
         expect(trace.locator(".changed-badge")).to_be_visible()
         expect(page.locator("#sections-nav a[data-section=ptp] .sec-changed")).to_be_visible()
-        assert navigations == [], "the page was reloaded"
         assert page.url == base + "/config#section-ptp"
         shot(page, "config-saved")
+
+        # A section's changes saved together, each answered beside its setting.
+        page.locator("#sections-nav a[data-section=snmp]").click()
+        row(page, "snmp.sys_contact").locator("input[type=text]").fill("noc@example.net")
+        row(page, "snmp.sys_location").locator("input[type=text]").fill("rack 4")
+        save_all = page.locator("#section-snmp .save-section")
+        expect(save_all).to_have_text("Save 2 changes")
+        save_all.click()
+        for name in ("snmp.sys_contact", "snmp.sys_location"):
+            expect(row(page, name).locator(".result")).to_contain_text("Saved; takes effect after a restart",
+                                                                       timeout=15_000)
+        expect(save_all).to_be_hidden()
+        expect(restart.locator("li")).to_have_count(3)
+        assert page.evaluate("window.keptAcrossSaves") == "still the same page"
+        assert navigations == [], "the page was reloaded"
+        shot(page, "config-section-saved")
 
         # The saved state is what a fresh page shows: the restart list, the markers, the section from the address.
         page.goto(base + "/config#setting-log-level")
         expect(page.locator("#section-log")).to_be_visible()
-        expect(page.locator("#restart-list li")).to_contain_text("ptp.path_trace")
+        expect(page.locator("#restart-list li")).to_have_text([re.compile(r"^ptp.path_trace: running false → saved true$"),
+                                                               re.compile(r"^snmp.sys_contact: running empty → saved noc@"),
+                                                               re.compile(r"^snmp.sys_location: running empty")])
         expect(row(page, "log.level").locator("select")).to_have_value("warning")
         changes = page.request.get(base + "/api/v1/audit?kind=config.change").json()["records"]
         assert sorted(r["detail"]["setting"] for r in changes) == ["gnss.label_max_age_ms", "log.level",
-                                                                    "ptp.path_trace"]
+                                                                    "ptp.path_trace", "snmp.sys_contact",
+                                                                    "snmp.sys_location"]
         assert {r["actor"] for r in changes} == {"web:admin2"}
     finally:
         shot(page, "config-admin-end")

@@ -13,7 +13,8 @@
   const navLinks = [...root.querySelectorAll("#sections-nav a")];
   const rows = [...root.querySelectorAll("tr.setting")];
   const byName = new Map(rows.map((tr) => [tr.dataset.name, tr]));
-  const haystacks = new Map(rows.map((tr) => [tr, (tr.dataset.name + " " + tr.querySelector(".help").textContent).toLowerCase()]));
+  const haystacks = new Map(rows.map((tr) =>  // what the search looks through: the name and the description
+    [tr, (tr.dataset.name + " " + tr.querySelector(".help").textContent).toLowerCase()]));
   let current = sections.length ? sections[0].dataset.section : "";
   root.classList.add("js");
 
@@ -63,7 +64,8 @@
       if (words.length) s.hidden = n === 0;
     }
     root.classList.toggle("searching", words.length > 0);
-    document.getElementById("search-count").textContent = words.length ? total + (total === 1 ? " setting matches" : " settings match") : "";
+    document.getElementById("search-count").textContent =
+      words.length ? total + (total === 1 ? " setting matches" : " settings match") : "";
     document.getElementById("nothing-found").hidden = !words.length || total > 0;
     if (words.length) for (const a of navLinks) a.classList.remove("on");
     else showSection(current);
@@ -129,8 +131,8 @@
     else if (f.type === "checkbox") f.checked = body.value === true;
     else f.value = tr.dataset.saved;
     const row = (await refresh())[name] || {};
-    say(tr, "ok", body.applied ? "✓ Saved and applied." : row.pending_restart ? "✓ Saved; takes effect after a restart."
-      : "✓ Saved; the appliance already runs with it.");
+    say(tr, "ok", body.applied ? "✓ Saved and applied."
+      : row.pending_restart ? "✓ Saved; takes effect after a restart." : "✓ Saved; the appliance already runs with it.");
     markDirty(tr);
     keepPlace(tr, top);
     return true;
@@ -193,7 +195,12 @@
   // --- wiring ----------------------------------------------------------------------------------------------------
   for (const a of navLinks) {
     a.querySelector(".sec-count").dataset.total = a.querySelector(".sec-count").textContent;
-    a.addEventListener("click", (e) => { e.preventDefault(); clearSearch(); showSection(a.dataset.section); window.scrollTo(0, 0); });
+    a.addEventListener("click", (e) => {
+      e.preventDefault();
+      clearSearch();
+      showSection(a.dataset.section);
+      window.scrollTo(0, 0);
+    });
   }
   document.getElementById("restart-list").addEventListener("click", (e) => {
     const a = e.target.closest("a");
