@@ -15,6 +15,15 @@ from typing import Any
 
 STANDARD_BAUDS = (1200, 2400, 4800, 9600, 19200, 38400, 57600, 115200, 230400, 460800, 921600)
 KINDS = ("str", "int", "float", "bool", "enum", "address", "path", "position", "networks", "servers")
+# A setting's unit from its name's suffix (the house rule: units in names), longest suffix first; a name that does
+# not say its unit may declare it (``S(..., unit="K")``).
+UNIT_SUFFIXES = (("_ns_per_s", "ns/s"), ("_per_s", "/s"), ("_ns", "ns"), ("_us", "µs"), ("_ms", "ms"), ("_s", "s"),
+                 ("_ppb", "ppb"), ("_m", "m"), ("_days", "days"), ("_deg", "°"), ("_dbhz", "dB-Hz"), ("_db", "dB"))
+
+
+def unit_of(name: str) -> str:
+    """The unit a setting's name says (``clock.max_frequency_ppb`` -> ``ppb``); empty when it says none."""
+    return next((unit for suffix, unit in UNIT_SUFFIXES if name.endswith(suffix)), "")
 
 
 @dataclass(frozen=True)
@@ -32,6 +41,7 @@ class Setting:
     secret: bool = False  # write-only: shown masked to every role, never logged or audited in clear
     empty_ok: bool = True  # an empty string or list is a valid value
     start_only: bool = False  # set only by the configuration file or --set: the console and REST API cannot write it
+    unit: str = ""  # of a number: declared, or what the name's suffix says (unit_of)
 
     def allowed(self) -> str:
         """What values are allowed, in words, for error messages and `config list`."""
@@ -54,14 +64,14 @@ def _fmt(v: float | None) -> str:
 
 def S(kind: str, default: Any, help: str, *, restart: bool = True, minimum: float | None = None,  # noqa: N802
       maximum: float | None = None, choices: tuple[Any, ...] = (), secret: bool = False,
-      empty_ok: bool = True, start_only: bool | None = None) -> Any:
+      empty_ok: bool = True, start_only: bool | None = None, unit: str = "") -> Any:
     """A row of the table as a dataclass field: the setting's default, and the rest of the row in its metadata.
     A path is start-only unless said otherwise: a path the console could change would let a console login point
     the appliance at any file its user can read or write (a key, a FIFO, another state directory)."""
     assert kind in KINDS, kind
     row = {"type": kind, "help": help, "restart": restart, "minimum": minimum, "maximum": maximum,
            "choices": choices, "secret": secret, "empty_ok": empty_ok,
-           "start_only": kind == "path" if start_only is None else start_only}
+           "start_only": kind == "path" if start_only is None else start_only, "unit": unit}
     return field(default=default, metadata={"setting": row})
 
 
@@ -115,7 +125,7 @@ class ClockSettings:
     holdover_spec_ns: int = S("int", 1000, "Holdover stays 'within spec' (PTP clockClass 7, NTP stratum 1) "
       "while the error bound is below this", minimum=10, maximum=1_000_000_000)
     holdover_temp_k: float = S("float", 1.0, "Temperature excursion allowed for in the holdover bound when no "
-      "thermometer reading exists", minimum=0.0, maximum=100.0)
+      "thermometer reading exists", minimum=0.0, maximum=100.0, unit="K")
     degraded_class: str = S("enum", "A", "PTP default profile: clockClass after holdover spec (A: 52, B: 187)",
       choices=("A", "B"))
     save_interval_s: int = S("int", 600, "How often the learned oscillator state is saved while locked",
@@ -281,7 +291,8 @@ class IrigOutSettings:
       choices=("gpio", "wav", "record"))
     timezone: str = S("str", "UTC", "Time coded by IRIG-B: UTC, or an IANA zone (e.g. Europe/Berlin); the "
       "control functions carry the offset and daylight saving")
-    sample_rate: int = S("int", 48_000, "Samples per second of the IRIG-B AM output", minimum=8_000, maximum=192_000)
+    sample_rate: int = S("int", 48_000, "Samples per second of the IRIG-B AM output", minimum=8_000, maximum=192_000,
+      unit="Hz")
     wav_path: str = S("path", "", "IRIG-B AM output: a FIFO (one endless WAV stream for a player, e.g. aplay), "
       "or a file name whose segments <stem>-<UTC>.wav are written beside it; empty: <state_dir>/irig/irig-am.wav")
     wav_segment_s: int = S("int", 60, "Seconds of IRIG-B AM per WAV segment file", minimum=10, maximum=3600)
@@ -396,13 +407,13 @@ class PtpSettings:
     priority2: int = S("int", -1, "priority2 of the default data set; -1: the profile's", minimum=-1, maximum=255)
     local_priority: int = S("int", -1, "G.8275.x localPriority; -1: the profile's", minimum=-1, maximum=255)
     log_sync_interval: int = S("int", 127, "log2 of the Sync interval (-4: 16/s); 127: the profile's",
-      minimum=-7, maximum=127)
+      minimum=-7, maximum=127, unit="log₂ s")
     log_announce_interval: int = S("int", 127, "log2 of the Announce interval; 127: the profile's",
-      minimum=-3, maximum=127)
+      minimum=-3, maximum=127, unit="log₂ s")
     log_min_delay_req_interval: int = S("int", 127, "log2 of the shortest Delay_Req / Pdelay_Req interval asked "
-      "of slaves; 127: the profile's", minimum=-7, maximum=127)
+      "of slaves; 127: the profile's", minimum=-7, maximum=127, unit="log₂ s")
     announce_receipt_timeout: int = S("int", 0, "Announce intervals without a foreign master's Announce before it "
-      "is forgotten; 0: the profile's", minimum=0, maximum=255)
+      "is forgotten; 0: the profile's", minimum=0, maximum=255, unit="intervals")
     l2_destination: str = S("enum", "auto", "Ethernet destination of non-peer messages: the forwardable "
       "01:1B:19:00:00:00 or the non-forwardable 01:80:C2:00:00:0E; auto: the profile's",
       choices=("auto", "forwardable", "non-forwardable"))
@@ -526,7 +537,9 @@ def _rows() -> tuple[Setting, ...]:
     for section, cls in SECTIONS.items():
         for f in dataclasses.fields(cls):
             name = f"{section}.{f.name}" if section else f.name
-            rows.append(Setting(name, default=f.default, **f.metadata["setting"]))
+            row = f.metadata["setting"]
+            unit = row["unit"] or (unit_of(name) if row["type"] in ("int", "float") else "")
+            rows.append(Setting(name, default=f.default, **(row | {"unit": unit})))
     return tuple(rows)
 
 

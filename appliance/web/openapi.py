@@ -81,7 +81,8 @@ def document() -> dict[str, Any]:
                                    "content": _JSON}})},
             "/audit/export": {"get": _op("A signed bundle of the audit records in a range (all by default)",
                                          role="operator", params=_RANGE)},
-            "/config": {"get": _op("Every setting: value, default, bounds, whether a change needs a restart")},
+            "/config": {"get": _op("Every setting: value, default, unit, bounds, choices, whether it differs from "
+                                   "its default and whether a change needs a restart (pending_restart once saved)")},
             "/config/{name}": {"put": {**_op("Change one setting (validated as on the command line; audited)",
                                              role="admin", body={"type": "object", "required": ["value"],
                                                                  "properties": {"value": {}}}),

@@ -26,6 +26,7 @@ import tomli_w
 
 from appliance import config as cfg
 from appliance.edge import persist
+from appliance.web import settings_view
 
 OVERRIDES_FILE = cfg.CONSOLE_FILE
 REJECTED_SUFFIX = ".rejected"
@@ -71,13 +72,16 @@ class SettingsEditor:
 
     def rows(self) -> list[dict[str, Any]]:
         with self._lock:
-            return [{"name": s.name, "type": s.type,
-                     "value": cfg.shown(s, self.pending.get(s.name, self.config[s.name])),
-                     "running": cfg.shown(s, self.config[s.name]), "default": s.default, "help": s.help,
-                     "restart": s.restart, "allowed": s.allowed(), "pending_restart": s.name in self.pending,
-                     "origin": self.config.origins.get(s.name, "default"), "secret": s.secret,
-                     "start_only": s.start_only}
-                    for s in cfg.SETTINGS]
+            rows = []
+            for s in cfg.SETTINGS:
+                value = cfg.shown(s, self.pending.get(s.name, self.config[s.name]))
+                rows.append({"name": s.name, "type": s.type, "value": value,
+                             "running": cfg.shown(s, self.config[s.name]), "default": s.default, "help": s.help,
+                             "restart": s.restart, "allowed": s.allowed(), "pending_restart": s.name in self.pending,
+                             "origin": self.config.origins.get(s.name, "default"), "secret": s.secret,
+                             "start_only": s.start_only, "unit": s.unit, "minimum": s.minimum, "maximum": s.maximum,
+                             "choices": list(s.choices), "changed": settings_view.changed(s, value)})
+            return rows
 
     def change(self, name: str, value: Any, from_text: bool) -> tuple[Any, Any, bool]:
         """Validate and save one setting: (old, new, applied now), secrets masked.  ValueError with the reason if

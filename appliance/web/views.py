@@ -13,6 +13,8 @@ from typing import Any
 from flask import Blueprint, Response, flash, g, redirect, render_template, request, session, url_for
 from flask_wtf.csrf import generate_csrf
 
+from appliance import config as cfg
+from appliance.web import settings_view
 from appliance.web.admission import client_of
 from appliance.web.app import audit, audit_verified, ctx_of, needs
 from appliance.web.users import ROLES, Ended, UserError
@@ -274,22 +276,26 @@ def audit_backup() -> Any:
 
 @bp.route("/config", methods=["GET"])
 def config_page() -> Any:
-    return render_template("config.html", rows=ctx_of().settings.rows(), page="config")
+    rows = ctx_of().settings.rows()
+    return render_template("config.html", sections=settings_view.sections(rows),
+                           pending=settings_view.pending_restart(rows), page="config")
 
 
 @bp.route("/config", methods=["POST"])
 @needs("admin")
 def config_change() -> Any:
-    name, value = request.form.get("name", ""), request.form.get("value", "")
+    # A checkbox posts a hidden "false" and, when ticked, "true" after it: the last value is the one meant.
+    name, value = request.form.get("name", ""), (request.form.getlist("value") or [""])[-1]
+    back = url_for("views.config_page") + ("#setting-" + name.replace(".", "-") if name in cfg.BY_NAME else "")
     try:
         old, new, applied = ctx_of().settings.change(name, value, from_text=True)
     except ValueError as exc:
         flash(str(exc), "error")
-        return redirect(url_for("views.config_page"))
+        return redirect(back)
     audit("config.change", f"{name}: {old!r} -> {new!r}" + ("" if applied else " (takes effect after a restart)"),
           {"setting": name, "old": _plain(old), "new": _plain(new), "applied": applied})
     flash(f"{name} = {new!r}: " + ("applied." if applied else "saved; takes effect after a restart."), "ok")
-    return redirect(url_for("views.config_page"))
+    return redirect(back)
 
 
 @bp.route("/users", methods=["GET"])
