@@ -83,9 +83,9 @@ class GnssSettings:
     baud: int = S("int", 9600, "Serial line speed of the receiver", choices=STANDARD_BAUDS)
     pps_device: str = S("path", "", "Kernel PPS source paired with the receiver (e.g. /dev/pps0); empty: none")
     epoch_idle_ms: int = S("int", 300, "Quiet time after which a receiver epoch is considered complete",
-      minimum=20, maximum=2000, restart=False)
+      minimum=20, maximum=2000)
     no_data_timeout_s: int = S("int", 5, "Seconds without a decodable sentence before the receiver is NO_DATA",
-      minimum=1, maximum=300, restart=False)
+      minimum=1, maximum=300)
     label_max_age_ms: int = S("int", 900, "Latest a time label may follow its PPS edge and still name its second",
       minimum=100, maximum=990, restart=False)
     reconnect_max_s: float = S("float", 30.0, "Longest back-off between attempts to reopen a lost receiver",
@@ -93,7 +93,7 @@ class GnssSettings:
     cable_delay_ns: int = S("int", 0, "Antenna cable and receiver delay compensated on every PPS edge",
       minimum=-1_000_000, maximum=1_000_000, restart=False)
     accuracy_ns: int = S("int", 20, "Time accuracy of receiver, antenna and cabling (part of the error bound)",
-      minimum=0, maximum=1_000_000, restart=False)
+      minimum=0, maximum=1_000_000)
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ class ClockSettings:
     unlock_threshold_ns: int = S("int", 1000, "Phase error beyond which a locked clock re-acquires",
       minimum=2, maximum=10_000_000)
     qualify_s: int = S("int", 10, "Seconds a returning reference must be good before it drives the clock",
-      minimum=1, maximum=86_400, restart=False)
+      minimum=1, maximum=86_400)
     warmup_s: int = S("int", 10, "Oscillator warm-up after start before a reference may drive the clock",
       minimum=0, maximum=86_400)
     holdover_spec_ns: int = S("int", 1000, "Holdover stays 'within spec' (PTP clockClass 7, NTP stratum 1) "
