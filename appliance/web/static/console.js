@@ -363,7 +363,7 @@
   }
 
   function every(fn, ms) { const run = () => fn().catch((e) => console.warn(e)); run(); return setInterval(run, ms); }
-  if ($("verdict")) every(verdict, 1000);
+  if ($("verdict")) every(verdict, 500);
   window.addEventListener("resize", () => Object.values(charts).forEach((c) => c.resize()));
   if (page === "dashboard") {
     every(dashboard, 1000);
