@@ -286,12 +286,12 @@ def _integrity_line(g: dict[str, Any] | None, clock_state: str = "") -> str:
     return text
 
 
-def _reference_lines(refs: dict[str, Any]) -> list[str]:
+def _reference_lines(refs: dict[str, Any], clock_state: str = "") -> list[str]:
     """One line per reference: priority, state, offset against the clock, quality.  Nothing for GNSS alone."""
     rows = refs.get("rows") or []
     if len(rows) < 2:
         return []
-    active = refs.get("active") or "none (holdover)"
+    active = refs.get("active") or f"none ({(clock_state or 'unknown').lower()})"
     head = f"References      : active {active}" + (f", pinned to {refs['pinned']}" if refs.get("pinned") else "") \
         + f", {'revertive' if refs.get('revertive') else 'non-revertive'}, {refs.get('switches', 0)} switches"
     out = [head]
@@ -360,7 +360,7 @@ def render(d: dict[str, Any]) -> str:
                                           + (f" ({c['mean_cn0_dbhz']:.0f} dBHz)" if c['mean_cn0_dbhz'] else "")
                                           for c in d["constellations"]) or "none") + "   (used/visible)",
         "Integrity       : " + _integrity_line(d.get("integrity"), (d.get("clock") or {}).get("state", "")),
-        *_reference_lines(d.get("references") or {}),
+        *_reference_lines(d.get("references") or {}, clock["state"]),
         f"PPS             : {pps['source']}: {pps['edges']} edges, {pps['paired']} paired"
         + (f", qErr {pps['last_qerr_ps'] / 1000:+.1f} ns" if pps.get("last_qerr_ps") is not None else ""),
         f"UTC offset      : TAI-UTC {leap['tai_utc_s']} s from {leap['source']}"

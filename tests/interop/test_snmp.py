@@ -248,6 +248,16 @@ def test_notifications_for_spoofing_and_jamming_raised_and_cleared(agent: tuple)
         trapd.wait(r"applianceSpoofingAlarm.*applianceNotifyText.0 = STRING: .*GNSS spoofing detected: position: "
                    r"fix 200\.0 m from the surveyed home", timeout_s=30)
     assert status(state)["integrity"]["level"] == "spoofed"
+    for trapd in (v2, v3):  # the alarm's own notification, its varbinds under the catalogue's stable ID (13)
+        trapd.wait(r"applianceAlarmRaised.*applianceAlarmCode\.13 = STRING: \"?gnss-spoofing.*"
+                   r"applianceAlarmSeverity\.13 = INTEGER: critical\(1\)", timeout_s=30)
+    row = snmp("snmpget", "-v2c", "-c", "public", f"127.0.0.1:{port}", "applianceAlarmCode.13",
+               "applianceAlarmSeverity.13", "applianceAlarmProbableCause.13", "applianceAlarmAcknowledged.13")
+    assert row.returncode == 0, row.stderr
+    got = parse(row.stdout)
+    assert "gnss-spoofing" in got["applianceAlarmCode.13"] and got["applianceAlarmSeverity.13"] == "INTEGER: critical(1)"
+    assert "timingProblem" in got["applianceAlarmProbableCause.13"]
+    assert got["applianceAlarmAcknowledged.13"] == "INTEGER: false(2)"
     world(state, "stop-attacks")
     for trapd in (v2, v3):
         trapd.wait(r"applianceSpoofingCleared", timeout_s=40)
