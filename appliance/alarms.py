@@ -186,6 +186,17 @@ class AlarmRow:
     acked_at_ns: int | None = None
     ack_comment: str = ""
     raised: bool = True
+    diagnosis: str = ""  # what the appliance sees now that narrows the probable cause (empty: nothing more)
+
+
+def diagnose_no_fix(tracked: int, visible: int, jamming_verdict: str | None, interference: str | None) -> str:
+    """What narrows a lost fix down: jamming, a sky the antenna no longer sees, or too few satellites."""
+    if jamming_verdict not in (None, "ok"):
+        return "jamming: C/N0 fell on every tracked satellite together"
+    if tracked == 0:
+        return ("no satellite tracked: the antenna sees no sky (blocked, disconnected or a cable fault), "
+                "not jamming" + (f" ({interference})" if interference else ""))
+    return f"{tracked} of {visible} satellites tracked: too few for a fix (a partly blocked sky or a weak antenna)"
 
 
 class AlarmBook:

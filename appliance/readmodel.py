@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from appliance import leap
+from appliance.alarms import AlarmRow, diagnose_no_fix
+from appliance.events import SatInfo
 from appliance.router import Now, Router
 from appliance.gnss.guard import GuardStatus
 from appliance.refs.selector import RefView
@@ -54,13 +56,28 @@ def build(router: Router, now: Now, edges: EdgeStatus) -> TimeStatus:
         snap.forced_holdover, snap.time_constant_s, snap.learned_s, snap.predicted_frequency_ppb,
         snap.predicted_aging_ppb_per_day, snap.steps, snap.advertised, edges.sim_time_error_ns)
     sats = gnss.satellites
-    alarms = router.alarms.rows()
+    integrity = _integrity(router, now, edges)
+    alarms = _diagnosed(router.alarms.rows(), sats, integrity)
     references = _references(router, now, edges)
     verdict = judge(clock, references.active, alarms, leap.tai_to_utc(clock.state_since_ns, table).iso_ms())
     return TimeStatus(at, leap.tai_to_utc(at, table).iso_ms(), edges.mode, edges.version, edges.started_at_tai_ns,
                       gnss.receiver.snapshot(), sats, summarize(sats), pps, leap_status, clock, alarms,
-                      outputs=edges.outputs, integrity=_integrity(router, now, edges), references=references,
+                      outputs=edges.outputs, integrity=integrity, references=references,
                       verdict=verdict)
+
+
+def _diagnosed(rows: tuple[AlarmRow, ...], sats: tuple[SatInfo, ...], integrity: GuardStatus
+               ) -> tuple[AlarmRow, ...]:
+    """A lost fix told apart by what the receiver and the integrity checks see now (the console's "blocked antenna,
+    not jamming")."""
+    if not any(r.code == "gnss-no-fix" for r in rows):
+        return rows
+    verdicts = {f.get("detector"): f for f in integrity.findings}
+    jam = verdicts.get("jamming")
+    rx = verdicts.get("receiver")
+    text = diagnose_no_fix(sum(1 for s in sats if s.cn0_dbhz), len(sats), jam.get("verdict") if jam else None,
+                           rx.get("reason") if rx and rx.get("verdict") == "ok" else None)
+    return tuple(dataclasses.replace(r, diagnosis=text) if r.code == "gnss-no-fix" else r for r in rows)
 
 
 def _references(router: Router, now: Now, edges: EdgeStatus) -> ReferencesStatus:

@@ -210,6 +210,8 @@ def judge(clock: ClockStatus, active_reference: str | None, alarms: tuple[AlarmR
         words = _STATE_WORDS["HOLDOVER_EXPIRED" if clock.state == "HOLDOVER" else clock.state] \
             if clock.state in _STATE_WORDS else clock.state
         reason = f"{words}: {cause.text}" if cause is not None else f"{words} ({clock.reason})"
+        if cause is not None and cause.diagnosis:
+            reason += f"; {cause.diagnosis}"
     return Verdict(traceable, level, headline, reason, clock.state_since_ns, since_utc,
                    clock_class_meaning(clock.clock_class), clock_accuracy_meaning(clock.clock_accuracy))
 
@@ -419,7 +421,7 @@ def render(d: dict[str, Any]) -> str:
         since = a.get("since_ns", a["at_ns"])
         ack = f", acknowledged by {a['acked_by']}" if a.get("acked_by") else ""
         lines.append(f"  #{a.get('id', '?'):<3} {a['severity'].upper():<8} {a['code']}: {a['text']} "
-                     f"(up {_age(now, since)}{ack})")
+                     f"(up {_age(now, since)}{ack})" + (f"; {a['diagnosis']}" if a.get("diagnosis") else ""))
     return "\n".join(lines)
 
 

@@ -190,3 +190,13 @@ def test_clock_class_and_accuracy_are_explained() -> None:
     assert clock_class_meaning(248) == "default: free-running, not traceable"
     assert clock_accuracy_meaning(0x21) == "within 100 ns" and clock_accuracy_meaning(0xFE) == "unknown"
     assert clock_accuracy_meaning(0x31) == "more than 10 s"
+
+
+def test_a_lost_fix_is_told_apart_by_what_the_receiver_sees() -> None:
+    from appliance.alarms import diagnose_no_fix
+
+    assert diagnose_no_fix(0, 43, "ok", "receiver reports no interference") == (
+        "no satellite tracked: the antenna sees no sky (blocked, disconnected or a cable fault), not jamming "
+        "(receiver reports no interference)")
+    assert diagnose_no_fix(3, 40, "jammed", None).startswith("jamming")
+    assert diagnose_no_fix(3, 40, "ok", None).startswith("3 of 40 satellites tracked: too few for a fix")

@@ -110,6 +110,7 @@ def test_the_verdict_follows_the_drills_and_the_operator_acts_on_the_alarms(unit
     assert shown_after_s <= 2.0, f"the banner took {shown_after_s:.2f} s"
     expect(banner).to_have_class("verdict verdict-not-traceable")
     expect(page.locator("#verdict-reason")).to_contain_text("clock free-running: GNSS receiver has no fix")
+    expect(page.locator("#verdict-reason")).to_contain_text("no satellite tracked: the antenna sees no sky")
     expect(page.locator("#verdict-class")).to_contain_text("clockClass 248 — default: free-running, not traceable")
     expect(page.locator("#verdict-alarms")).to_contain_text("2 alarms (critical, unacknowledged)")
     assert navigations == [], "the banner changed without a reload"
@@ -122,6 +123,7 @@ def test_the_verdict_follows_the_drills_and_the_operator_acts_on_the_alarms(unit
     expect(no_fix).to_contain_text("MAJOR")
     expect(no_fix).to_contain_text("lossOfSignal")
     expect(no_fix).to_contain_text("Check the antenna, its cable and its view of the sky")
+    expect(no_fix).to_contain_text("Now: no satellite tracked: the antenna sees no sky")
     expect(no_fix.locator("td").first).to_have_text("12")  # the catalogue's stable ID
     no_fix.locator("button.ack").click()
     page.fill("#confirm-reason", "antenna cover on the roof")

@@ -334,7 +334,9 @@
         const d = document.createElement("div"); d.className = "muted"; d.textContent = a.text; what.append(t, d); cell(tr, what);
         cell(tr, utcOf(a.since_ns, s)); cell(tr, age(s.at_tai_ns - a.since_ns));
         const cause = document.createElement("div"); const pc = document.createElement("code"); pc.textContent = a.probable_cause;
-        const cd = document.createElement("div"); cd.textContent = a.cause; cause.append(pc, cd); cell(tr, cause, "cause");
+        const cd = document.createElement("div"); cd.textContent = a.cause; cause.append(pc, cd);
+        if (a.diagnosis) { const now = document.createElement("div"); now.className = "diagnosis"; now.textContent = "Now: " + a.diagnosis; cause.appendChild(now); }
+        cell(tr, cause, "cause");
         cell(tr, a.action, "action");
         if (a.acked_by) cell(tr, "acknowledged by " + a.acked_by + " at " + utcOf(a.acked_at_ns, s) + (a.ack_comment ? " (" + a.ack_comment + ")" : ""), "acked");
         else if (operator) { const b = document.createElement("button"); b.textContent = "Acknowledge"; b.className = "ack";
