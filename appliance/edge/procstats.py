@@ -4,7 +4,9 @@ I/O edge (reads /proc, walks the state directory, statvfs, the monotonic clock).
 the files' text, tested on samples; ``ProcessSampler`` keeps each process's previous reading so that CPU is given as
 a percentage of one core over the interval since the last sample, beside the CPU seconds since the process started.
 ``disk_use`` walks the state directory (bounded: at most ``MAX_ENTRIES`` entries are looked at, and it says when it
-stopped short) and names its biggest items: the audit trail, the time-quality record, the users, NTS keys ...
+stopped short) and names its biggest items: the audit trail, the time-quality record, the users, NTS keys ...; an
+SQLite database's companion files (its write-ahead log, shared memory index, journal, the audit store's head file)
+are counted with it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 MAX_ENTRIES = 20_000  # files and folders a disk-use walk looks at, at most
 BIGGEST = 8  # items of the state directory named one by one; the rest are summed as "other"
 CACHE_S = 5.0  # a disk walk is reused for this long: a page polled by many viewers walks once
+COMPANIONS = ("-wal", "-shm", "-journal", ".head")  # counted with the file they belong to
 
 
 @dataclass(frozen=True)
@@ -111,7 +114,9 @@ def disk_use(state_dir: Path, biggest: int = BIGGEST, max_entries: int = MAX_ENT
         size, counted, done = _entry_bytes(entry, max_entries - seen)
         seen += counted
         complete = complete and done
-        items[entry.name + ("/" if _is_dir(entry) else "")] = size
+        name = entry.name + ("/" if _is_dir(entry) else "")
+        owner = next((name[:-len(tail)] for tail in COMPANIONS if name.endswith(tail)), name)
+        items[owner] = items.get(owner, 0) + size
     ranked = sorted(items.items(), key=lambda kv: (-kv[1], kv[0]))
     shown = [{"name": name, "bytes": size} for name, size in ranked[:biggest]]
     rest = ranked[biggest:]

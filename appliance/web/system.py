@@ -26,6 +26,18 @@ from appliance.web.app import ctx_of
 bp = Blueprint("system", __name__)
 KOD_CODES = {"kod_rate": "RATE", "kod_deny": "DENY", "kod_rstr": "RSTR", "nts_nak": "NTSN"}
 _parts_lock = threading.Lock()
+STATE_ITEMS = {  # what the state directory's items are, for the operator
+    "audit.sqlite": "audit trail (with its write-ahead log and head file)",
+    "quality.sqlite": "time-quality record",
+    "users.sqlite": "console users and API tokens",
+    "nts/": "NTS-KE certificate and cookie keys",
+    "clock-state.json": "what the clock learned (restored at start)",
+    "web-cert.pem": "console TLS certificate", "web-key.pem": "console TLS key",
+    "web-secret.key": "console session signing key", "console-settings.toml": "settings changed from the console",
+    "snmp-engine-id": "SNMP engine ID", "snmp-engine-boots": "SNMP engine boots", "snmp-users.toml": "SNMPv3 users",
+    "audit-signing.key": "audit bundle signing key", "audit-signing.pub": "audit bundle public key",
+    "initial-admin-password": "first admin password (deleted once changed)",
+}
 
 
 def _parts() -> tuple[ProcessSampler, DiskUse | None]:
@@ -91,7 +103,12 @@ def report() -> dict[str, Any]:
     return {"version": status.get("version"), "mode": status.get("mode"), "started_at_tai_ns": started,
             "started_at_utc": ctx.utc_label(started), "uptime_s": max(0, (now - started) // NS_PER_S),
             "cpus": os.cpu_count() or 1, "processes": _processes(status, sampler),
-            "disk": disk.get() if disk is not None else None, "ntp": _ntp(status)}
+            "disk": _described(disk.get()) if disk is not None else None, "ntp": _ntp(status)}
+
+
+def _described(disk: dict[str, Any]) -> dict[str, Any]:
+    items = [{**item, "what": STATE_ITEMS.get(item["name"], "")} for item in disk.get("items", [])]
+    return {**disk, "items": items} if "items" in disk else disk
 
 
 @bp.route("/system")

@@ -77,7 +77,9 @@ def test_sampler_on_this_very_process() -> None:
 
 
 def test_disk_use_names_the_biggest_items_and_sums_the_rest(tmp_path: Path) -> None:
-    (tmp_path / "audit.sqlite").write_bytes(b"a" * 50_000)
+    (tmp_path / "audit.sqlite").write_bytes(b"a" * 40_000)
+    (tmp_path / "audit.sqlite-wal").write_bytes(b"w" * 9_000)  # companions: counted with the database
+    (tmp_path / "audit.sqlite.head").write_bytes(b"h" * 1_000)
     (tmp_path / "quality.sqlite").write_bytes(b"q" * 30_000)
     (tmp_path / "nts").mkdir()
     (tmp_path / "nts" / "cookie_keys.json").write_bytes(b"k" * 1_000)

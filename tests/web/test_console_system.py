@@ -89,6 +89,7 @@ def test_a_viewer_reads_version_uptime_processes_disk_and_ntp_clients(console_en
     assert items["audit.sqlite"] >= 200_000 and items["nts/"] == 3_000
     assert disk["bytes"] == sum(items.values()) and 0 < disk["free_bytes"] <= disk["filesystem_bytes"]
     assert disk["items"][0]["name"] == "audit.sqlite"  # the biggest first
+    assert disk["items"][0]["what"].startswith("audit trail")
 
     ntp = body["ntp"]
     assert set(ntp) == NTP_KEYS and ntp["enabled"] and ntp["requests"] == 1500 and ntp["replies"] == 1470

@@ -60,7 +60,7 @@
       state.style.width = Math.max(0.4, pct(d.bytes)).toFixed(2) + "%";
       other.style.width = pct(Math.max(0, used - d.bytes)).toFixed(2) + "%";
     }
-    body("sys-disk", (d.items || []).map((i) => row([{ text: i.name, cls: "name" }, size(i.bytes),
+    body("sys-disk", (d.items || []).map((i) => row([{ text: i.name, cls: "name" }, { text: i.what || "", cls: "what" }, size(i.bytes),
       d.bytes ? (100 * i.bytes / d.bytes).toFixed(1) + " %" : "-"])));
   }
   function ntp(n) {
@@ -74,7 +74,7 @@
     text("ntp-requests", n.requests);
     text("ntp-replies", n.replies + " replies");
     text("ntp-kod", n.kod_sent);
-    text("ntp-kod-detail", Object.entries(n.kod).map(([code, count]) => code + " " + count).join(", "));
+    text("ntp-kod-detail", ["RATE", "DENY", "RSTR", "NTSN"].map((code) => code + " " + (n.kod[code] || 0)).join(", "));
     text("ntp-limited", n.rate_limited);
     text("ntp-top-title", "Busiest clients, last " + n.window_s + " s");
     const rows = n.top.map((c, i) => row([i + 1, { text: c.client, cls: "name" },
@@ -91,7 +91,7 @@
     text("sys-version", s.version);
     text("sys-mode", s.mode + " mode");
     text("sys-uptime", duration(s.uptime_s));
-    text("sys-started", "since " + s.started_at_utc);
+    text("sys-started", "since " + s.started_at_utc.replace("T", " ").replace("Z", " UTC"));
     text("sys-cpus", s.cpus);
     processes(s.processes);
     disk(s.disk);
