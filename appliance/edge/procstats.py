@@ -64,12 +64,14 @@ def cpu_percent(ticks_before: int, ticks_now: int, interval_ns: int, ticks_per_s
 
 
 class ProcessSampler:
-    """Reads processes from /proc; remembers each one's last reading for its CPU percentage (threads may share it)."""
+    """Reads processes from /proc; remembers each one's last reading for its CPU percentage (threads may share it).
+    A look sooner than ``min_interval_ns`` after the last reading gives the percentage measured then."""
 
     def __init__(self, proc: Path = Path("/proc"), min_interval_ns: int = 1_000_000_000):
         self.proc, self.min_interval_ns = proc, min_interval_ns
         self.ticks_per_s = os.sysconf("SC_CLK_TCK")
-        self._last: dict[tuple[int, int], tuple[int, int]] = {}  # (pid, start) -> (monotonic ns, cpu ticks)
+        # (pid, start) -> (monotonic ns, cpu ticks, percent over the interval before them)
+        self._last: dict[tuple[int, int], tuple[int, int, float | None]] = {}
         self._lock = threading.Lock()
 
     def sample(self, pid: int) -> dict[str, Any] | None:
@@ -83,11 +85,14 @@ class ProcessSampler:
         key = (pid, stat.start_ticks)  # a pid used again by another process starts afresh
         with self._lock:
             then = self._last.get(key)
-            percent = None
-            if then is not None:
+            if then is None:
+                percent = None
+                self._last[key] = (now_ns, stat.cpu_ticks, None)
+            elif now_ns - then[0] < self.min_interval_ns:  # too short to measure (ticks are 10 ms): the last figure
+                percent = then[2]
+            else:
                 percent = cpu_percent(then[1], stat.cpu_ticks, now_ns - then[0], self.ticks_per_s)
-            if then is None or now_ns - then[0] >= self.min_interval_ns:
-                self._last[key] = (now_ns, stat.cpu_ticks)
+                self._last[key] = (now_ns, stat.cpu_ticks, percent)
             if len(self._last) > 256:  # processes come and go (restarts): forget the oldest readings
                 for old in sorted(self._last, key=lambda k: self._last[k][0])[:128]:
                     del self._last[old]

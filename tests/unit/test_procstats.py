@@ -111,3 +111,13 @@ def test_disk_use_of_a_missing_directory_says_why(tmp_path: Path) -> None:
     first = cached.get()
     (tmp_path / "new").write_bytes(b"n" * 100)
     assert cached.get() is first  # walked once within the cache time
+
+
+def test_a_look_too_soon_after_the_last_gives_the_last_figure(tmp_path: Path) -> None:
+    sampler = ProcessSampler(tmp_path, min_interval_ns=3_600 * 10**9)
+    write_process(tmp_path, 4242, STAT)
+    assert sampler.sample(4242)["cpu_percent"] is None  # type: ignore[index]
+    write_process(tmp_path, 4242, STAT.replace(" 1234 566 ", " 1334 566 "))
+    again = sampler.sample(4242)
+    assert again is not None and again["cpu_percent"] is None  # no figure over a few microseconds of ticks
+    assert again["cpu_s"] == round(1900 / sampler.ticks_per_s, 2)
