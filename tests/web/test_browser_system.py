@@ -96,6 +96,9 @@ def test_a_viewer_sees_processes_disk_and_the_ntp_clients(running: tuple[str, Pa
     assert ntp["clients"]["kod_sent"] == kods
 
     page = login(browser, base, "viewer", VIEWER_PASSWORD)
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("response", lambda r: errors.append(f"{r.status} {r.url}") if r.status >= 400 else None)
     page.goto(base + "/system")
     try:
         expect(page.locator("nav a.on")).to_have_text("System")
@@ -134,5 +137,6 @@ def test_a_viewer_sees_processes_disk_and_the_ntp_clients(running: tuple[str, Pa
         expect(page.locator("#ntp-kod")).to_have_text(str(kods))
         expect(page.locator("#ntp-kod-detail")).to_contain_text(f"RATE {kods}")
         expect(page.locator("#ntp-requests")).to_have_text(re.compile(r"^\d+$"))
+        assert errors == [], errors  # the page's scripts ran without an error (none refused by the CSP either)
     finally:
         shot(page, "system")
