@@ -62,7 +62,8 @@ def system_env(console_env: Any, tmp_path: Path, other: int) -> ConsoleEnv:
     return env
 
 
-def test_a_viewer_reads_version_uptime_processes_disk_and_ntp_clients(console_env: Any, tmp_path: Path, other: int) -> None:
+def test_a_viewer_reads_version_uptime_processes_disk_and_ntp_clients(console_env: Any, tmp_path: Path,
+                                                                      other: int) -> None:
     env = system_env(console_env, tmp_path, other)
     client = env.login("viewer").client
     response = client.get("/api/v1/system")
@@ -98,7 +99,8 @@ def test_a_viewer_reads_version_uptime_processes_disk_and_ntp_clients(console_en
     assert ntp["rate_limited"] == 21
 
 
-def test_cpu_is_a_percentage_over_the_interval_since_the_last_look(console_env: Any, tmp_path: Path, other: int) -> None:
+def test_cpu_is_a_percentage_over_the_interval_since_the_last_look(console_env: Any, tmp_path: Path,
+                                                                  other: int) -> None:
     env = system_env(console_env, tmp_path, other)
     client = env.login("viewer").client
     first = client.get("/api/v1/system").get_json()
