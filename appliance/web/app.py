@@ -61,6 +61,7 @@ class WebContext:
     rate_per_s: float = 20.0
     rate_burst: int = 100
     budget_per_s: float = 0.0  # all clients together (0: none): beyond it requests wait their turn
+    state_dir: Path | None = None  # for the system page's disk use (None: not shown)
 
 
 BUDGET_MAX_WAIT_S = 5.0
@@ -260,10 +261,11 @@ def create_app(ctx: WebContext, secret_key: bytes) -> Flask:
         return {"user": g.get("user"), "role": g.get("role"), "must_change": g.get("must_change", False),
                 "can": lambda r: can(r), "verdict": lambda: _verdict(ctx)}
 
-    from appliance.web import api, metrics, views
+    from appliance.web import api, metrics, system, views
 
     app.register_blueprint(views.bp)
     app.register_blueprint(api.bp, url_prefix="/api/v1")
+    app.register_blueprint(system.bp)
     app.add_url_rule("/metrics", "metrics", metrics.view(ctx))
     return app
 

@@ -124,6 +124,9 @@ def document() -> dict[str, Any]:
                                         content={"text/csv": {"schema": {"type": "string"}}})},
             "/stability": {"get": _op("ADEV, MTIE and TDEV of the phase record with the G.8272 PRTC masks",
                                       params=_RANGE)},
+            "/system": {"get": _op("Version, uptime, CPU and memory of each process (appliance, NTP workers, NTS-KE, "
+                                   "console, SNMP agent), disk use of the state directory, and NTP client "
+                                   "statistics: request rate, busiest clients of the last minute, KoDs sent")},
             "/openapi.json": {"get": _op("This document")},
         },
     }

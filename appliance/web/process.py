@@ -122,7 +122,7 @@ def console_context(start: dict[str, Any], feed: Feed, channel: Channel) -> Any:
         quality=quality, export_bundle=export if store is not None else None, utc_label=feed.label,
         now_tai_ns=feed.now_tai_ns, posix_ms=feed.posix_ms, metrics_public=w.metrics_public,
         session_timeout_s=w.session_timeout_s, rate_per_s=float(w.rate_per_s), rate_burst=5 * w.rate_per_s,
-        budget_per_s=float(w.max_requests_per_s))
+        budget_per_s=float(w.max_requests_per_s), state_dir=state_dir)
 
 
 def export_bundle(store: Any, state_dir: Path, since: int | None, until: int | None, now_tai_ns: int,

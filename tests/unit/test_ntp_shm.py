@@ -41,7 +41,8 @@ def seq_of(seg: ClockSegment) -> int:
 
 def test_layout_and_header(segment):
     seg, _ = segment
-    assert seg.shm.size >= segment_size(3) == ROWS_OFFSET + 3 * ROW_SIZE
+    assert seg.shm.size >= segment_size(3) == shm.clients_offset(3) + 3 * shm.CLIENTS_SIZE
+    assert shm.clients_offset(3) == ROWS_OFFSET + 3 * ROW_SIZE
     assert struct.unpack_from("<II", seg.shm.buf, 0) == (shm.MAGIC, shm.LAYOUT_VERSION)
     assert MAP_OFFSET + PACKED_SIZE <= ROWS_OFFSET and len(COUNTER_NAMES) * 8 <= ROW_SIZE
 
@@ -144,3 +145,19 @@ def test_attaching_to_something_else_is_refused():
             ClockReader(seg.name, 0)
     finally:
         seg.close()
+
+
+def test_each_worker_publishes_its_busiest_clients(segment):
+    seg, _ = segment
+    first, last = attach(segment, 0), attach(segment, 2)
+    assert seg.clients(0) == seg.clients(2) == []
+    first.write_clients([(bytes([192, 0, 2, 7]), 40, 0), (bytes(range(8)), 3, 1)])
+    many = [(bytes([10, 0, 0, i]), 100 - i, 0) for i in range(shm.CLIENT_SLOTS + 5)]
+    last.write_clients(many)
+    assert seg.clients(0) == [(bytes([192, 0, 2, 7]), 40, 0), (bytes(range(8)), 3, 1)]
+    assert seg.clients(1) == []
+    assert seg.clients(2) == many[:shm.CLIENT_SLOTS]  # at most CLIENT_SLOTS: the table's size is fixed
+    first.write_clients([])
+    assert seg.clients(0) == [] and seg.clients(2) == many[:shm.CLIENT_SLOTS]
+    assert struct.unpack_from("<II", seg.shm.buf, 0) == (shm.MAGIC, shm.LAYOUT_VERSION)  # nothing else written
+    assert first.read() is None

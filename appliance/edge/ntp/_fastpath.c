@@ -84,6 +84,10 @@ typedef struct {
 
 typedef struct { uint64_t rx_key; int64_t tx_ns; } xl_entry;
 
+/* The busiest clients since take_clients last ran: space-saving counters (appliance/outputs/ntp/clients.py). */
+#define TOP_CLIENTS 32
+typedef struct { uint8_t key[8]; uint8_t keylen; uint64_t count, error; } tc_entry;
+
 typedef struct {
     PyObject_HEAD
     int fd;
@@ -105,6 +109,8 @@ typedef struct {
     uint32_t pending_tx;        /* datagrams sent asking for a transmit timestamp, not yet read back */
     uint64_t counters[C_COUNT];
     uint64_t rl_evictions;
+    tc_entry tc[TOP_CLIENTS];
+    int tc_size;
 #ifdef FASTPATH_NTS
     nts_state *nts;             /* NTS in C while it holds cookie keys (set_cookie_keys) */
 #endif
@@ -271,6 +277,27 @@ static int rl_check(FastPath *self, int family, const uint8_t *addr, int64_t now
     if (e->tokens >= 1.0) { e->tokens -= 1.0; return 0; }
     if (!e->has_kod || now_ns - e->last_kod_ns >= KOD_INTERVAL_NS) { e->has_kod = 1; e->last_kod_ns = now_ns; return 1; }
     return 2;
+}
+
+/* ------------------------------------------------------------------------------------------ top clients */
+
+/* SpaceSaving.add(client) of clients.py: a client not held takes over the smallest counter, inheriting its count as
+   error.  One pass over TOP_CLIENTS entries, memory fixed whatever the clients do. */
+static void tc_note(FastPath *self, int family, const uint8_t *addr) {
+    int keylen = family == 4 ? 4 : 8, smallest = 0;
+    for (int i = 0; i < self->tc_size; i++) {
+        tc_entry *e = &self->tc[i];
+        if (e->keylen == keylen && memcmp(e->key, addr, keylen) == 0) { e->count++; return; }
+        if (e->count < self->tc[smallest].count) smallest = i;
+    }
+    uint64_t inherited = 0;
+    if (self->tc_size < TOP_CLIENTS) smallest = self->tc_size++;
+    else inherited = self->tc[smallest].count;
+    tc_entry *e = &self->tc[smallest];
+    memcpy(e->key, addr, keylen);
+    e->keylen = (uint8_t)keylen;
+    e->count = inherited + 1;
+    e->error = inherited;
 }
 
 /* ------------------------------------------------------------------------------- interleaved timestamps */
@@ -620,6 +647,7 @@ static int serve_batch(FastPath *self, PyObject *slow) {
             continue;
         }
         self->counters[C_REQUESTS]++;
+        tc_note(self, family, addr);
         if (dropped) { self->counters[dropped]++; continue; }
         reply *r = &replies[nout];
         if (!is_allowed(self, family, addr)) {
@@ -715,6 +743,20 @@ static PyObject *fp_counters(FastPath *self, PyObject *noargs) {
 
 static PyObject *fp_limiter(FastPath *self, PyObject *noargs) {
     return Py_BuildValue("(KK)", (unsigned long long)self->rl_size, (unsigned long long)self->rl_evictions);
+}
+
+static PyObject *fp_take_clients(FastPath *self, PyObject *noargs) {
+    PyObject *out = PyList_New(self->tc_size);
+    if (!out) return NULL;
+    for (int i = 0; i < self->tc_size; i++) {
+        tc_entry *e = &self->tc[i];
+        PyObject *item = Py_BuildValue("(y#KK)", (const char *)e->key, (Py_ssize_t)e->keylen,
+                                       (unsigned long long)e->count, (unsigned long long)e->error);
+        if (!item) { Py_DECREF(out); return NULL; }
+        PyList_SET_ITEM(out, i, item);
+    }
+    self->tc_size = 0;
+    return out;
 }
 
 #ifdef FASTPATH_NTS
@@ -818,6 +860,8 @@ static PyMethodDef fp_methods[] = {
      "[(rx_key, kernel tx ns)] of Python-sent replies since the last call"},
     {"counters", (PyCFunction)fp_counters, METH_NOARGS, "the fast path's counters, in shm.COUNTER_NAMES order"},
     {"limiter", (PyCFunction)fp_limiter, METH_NOARGS, "(clients tracked, evictions)"},
+    {"take_clients", (PyCFunction)fp_take_clients, METH_NOARGS,
+     "[(client key, requests, error)] of the busiest clients since the last call, which starts the count again"},
 #ifdef FASTPATH_NTS
     {"set_cookie_keys", (PyCFunction)fp_set_cookie_keys, METH_O,
      "set_cookie_keys([(key_id, key)]): the NTS cookie master keys, oldest first (the last seals); [] none"},

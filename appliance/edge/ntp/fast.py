@@ -59,6 +59,17 @@ def merged_counters(worker: Any, fast: Any) -> dict[str, int]:
     return values
 
 
+def take_clients(worker: Any, fast: Any) -> None:
+    """The clients the fast path counted since the last call, into the worker's recent window (a fast path built
+    before it counted clients has no ``take_clients``: only the Python path's are known then)."""
+    take = getattr(fast, "take_clients", None)
+    if take is None:
+        return
+    now_ns = time.monotonic_ns()
+    for key, requests, error in take():
+        worker.clients.add(key, now_ns, requests, error)
+
+
 def serve_fast(worker: Any, should_stop: Callable[[], bool], publish_every_s: float = 0.5) -> None:
     fast = make_fast_path(worker)
     worker.after_send = fast.note_sent
@@ -74,8 +85,10 @@ def serve_fast(worker: Any, should_stop: Callable[[], bool], publish_every_s: fl
             worker.handle_datagram(data, addr, rx_ns, ADMISSION[admission])
         now = time.monotonic()
         if now >= next_publish:
-            worker.reader.write_counters(merged_counters(worker, fast))
+            take_clients(worker, fast)
+            worker.publish(merged_counters(worker, fast))
             next_publish = now + publish_every_s
-    worker.reader.write_counters(merged_counters(worker, fast))
+    take_clients(worker, fast)
+    worker.publish(merged_counters(worker, fast))
     worker.after_send = None
     del fast  # releases its view of the shared memory, which must go before the segment is closed

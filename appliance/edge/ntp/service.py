@@ -4,6 +4,8 @@ I/O edge.  Workers are separate processes (started with ``spawn``: the appliance
 can answer; they share the port with SO_REUSEPORT and die with the appliance.  Before starting them the port is
 probed without SO_REUSEPORT, so that a second appliance (or chronyd) on the same port is an error rather than a
 silent share of its clients.  A worker that dies is started again, with back-off, and the failure is reported.
+Status also says who the clients are: the request rate over the last minute (the workers' request counters sampled
+here at each publication), the busiest clients of the last minute (each worker's table, merged) and the KoDs sent.
 """
 
 from __future__ import annotations
@@ -18,12 +20,16 @@ from typing import Any
 from appliance.protocol.ntp import auth
 from appliance.protocol.clockmap import ClockMap
 from appliance.outputs.ntp.server import ServerConfig
-from appliance.edge.ntp.shm import COUNTER_NAMES, ClockSegment
+from appliance.outputs.ntp.clients import RequestRate, SpaceSaving, client_text
+from appliance.edge.ntp.shm import CLIENT_SLOTS, COUNTER_NAMES, ClockSegment
 from appliance.edge.ntp.worker import config_dict, probe_port, worker_main
 from appliance.edge import persist
 from appliance.edge.ntp import ntske
 
 log = logging.getLogger("appliance.ntp")
+TOP_CLIENTS = 10  # the busiest clients status shows
+CLIENTS_WINDOW_S = 60  # outputs/ntp/clients.py: RecentClients' default window, the workers' own
+KOD_COUNTERS = ("kod_rate", "kod_deny", "kod_rstr", "nts_nak")  # Kiss-o'-Death codes RATE, DENY, RSTR, NTSN
 
 
 @dataclass
@@ -54,6 +60,7 @@ class NtpService:
     segment: ClockSegment | None = None
     ke: _Slot | None = None  # the NTS-KE process
     ke_counters: Any = None
+    rate: RequestRate = field(default_factory=RequestRate)
 
     def start(self, first_map: ClockMap) -> bool:
         """Probe, check the keys file, create the segment and start the workers; False (and ``error``) if not."""
@@ -119,7 +126,28 @@ class NtpService:
     def publish(self, clock: ClockMap) -> None:
         if self.segment is not None:
             self.segment.publish(clock)
+            self._sample_rate()
         self._watch()
+
+    def _sample_rate(self) -> None:
+        assert self.segment is not None
+        requests = sum(self.segment.counters(index)["requests"] for index in range(len(self.slots)))
+        self.rate.sample(time.monotonic_ns(), requests)
+
+    def clients_status(self, totals: dict[str, int]) -> dict[str, Any]:
+        """Request rate, the busiest clients of the last minute (all workers together) and the KoDs sent."""
+        assert self.segment is not None
+        merged = SpaceSaving(CLIENT_SLOTS * max(1, len(self.slots)))  # room for every row: a plain sum
+        for index in range(len(self.slots)):
+            for key, requests, error in self.segment.clients(index):
+                merged.add(key, requests, error)
+        rate = self.rate.per_s()
+        return {"request_rate_per_s": None if rate is None else round(rate, 3),
+                "rate_window_s": round(self.rate.span_ns / 1e9, 1), "window_s": CLIENTS_WINDOW_S,
+                "top": [{"client": client_text(key), "requests": requests, "error": error}
+                        for key, requests, error in merged.top(TOP_CLIENTS)],
+                "kod_sent": sum(totals.get(name, 0) for name in KOD_COUNTERS),
+                "rate_limited": totals.get("drop_rate_limited", 0)}
 
     def _watch(self) -> None:
         now = time.monotonic()
@@ -160,6 +188,7 @@ class NtpService:
                                    "restarts": slot.restarts, "fast_path": bool(row["fast_path"]),
                                    "requests": row["requests"], "replies": row["replies"], "counters": counters})
         out["totals"] = totals
+        out["clients"] = self.clients_status(totals)
         if self.settings.nts is not None:
             out["nts"] = self.nts_status()
         return out

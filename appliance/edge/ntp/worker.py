@@ -29,8 +29,9 @@ from typing import Any
 
 from appliance.protocol.ntp import auth
 from appliance.protocol.clockmap import ClockMap, not_ready
+from appliance.outputs.ntp.clients import RecentClients, client_key
 from appliance.outputs.ntp.server import LOW_BIT, Drop, NtpServer, ServerConfig
-from appliance.edge.ntp.shm import ClockReader
+from appliance.edge.ntp.shm import CLIENT_SLOTS, ClockReader
 from appliance.edge.proc import die_with_parent
 
 log = logging.getLogger("appliance.ntp.worker")
@@ -125,6 +126,7 @@ class Worker:
         self.sock, self.server, self.reader = sock, server, reader
         self.cookie_keys = cookie_keys  # ntske.JarFile: NTS cookie keys, reloaded when the NTS-KE process rotates
         self.extra = {"rx_without_kernel_timestamp": 0, "tx_kernel_timestamps": 0, "slow_path": 0}
+        self.clients = RecentClients()  # the busiest clients of the last minute (monotonic ns), for status
         self._next_id = 0
         self._pending: dict[int, int] = {}  # OPT_ID of a sent reply -> its receive timestamp (interleaved key)
         # The fast path numbers datagrams itself: it is told of every send here, with the interleaved key of the
@@ -142,7 +144,10 @@ class Worker:
         clock = self.clock(rx_ns)
         if self.cookie_keys is not None:
             self.server.cookies = self.cookie_keys.refresh(time.monotonic())
-        result = self.server.handle(data, _client_bytes(addr[0]), addr[1], rx_ns, clock, admitted)
+        client = _client_bytes(addr[0])
+        if admitted is None:  # counted by the server here (else by the fast path, which notes its clients itself)
+            self.clients.add(client_key(client), time.monotonic_ns())
+        result = self.server.handle(data, client, addr[1], rx_ns, clock, admitted)
         if isinstance(result, Drop):
             return
         tx_ns = time.time_ns()  # as late as possible: right before the reply leaves
@@ -225,8 +230,14 @@ class Worker:
                     self.receive_batch()
             now = time.monotonic()
             if self.reader is not None and now >= next_publish:
-                self.reader.write_counters(self.counters())
+                self.publish()
                 next_publish = now + publish_every_s
+
+    def publish(self, counters: dict[str, int] | None = None) -> None:
+        """Counters (the server's unless given) and the busiest clients of the last minute, to shared memory."""
+        assert self.reader is not None
+        self.reader.write_counters(self.counters() if counters is None else counters)
+        self.reader.write_clients(self.clients.top(CLIENT_SLOTS, time.monotonic_ns()))
 
 
 def _opt_id(ancdata: list[tuple[int, int, bytes]]) -> int | None:
@@ -255,7 +266,7 @@ def worker_main(index: int, shm_name: str, listen: str, port: int, config: dict[
 
         cookie_keys = JarFile(Path(nts_keys_path))
     server = NtpServer(ServerConfig(**config), keys, cookie_keys.jar if cookie_keys else None)
-    reader = ClockReader(shm_name, index)
+    reader = ClockReader(shm_name, index, workers)
     sock = open_socket(listen, port, workers=workers)
     worker = Worker(sock, server, reader, cookie_keys)
     log.info("serving NTP on %s port %d (pid %d, %s)", listen, port, os.getpid(),
@@ -267,7 +278,7 @@ def worker_main(index: int, shm_name: str, listen: str, port: int, config: dict[
             serve_fast(worker, lambda: stopping["now"])  # writes the merged counters itself, last time included
         else:
             worker.serve(lambda: stopping["now"])
-            reader.write_counters(worker.counters())
+            worker.publish()
     finally:
         sock.close()
         reader.close()
