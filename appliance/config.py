@@ -265,8 +265,9 @@ def _to_int(value: Any, from_text: bool) -> int:
 def close_names(name: str, limit: int = 3) -> list[str]:
     """The settings an unknown ``name`` most likely meant, best first, from the first of these that finds any: a close
     spelling of its last part within its section or of the whole dotted name, or a last part that one begins with
-    the other (``gnss.devise``, ``gnsss.device``, ``state_dri``, ``gnss.baudrate``); else the same last part in another section (``gnss.port`` -> ``ntp.port``).  A guess from the
-    section's prefix alone (``gnss.bogus`` -> ``gnss.baud``) would mislead more than it helps."""
+    the other (``gnss.devise``, ``gnsss.device``, ``state_dri``, ``gnss.baudrate``); else the same last part in
+    another section (``gnss.port`` -> ``ntp.port``).  A guess from the section's prefix alone (``gnss.bogus`` ->
+    ``gnss.baud``) would mislead more than it helps."""
     names = [s.name for s in SETTINGS]
     wanted = name.strip().lower()
     section, _, leaf = wanted.rpartition(".")

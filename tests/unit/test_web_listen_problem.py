@@ -18,6 +18,7 @@ from appliance.web.server import listen_problem
     (errno.EINVAL, "Invalid argument", False),
 ])
 def test_each_cause_is_said_in_words_with_what_to_do(code: int, says: str, retry: bool) -> None:
-    problem = listen_problem("192.0.2.1", 8443, OSError(code, "strerror" if code != errno.EINVAL else "Invalid argument"))
+    strerror = "Invalid argument" if code == errno.EINVAL else "(the cause is said in words instead)"
+    problem = listen_problem("192.0.2.1", 8443, OSError(code, strerror))
     assert str(problem) == f"cannot serve on 192.0.2.1 port 8443: {says}"
     assert problem.retry is retry
