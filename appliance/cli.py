@@ -187,7 +187,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     try:
         reply = control.request(config.control_socket_path(), {"cmd": "status"})
     except control.ControlError as exc:
-        print(f"appliance: {exc}", file=sys.stderr)
+        print(f"appliance: status: {exc}", file=sys.stderr)
+        if isinstance(exc, control.NotRunning):
+            print(f"appliance: {where_looked(config)}", file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps(reply["status"], indent=2))
@@ -208,11 +210,30 @@ def _control(args: argparse.Namespace, request: dict, what: str) -> dict | None:
         reply = control.request(config.control_socket_path(), {**request, "user": getpass.getuser()})
     except control.ControlError as exc:
         print(f"appliance: {what}: {exc}", file=sys.stderr)
+        if isinstance(exc, control.NotRunning):
+            print(f"appliance: {where_looked(config)}", file=sys.stderr)
         return None
     if not reply.get("ok"):
         print(f"appliance: {what}: {reply.get('error', 'refused')}", file=sys.stderr)
         return None
     return reply
+
+
+def where_looked(config: cfg.Config) -> str:
+    """Where a command that found no appliance running looked, and how to point it at the one meant: a command finds
+    the appliance by the control socket in its state directory, so it needs the configuration that ``run`` got."""
+    def source(name: str) -> str:
+        origin = config.origins.get(name, "default")
+        return {"default": "the default", "--set": "--set", "console": "the console's settings"}.get(
+            origin, f"the file {origin}")
+
+    if config.control.socket:
+        looked = f"looked for the control socket {config.control_socket_path()} (control.socket from " \
+                 f"{source('control.socket')})"
+    else:
+        looked = f"looked in the state directory {config.state_path()} (state_dir from {source('state_dir')})"
+    return (f"{looked}; if the appliance runs with another configuration, give this command the same --config FILE "
+            "and --set state_dir=... (or control.socket=...) as `appliance run`")
 
 
 def cmd_holdover(args: argparse.Namespace) -> int:

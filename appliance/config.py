@@ -8,6 +8,7 @@ every problem found on the way is collected (not raised one at a time) so an ope
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import ipaddress
 import math
 import reprlib
@@ -261,9 +262,31 @@ def _to_int(value: Any, from_text: bool) -> int:
     return value
 
 
+def close_names(name: str, limit: int = 3) -> list[str]:
+    """The settings an unknown ``name`` most likely meant, best first, from the first of these that finds any: a close
+    spelling of its last part within its section or of the whole dotted name, or a last part that one begins with
+    the other (``gnss.devise``, ``gnsss.device``, ``state_dri``, ``gnss.baudrate``); else the same last part in
+    another section (``gnss.port`` -> ``ntp.port``).  A guess from the section's prefix alone (``gnss.bogus`` ->
+    ``gnss.baud``) would mislead more than it helps."""
+    names = [s.name for s in SETTINGS]
+    wanted = name.strip().lower()
+    section, _, leaf = wanted.rpartition(".")
+    in_section = [n.rpartition(".")[2] for n in names if n.rpartition(".")[0] == section]
+    tiers = [[f"{section}.{m}" if section else m
+              for m in difflib.get_close_matches(leaf, in_section, n=limit, cutoff=0.75)]
+             + difflib.get_close_matches(wanted, names, n=limit, cutoff=0.85)
+             + [f"{section}.{m}" if section else m for m in in_section
+                if len(leaf) >= 3 and len(m) >= 3 and (leaf.startswith(m) or m.startswith(leaf))],
+             [n for n in names if n.rpartition(".")[2] == leaf]]
+    found = next((tier for tier in tiers if tier), [])
+    return [n for n in dict.fromkeys(found) if n != name][:limit]
+
+
 def _unknown(name: str) -> str:
-    close = [s.name for s in SETTINGS if s.name.split(".")[-1] == name.split(".")[-1]]
-    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    if any(s.name.startswith(name + ".") for s in SETTINGS):
+        return f"{name}: a section, not a setting; name one of its settings ({name}.*: `appliance config list`)"
+    close = close_names(name) if len(name) <= 80 else []
+    hint = f" (did you mean {' or '.join(close)}?)" if close else ""
     return f"{name}: unknown setting{hint}; `appliance config list` shows them all"
 
 

@@ -470,7 +470,7 @@ class SnmpSettings:
       "beyond it requests wait their turn in the socket (up to 1 s, then dropped); 0: no budget",
       minimum=0, maximum=100_000)
     community: str = S("str", "", "SNMPv2c read-only community; empty: SNMPv2c off (SNMPv3 only)", secret=True)
-    users_file: str = S("path", "", "SNMPv3 users (TOML, mode 0600; `appliance snmp user add`); empty: "
+    users_file: str = S("path", "", "SNMPv3 users (TOML, mode 0600; `appliance snmp user-add`); empty: "
       "<state_dir>/snmp-users.toml")
     v3_allow_without_privacy: bool = S("bool", False, "Accept SNMPv3 users without encryption (authNoPriv)")
     trap_receivers: str = S("str", "", "Notification receivers, comma-separated: v2c:COMMUNITY@HOST:PORT or "

@@ -148,9 +148,13 @@ class ChildProcess:
         self.error = f"{self.what} process stopped ({reason}; exit status {code}): restarting in {self._restart_s:g} s"
         self.log.error("%s", self.error)
         self.report = {}
+        self.reported()
         self.restarts += 1
         self._restart_handle = self.loop.call_later(self._restart_s, self._spawn)
         self._restart_s = min(RESTART_MAX_S, 2 * self._restart_s)
+
+    def reported(self) -> None:
+        """Hook: ``report`` and ``error`` have just been renewed (a report came, or the child was lost)."""
 
     @property
     def pid(self) -> int | None:
@@ -203,6 +207,7 @@ class ChildProcess:
             if kind == "stats":
                 self.report = dict(message.get("stats") or {})
                 self.error = str(self.report.get("error", ""))
+                self.reported()
             elif kind == "call":
                 self._on_call(message)
             elif self._on_message is not None:

@@ -27,6 +27,10 @@ class ControlError(Exception):
     """The appliance could not be reached or refused the request."""
 
 
+class NotRunning(ControlError):
+    """No appliance answers at the control socket: none there, or a stale one left by an appliance that died."""
+
+
 class ControlServer:
     def __init__(self, path: Path, handler: Handler):
         self.path = path
@@ -171,9 +175,9 @@ def request(path: Path, message: dict[str, Any], timeout_s: float = 5.0) -> dict
                     break
                 data += chunk
     except FileNotFoundError:
-        raise ControlError(f"the appliance is not running (no control socket at {path})") from None
+        raise NotRunning(f"the appliance is not running (no control socket at {path})") from None
     except ConnectionRefusedError:
-        raise ControlError(f"the appliance is not running (stale control socket at {path})") from None
+        raise NotRunning(f"the appliance is not running (stale control socket at {path})") from None
     except PermissionError:
         raise ControlError(f"permission denied on {path}: run as the appliance's user or root") from None
     except OSError as exc:

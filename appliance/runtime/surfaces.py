@@ -71,7 +71,7 @@ def web_console(config: Config, runtime: Runtime, loop: asyncio.AbstractEventLoo
              "key": str(key), "log_level": logging.getLogger().getEffectiveLevel()}
     calls = {"command": runtime.handle_command, "audit_append": audit_append, "apply_live": runtime.apply_live}
     return Output("web", ConsoleProcess(loop, runtime.status, lambda: runtime.router.utc.table, calls, start,
-                                        w.listen, w.port))
+                                        w.listen, w.port, alarm=runtime.alarm, now_tai_ns=runtime.now_tai_ns))
 
 
 def snmp_agent(config: Config, runtime: Runtime, loop: asyncio.AbstractEventLoop, warm: bool, audit: Any) -> Output:

@@ -64,7 +64,7 @@ def _check_user(user: V3User, where: str) -> None:
 
 
 def save_users(path: Path, users: list[V3User]) -> None:
-    lines = ["# SNMPv3 users of the appliance (`appliance snmp user add`); keep this file mode 0600\n"]
+    lines = ["# SNMPv3 users of the appliance (`appliance snmp user-add`); keep this file mode 0600\n"]
     for u in users:
         lines += ["\n[[user]]\n", f"name = {_q(u.name)}\n", f"auth = {_q(u.auth)}\n", f"auth_key = {_q(u.auth_key)}\n",
                   f"priv = {_q(u.priv)}\n", f"priv_key = {_q(u.priv_key)}\n", f"write = {'true' if u.write else 'false'}\n"]

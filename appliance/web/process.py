@@ -22,18 +22,38 @@ from typing import Any
 from appliance import leap
 from appliance.edge.channel import CallFailed, Channel
 from appliance.edge.child import ChildProcess, start_child
+from appliance.events import Alarm, Severity
 
 log = logging.getLogger("appliance.web")
+WEB_NOT_SERVING = "web-not-serving"
 
 
 class ConsoleProcess(ChildProcess):
-    """The appliance's side of the console process (see ``ChildProcess``)."""
+    """The appliance's side of the console process (see ``ChildProcess``).  While the console cannot serve (its port
+    taken by another program, its process restarting) the MAJOR alarm ``web-not-serving`` says why; it clears once
+    the console reports that it serves."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, status: Callable[[], Any],
                  utc_table: Callable[[], leap.LeapTable], calls: dict[str, Callable[..., Any]],
-                 start: dict[str, Any], listen: str, port: int):
+                 start: dict[str, Any], listen: str, port: int,
+                 alarm: Callable[[Alarm], None] | None = None, now_tai_ns: Callable[[], int] | None = None):
         super().__init__(loop, "web console", "appliance.web.process", log, status, utc_table, calls, start)
         self.listen, self.port = listen, port
+        self._alarm, self._now_tai_ns = alarm, now_tai_ns
+        self._alarm_text = ""  # the text of the web-not-serving alarm raised, "" while none is
+
+    def reported(self) -> None:
+        if self._alarm is None or self._now_tai_ns is None:
+            return
+        serving = bool(self.report.get("serving", False))
+        text = f"web console not served: {self.error}" if self.error and not serving else ""
+        if text == self._alarm_text or (not text and not serving):
+            return  # no change; or no report yet to say it serves
+        host = f"[{self.listen}]" if ":" in self.listen else self.listen
+        port = int(self.report.get("port", self.port))
+        self._alarm(Alarm(WEB_NOT_SERVING, Severity.MAJOR, bool(text),
+                          text or f"web console serving on https://{host}:{port}/", self._now_tai_ns()))
+        self._alarm_text = text
 
     def status(self) -> dict[str, Any]:
         r = self.report

@@ -503,6 +503,14 @@ class _Server(wsgi.Server):  # type: ignore[misc]
         self._connections.close()  # nothing registered with it but the listening socket, which stays open
         self.gate = self._connections = Gate(self, self.limits)
 
+    def bind(self, family: int, type: int, proto: int = 0) -> None:  # noqa: A002 - cheroot's names
+        """cheroot's bind, keeping the error: cheroot reports a failed bind as a text without its errno."""
+        try:
+            super().bind(family, type, proto)
+        except OSError as exc:
+            self.bind_error = exc
+            raise
+
     def connection_closed(self, conn: _GatedConnection) -> None:
         if self.gate is not None:
             self.gate.connection_closed(conn)
@@ -516,6 +524,32 @@ class _Server(wsgi.Server):  # type: ignore[misc]
             log.debug("web console: %s: %s", msg, exc)
             return
         log.log(level, "web console: %s", msg, exc_info=traceback)
+
+
+LISTEN_RETRY_S = 10.0  # a console whose port is taken (or whose address is not up yet) tries again this often
+
+
+class ListenError(Exception):
+    """The console cannot listen where it is told to; the text says why and what to do, ``retry`` whether the
+    cause may pass (another program holding the port, the address not configured yet)."""
+
+    def __init__(self, text: str, retry: bool):
+        super().__init__(text)
+        self.retry = retry
+
+
+def listen_problem(host: str, port: int, exc: OSError) -> ListenError:
+    """Why the console cannot listen on ``host`` port ``port``, and what the operator can do about it."""
+    where = f"cannot serve on {host} port {port}"
+    if exc.errno == errno.EADDRINUSE:
+        return ListenError(f"{where}: TCP port {port} is already in use by another program (`ss -ltnp 'sport = "
+                           f":{port}'` shows which): stop it, or choose another port with web.port", True)
+    if exc.errno == errno.EACCES:
+        return ListenError(f"{where}: permission denied (ports below 1024 need root or CAP_NET_BIND_SERVICE; or set "
+                           "web.port above 1023)", False)
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return ListenError(f"{where}: {host} is not an address of this host (web.listen)", True)
+    return ListenError(f"{where}: {exc.strerror or exc}", False)
 
 
 class WebServer:
@@ -537,7 +571,10 @@ class WebServer:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        self.server.prepare()  # binds now: an error reaches the caller
+        try:
+            self.server.prepare()  # binds now: an error reaches the caller
+        except OSError as exc:
+            raise listen_problem(self.host, self.port, getattr(self.server, "bind_error", exc)) from None
         self.port = int(self.server.bind_addr[1])  # the one bound, when asked for any (0)
 
         def serve() -> None:  # accepts connections and does the TLS handshakes: at low priority too
@@ -558,7 +595,8 @@ class WebServer:
 
 
 class WebPart:
-    """The console server of the console process; a port it cannot bind is logged and reported, not fatal."""
+    """The console server of the console process; a port it cannot bind is logged and reported, not fatal: one held
+    by another program is tried again every LISTEN_RETRY_S, so the console serves once it is free."""
 
     def __init__(self, ctx: WebContext, host: str, port: int, cert: Path, key: Path,
                  state_dir: Path):
@@ -566,6 +604,9 @@ class WebPart:
         self.cert, self.key, self.state_dir = cert, key, state_dir
         self.server: WebServer | None = None
         self.error = ""
+        self._lock = threading.Lock()
+        self._retry: threading.Timer | None = None
+        self._stopped = False
 
     def start(self) -> None:
         try:
@@ -575,10 +616,12 @@ class WebPart:
                             "your own)", self.cert)
             app = create_app(self.ctx, secret_key(self.state_dir))
             self.pacer = app.extensions["pacer"]
-            self.server = WebServer(app, self.host, self.port, self.cert, self.key)
-            self.server.start()
-            log.info("web console on https://%s:%d/", self.host if ":" not in self.host else f"[{self.host}]",
-                     self.port)
+            self._listen(app)
+        except ListenError as exc:
+            self.error = str(exc) + (f"; trying again every {LISTEN_RETRY_S:g} s" if exc.retry else "")
+            log.error("web console: %s", self.error)
+            if exc.retry:
+                self._try_later(app)
         except UnsafePathError as exc:
             self.error = str(exc)
             log.error("web console: %s", self.error)
@@ -592,7 +635,43 @@ class WebPart:
             log.exception("web console: %s", self.error)
             self.server = None
 
+    def _listen(self, app: Any) -> None:
+        """Listen and serve; ListenError if the port cannot be had."""
+        server = WebServer(app, self.host, self.port, self.cert, self.key)
+        server.start()
+        with self._lock:
+            if self._stopped:
+                server.stop()
+                return
+            self.server, self.error = server, ""
+        log.info("web console on https://%s:%d/", self.host if ":" not in self.host else f"[{self.host}]", self.port)
+
+    def _try_later(self, app: Any) -> None:
+        with self._lock:
+            if self._stopped:
+                return
+            self._retry = threading.Timer(LISTEN_RETRY_S, self._try_again, (app,))
+            self._retry.daemon = True
+            self._retry.start()
+
+    def _try_again(self, app: Any) -> None:
+        try:
+            self._listen(app)
+        except ListenError as exc:
+            if not exc.retry:
+                self.error = str(exc)
+                log.error("web console: %s", self.error)
+                return
+            self._try_later(app)  # said once already: the alarm stays raised meanwhile
+        except Exception as exc:  # noqa: BLE001 - nor may a later attempt
+            self.error = f"failed to start: {exc}"
+            log.exception("web console: %s", self.error)
+
     def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+            if self._retry is not None:
+                self._retry.cancel()
         if self.server is not None:
             self.server.stop()
 
