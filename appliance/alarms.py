@@ -109,7 +109,8 @@ CATALOG: dict[str, AlarmSpec] = {s.code: s for s in (
           "Confirm the change was intended; the configured value returns at restart."),
     _spec(34, "web-not-serving", MA, "Web console not served", "softwareProgramError",
           "The console's port cannot be opened (another process holds it, or privileges).",
-          "Free the port or choose web.port, then restart; time is served meanwhile."),
+          "Free the port (`ss -ltnp 'sport = :PORT'` shows who holds it) or choose web.port; the console "
+          "tries again every 10 s, and time is served meanwhile."),
     # --- UTC and leap seconds ----------------------------------------------------------------------------------
     _spec(40, "leap-disagreement", MA, "UTC offset or leap announcement refused", "timingProblem",
           "The receiver's TAI-UTC offset or leap announcement contradicts the leap-second table.",

@@ -46,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("holdover", help="force the clock into holdover (maintenance, tests) or let it return")
     _settings_args(p)
     p.add_argument("action", choices=("start", "stop"))
+    p.add_argument("--reason", default="", help="why: goes into the audit record")
     from appliance.sim.drills import WORLD_ACTIONS
 
     p = sub.add_parser("world", help="drills on the running appliance's simulated world: the sky, the receiver, "
@@ -57,12 +58,31 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("integrity", help="override the GNSS integrity verdict (trust, reject, auto) or survey the "
                        "antenna position again (resurvey); audited")
     p.add_argument("action", choices=("trust", "reject", "auto", "resurvey"))
+    p.add_argument("--reason", default="", help="why: goes into the audit record")
     _settings_args(p)
     p = sub.add_parser("reference", help="pin the clock to one reference (or unpin: automatic selection), or enable "
                        "or disable one; audited")
     p.add_argument("action", choices=("pin", "unpin", "enable", "disable"))
     p.add_argument("name", nargs="?", default="", help="the reference: gnss, ptp, ntp, irig, pps")
+    p.add_argument("--reason", default="", help="why: goes into the audit record")
     _settings_args(p)
+    p = sub.add_parser("alarm", help="the active alarms, their history, and acknowledging one")
+    asub = p.add_subparsers(dest="alarm_command", required=True, metavar="SUBCOMMAND")
+    pa = asub.add_parser("list", help="the active alarms: ID, severity, since, acknowledgement, what to do")
+    pa.add_argument("--json", action="store_true")
+    _settings_args(pa)
+    pa = asub.add_parser("history", help="each alarm from its raise to its clear, newest first (from the audit trail)")
+    pa.add_argument("--severity", choices=("critical", "major", "minor", "warning"))
+    pa.add_argument("--code", help="one alarm's code")
+    pa.add_argument("--state", choices=("open", "cleared"))
+    pa.add_argument("--search", help="words in the code, title or text")
+    pa.add_argument("--last", type=int, default=50, help="at most this many (default 50)")
+    _settings_args(pa)
+    pa = asub.add_parser("ack", help="acknowledge an active alarm (audited); it stays active until it clears")
+    pa.add_argument("code", help="the alarm's code, e.g. gnss-no-fix")
+    pa.add_argument("--comment", default="", help="goes into the audit record")
+    _settings_args(pa)
+    asub.add_parser("catalogue", help="every alarm the appliance can raise: ID, code, severity, cause, what to do")
     p = sub.add_parser("sim", help="run a numbered, seeded clock scenario in simulated time and print its figures")
     p.add_argument("--scenario", required=True, metavar="NAME",
                    help="one of: " + ", ".join(_scenario_names()) + " (or all)")
@@ -129,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                "config": cmd_config, "sim-receiver": cmd_sim_receiver, "holdover": cmd_holdover,
                "sim": cmd_sim, "irig": cmd_irig, "audit": cmd_audit, "quality": cmd_quality,
                "user": cmd_user, "snmp": cmd_snmp, "world": cmd_world,
-               "integrity": cmd_integrity, "reference": cmd_reference}[args.command]
+               "integrity": cmd_integrity, "reference": cmd_reference, "alarm": cmd_alarm}[args.command]
     try:
         return handler(args)
     except BrokenPipeError:
@@ -237,7 +257,8 @@ def where_looked(config: cfg.Config) -> str:
 
 
 def cmd_holdover(args: argparse.Namespace) -> int:
-    reply = _control(args, {"cmd": "holdover", "action": args.action}, f"holdover {args.action}")
+    reply = _control(args, {"cmd": "holdover", "action": args.action, "reason": args.reason},
+                     f"holdover {args.action}")
     if reply is None:
         return 1
     print(f"holdover {args.action}: clock is {reply['state']}")
@@ -253,7 +274,8 @@ def cmd_world(args: argparse.Namespace) -> int:
 
 
 def cmd_integrity(args: argparse.Namespace) -> int:
-    reply = _control(args, {"cmd": "integrity", "action": args.action}, f"integrity {args.action}")
+    reply = _control(args, {"cmd": "integrity", "action": args.action, "reason": args.reason},
+                     f"integrity {args.action}")
     if reply is None:
         return 1
     print(f"integrity {args.action}: override {reply['override']}, verdict {reply['level']}, reference "
@@ -265,11 +287,76 @@ def cmd_reference(args: argparse.Namespace) -> int:
     if args.action != "unpin" and not args.name:
         print(f"appliance: reference {args.action}: name the reference (gnss, ptp, ntp, irig, pps)", file=sys.stderr)
         return 2
-    reply = _control(args, {"cmd": "reference", "action": args.action, "name": args.name},
+    reply = _control(args, {"cmd": "reference", "action": args.action, "name": args.name, "reason": args.reason},
                      f"reference {args.action}")
     if reply is None:
         return 1
     print(f"{reply['done']}; active reference: {reply['active'] or 'none (holdover)'}")
+    return 0
+
+
+def cmd_alarm(args: argparse.Namespace) -> int:
+    from appliance import alarms, status
+
+    if args.alarm_command == "catalogue":
+        for spec in alarms.CATALOG.values():
+            print(f"{spec.id:>3}  {spec.severity.value:<8} {spec.code:<24} {spec.title}\n"
+                  f"     cause ({spec.probable_cause}): {spec.cause}\n     do: {spec.action}")
+        return 0
+    if args.alarm_command == "history":
+        return _alarm_history(args)
+    if args.alarm_command == "ack":
+        reply = _control(args, {"cmd": "alarm", "action": "ack", "code": args.code, "reason": args.comment},
+                         f"alarm ack {args.code}")
+        if reply is None:
+            return 1
+        print(f"alarm {args.code} acknowledged by {reply['acked_by']}")
+        return 0
+    reply = _control(args, {"cmd": "status"}, "alarm list")
+    if reply is None:
+        return 1
+    s = reply["status"]
+    active = [a for a in s["alarms"] if a["raised"]]
+    if args.json:
+        print(json.dumps(active, indent=1))
+        return 0
+    print(status.verdict_line(s["verdict"], s["at_tai_ns"]) if s.get("verdict") else "")
+    if not active:
+        print("no active alarm")
+    for a in active:
+        ack = f"acknowledged by {a['acked_by']}" if a.get("acked_by") else "not acknowledged"
+        print(f"#{a['id']:<3} {a['severity'].upper():<8} {a['code']}: {a['text']}\n"
+              f"     up {status.age_text(s['at_tai_ns'], a['since_ns'])}, {ack}"
+              + (f"\n     now: {a['diagnosis']}" if a.get("diagnosis") else "")
+              + f"\n     cause ({a['probable_cause']}): {a['cause']}\n     do: {a['action']}")
+    return 0
+
+
+def _alarm_history(args: argparse.Namespace) -> int:
+    from appliance import alarms, leap
+    from appliance.audit.cli import _open_store
+    from appliance.audit.chain import AuditError
+    from appliance.runtime.build import load_leap_table
+
+    config = load_config(args)
+    table = load_leap_table(config)
+    try:
+        with _open_store(config.state_path()) as store:
+            records = store.records(kinds=list(alarms.HISTORY_KINDS), limit=4000)
+    except AuditError as exc:
+        print(f"appliance: alarm history: {exc}", file=sys.stderr)
+        return 1
+    found = alarms.select(alarms.episodes([{"kind": r.kind, "at_tai_ns": r.at_tai_ns, "actor": r.actor,
+                                             "text": r.text, "detail": r.detail} for r in reversed(records)]),
+                          args.severity, args.code, args.state, args.search)
+    for e in found[:max(1, args.last)]:
+        def utc(ns: int | None) -> str:
+            return "still active" if ns is None else leap.tai_to_utc(ns, table).iso_ms()
+        ack = f", acknowledged by {e.acked_by}" if e.acked_by else ""
+        print(f"{utc(e.raised_at_ns)} .. {utc(e.cleared_at_ns)}  #{e.id:<3} {e.severity.upper():<8} {e.code}: "
+              f"{e.text}{ack}")
+    if not found:
+        print("no alarm in the history matches", file=sys.stderr)
     return 0
 
 

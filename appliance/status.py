@@ -320,6 +320,11 @@ def _ns_text(ns: float, signed: bool = True) -> str:
     return f"{ns:{sign}.0f} ns"
 
 
+def age_text(now_ns: int, then_ns: int | None) -> str:
+    """How long ago, as status prints it (``1h02m05s``)."""
+    return _age(now_ns, then_ns)
+
+
 def _age(now_ns: int, then_ns: int | None) -> str:
     if then_ns is None:
         return "-"

@@ -200,3 +200,28 @@ def test_a_lost_fix_is_told_apart_by_what_the_receiver_sees() -> None:
         "(receiver reports no interference)")
     assert diagnose_no_fix(3, 40, "jammed", None).startswith("jamming")
     assert diagnose_no_fix(3, 40, "ok", None).startswith("3 of 40 satellites tracked: too few for a fix")
+
+
+def test_an_acknowledgement_through_the_appliance_is_audited_and_shown() -> None:
+    from appliance import config, leap
+    from appliance.runtime.platforms import simulated as simulated_appliance
+    from appliance.sched import SimScheduler
+
+    table = leap.LeapTable.load_default()
+    at = leap.utc_fields_to_tai(2025, 3, 1, 12, 0, 10, 0, table)
+    sched = SimScheduler(at)
+    app, world = simulated_appliance(config.load(None, []), sched, table)
+    audited: list[tuple] = []
+    app.audit_to(lambda *rec: audited.append(rec))
+    world.start()
+    sched.run_for(3 * S)
+    refused = app.handle_command({"cmd": "alarm", "action": "ack", "code": "gnss-no-fix", "user": "op"})
+    assert refused == {"ok": False, "error": "no active alarm 'gnss-no-fix' (active: clock-unlocked)"}
+    done = app.handle_command({"cmd": "alarm", "action": "ack", "code": "clock-unlocked", "user": "op",
+                               "reason": "starting up"})
+    assert done["ok"] and done["acked_by"] == "op"
+    (row,) = [a for a in app.status().alarms if a.code == "clock-unlocked"]
+    assert (row.acked_by, row.ack_comment) == ("op", "starting up")
+    (kind, actor, text, detail), = [a for a in audited if a[0] == "alarm.ack"]
+    assert actor == "op" and text.startswith("acknowledged [critical] clock ") and "(comment: starting up)" in text
+    assert detail == {"code": "clock-unlocked", "severity": "critical", "comment": "starting up"}
