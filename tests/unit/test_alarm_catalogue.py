@@ -225,3 +225,9 @@ def test_an_acknowledgement_through_the_appliance_is_audited_and_shown() -> None
     (kind, actor, text, detail), = [a for a in audited if a[0] == "alarm.ack"]
     assert actor == "op" and text.startswith("acknowledged [critical] clock ") and "(comment: starting up)" in text
     assert detail == {"code": "clock-unlocked", "severity": "critical", "comment": "starting up"}
+
+
+def test_the_readme_documents_the_catalogue() -> None:
+    readme = (ROOT.parent / "README.md").read_text()
+    for spec in CATALOG.values():
+        assert f"| {spec.id} | `{spec.code}` | {spec.severity.value} | {spec.title} |" in readme, spec.code
