@@ -54,8 +54,11 @@ def build(router: Router, now: Now, edges: EdgeStatus) -> TimeStatus:
         snap.forced_holdover, snap.time_constant_s, snap.learned_s, snap.predicted_frequency_ppb,
         snap.predicted_aging_ppb_per_day, snap.steps, snap.advertised, edges.sim_time_error_ns)
     sats = gnss.satellites
+    receiver = gnss.receiver.snapshot()  # its instants are on the counter; status shows served time
+    since = receiver.state_since_ns
+    receiver = dataclasses.replace(receiver, state_since_ns=None if since is None else served(since))
     return TimeStatus(at, leap.tai_to_utc(at, table).iso_ms(), edges.mode, edges.version, edges.started_at_tai_ns,
-                      gnss.receiver.snapshot(), sats, summarize(sats), pps, leap_status, clock,
+                      receiver, sats, summarize(sats), pps, leap_status, clock,
                       tuple(router.alarms.active.values()), outputs=edges.outputs,
                       integrity=_integrity(router, now, edges), references=_references(router, now, edges))
 

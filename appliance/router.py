@@ -337,7 +337,10 @@ class Router:
         elif isinstance(ev, LeapInfo):
             self._alarms(self.utc.on_receiver(ev, self.now_tai_ns(now)))
         elif isinstance(ev, ReceiverStateChanged):
-            log.info("receiver %s: %s -> %s (%s)", self.gnss.receiver.name, ev.old.value, ev.new.value, ev.reason)
+            if ev.old is ev.new:
+                log.warning("receiver %s: still %s (%s)", self.gnss.receiver.name, ev.new.value, ev.reason)
+            else:
+                log.info("receiver %s: %s -> %s (%s)", self.gnss.receiver.name, ev.old.value, ev.new.value, ev.reason)
             self._receiver_alarms(ev, now)
         elif isinstance(ev, ClockStateChanged):
             log.info("clock: %s -> %s (%s)", ev.old, ev.new, ev.reason)

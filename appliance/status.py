@@ -239,6 +239,11 @@ def _age(now_ns: int, then_ns: int | None) -> str:
     return f"{s // 3600}h{s // 60 % 60:02d}m{s % 60:02d}s" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
+def _for(now_ns: int, since_ns: int | None) -> str:
+    """How long a state has lasted; "since start" when it has not changed since (its start is not an instant)."""
+    return "since start" if since_ns is None else f"for {_age(now_ns, since_ns)}"
+
+
 def render(d: dict[str, Any]) -> str:
     """The operator's one-screen view, from the JSON form (so the CLI renders what the socket sent)."""
     now = d["at_tai_ns"]
@@ -264,7 +269,7 @@ def render(d: dict[str, Any]) -> str:
            f" ppb/day" if clock.get("predicted_frequency_ppb") is not None else ", not yet holdover-capable")
         + (f"   (simulation: served - true {clock['sim_time_error_ns']:+d} ns)"
            if clock.get("sim_time_error_ns") is not None else ""),
-        f"Receiver        : {rx['name']} on {rx['device']}: {rx['state']} for {_age(now, rx['state_since_ns'])}"
+        f"Receiver        : {rx['name']} on {rx['device']}: {rx['state']} {_for(now, rx['state_since_ns'])}"
         + (f"  ({rx['device_error']})" if rx.get("device_error") else ""),
         f"Last fix        : {epoch.get('utc_text') or '-'}  mode {_fix_name(epoch)}  position {where}",
         "Satellites      : " + (", ".join(f"{c['name']} {c['used']}/{c['visible']}"
