@@ -52,7 +52,7 @@ def build(router: Router, now: Now, edges: EdgeStatus) -> TimeStatus:
         None if snap.holdover_since_raw_ns is None else served(snap.holdover_since_raw_ns),
         snap.advertised.clock_class, snap.advertised.clock_accuracy, clock_service.oscillator, edges.backend,
         snap.forced_holdover, snap.time_constant_s, snap.learned_s, snap.predicted_frequency_ppb,
-        snap.predicted_aging_ppb_per_day, snap.steps, snap.advertised, edges.sim_time_error_ns)
+        snap.predicted_aging_ppb_per_day, snap.steps, snap.advertised, edges.sim_time_error_ns, snap.holdover)
     sats = gnss.satellites
     receiver = gnss.receiver.snapshot()  # its instants are on the counter; status shows served time
     since = receiver.state_since_ns

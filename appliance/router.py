@@ -163,7 +163,11 @@ class Router:
         downtime_s = max(0.0, (self.now_tai_ns(now) - learned.saved_at_tai_ns) / NS_PER_S)
         log.info("restoring learned clock state: %s, %.3f ppb, saved %.0f s ago%s", learned.state,
                  learned.frequency_ppb, downtime_s, "" if clock_kept_time else " (frequency only: time not kept)")
-        if clock_kept_time:
+        if not self.clock.can_restore(learned):
+            log.warning("learned clock state rests on %d s of learning, too little to hold over on (a loss after so "
+                        "little learning free-runs): frequency only", learned.locked_seconds)
+            self.clock.seed_frequency(learned.frequency_ppb, now.raw_ns)
+        elif clock_kept_time:
             self._route(self.clock.restore(learned, downtime_s, now.raw_ns), now)
         else:
             self.clock.seed_frequency(learned.frequency_ppb, now.raw_ns)
