@@ -33,11 +33,13 @@ from appliance.alarms import (
 from appliance.clock.learned import LearnedState
 from appliance.clock.service import ClockService
 from appliance.clock.state import ClockState
+from appliance.config import parse_position
 from appliance.events import (
     Alarm,
     ClockStateChanged,
     LeapInfo,
     PairedSecond,
+    Position,
     ReceiverState,
     ReceiverStateChanged,
     Rejected,
@@ -236,8 +238,17 @@ class Router:
 
     def apply_live(self, name: str, value: Any) -> bool:
         """Take a changed receiver setting without a restart; False if this one needs a restart."""
-        if name == "gnss.cable_delay_ns":
-            self.gnss.pairer.cable_delay_ns = int(value)
+        if name == "gnss.cable_delay_ns":  # an operator's audited change, not an attack: the anchors move with it
+            moved_ns = self.gnss.set_cable_delay(int(value))
+            if moved_ns and self.selector.active == self.gnss.spec.name:
+                self.clock.reference_moved(moved_ns)
+            log.warning("GNSS cable delay now %d ns: the reference's phase moves %+.0f ns, the integrity checks' line "
+                        "and the holdover model with it", int(value), moved_ns)
+            return True
+        if name == "integrity.position" and self.gnss.guard is not None:
+            text = str(value).strip()
+            self.gnss.guard.set_home(Position(*parse_position(text)) if text else None)
+            log.warning("antenna position %s: the position check measures from it", text or "cleared: surveying in")
             return True
         if name == "gnss.label_max_age_ms":
             self.gnss.pairer.label_max_age_ns = int(value) * NS_PER_MS

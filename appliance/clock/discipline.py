@@ -357,6 +357,12 @@ class ClockDiscipline:
         self._taught_only = not self.predictor.rollback((since_raw_ns - self.start_raw_ns) / NS_PER_S)
         self._line = line
 
+    def reference_moved(self, delta_ns: float) -> None:
+        """The active reference's phase moved on purpose by ``delta_ns`` (an operator's delay change): the holdover
+        model's phase moves with it.  The loop is not told: it slews the served clock onto the reference as for any
+        offset, which is what the change is for."""
+        self.predictor.shift_phase(delta_ns)
+
     def can_hold_over(self) -> bool:
         """One rule, whether the learning happened in this run or was restored: a prediction resting on enough
         learning (``enough_to_hold_over``) exists."""

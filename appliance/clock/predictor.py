@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -91,6 +91,15 @@ class HoldoverPredictor:
         if self._acc[-1][0] - self._acc[0][0] >= POINT_S - 1e-6:
             self._update_point(self._acc)
             self._acc = []
+
+    def shift_phase(self, delta_ns: float) -> None:
+        """The reference's phase was moved on purpose by ``delta_ns`` (an operator's delay change): what was learned
+        moves with it, so the step is not taken for the oscillator's doing."""
+        self._acc = [(t, x + delta_ns, temp) for t, x, temp in self._acc]
+        if self._state is not None:
+            self._state = self._state + np.array([delta_ns, 0.0, 0.0, 0.0])
+        self._checkpoints = deque((replace(c, state=c.state + np.array([delta_ns, 0.0, 0.0, 0.0]))
+                                   for c in self._checkpoints), maxlen=CHECKPOINTS_KEPT)
 
     def interrupt(self) -> None:
         """The reference went away: a half-filled point must not join samples from after the gap."""

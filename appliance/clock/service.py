@@ -90,6 +90,10 @@ class ClockService:
         and judge the next holdover's frequency against ``line`` (see ClockDiscipline.distrust)."""
         self.engine.distrust(since_raw_ns, line)
 
+    def reference_moved(self, delta_ns: float) -> None:
+        """The active reference's free phase moved on purpose (an operator's delay change): see ClockDiscipline."""
+        self.engine.reference_moved(delta_ns)
+
     def on_reference(self, usable: bool, reason: str, raw_ns: int) -> list[object]:
         """The reference selector says whether any reference drives the clock (False: hold over)."""
         return self._apply(self.engine.on_reference_usable(usable, reason, raw_ns))
