@@ -27,8 +27,8 @@ POINT_S = 16  # seconds averaged into one filter update
 COVERAGE = 3.0  # the bound is a 3-sigma statement
 REFERENCE_TEMP_C = 25.0
 GATE_SIGMA = 6.0  # a point this far outside the filter's expectation is an outlier, not news
-# Enough to predict, the covariance says how well: five filter points (a point is 16 s of samples, 17 one-second
-# samples end to end; the first starts the filter, four more update it).  The one rule for holding over, whether learned in this run or restored
+# Enough to predict, the covariance says how well: five filter points (each 17 one-second samples over its 16 s; the
+# first starts the filter, four more update it).  The one rule for holding over, learned in this run or restored
 # (``enough_to_hold_over``).
 MIN_LEARN_S = 5 * POINT_S
 CHECKPOINT_S = 60.0  # the filter's state is kept this often, so that learning can be undone (``rollback``) ...
