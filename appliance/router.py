@@ -240,7 +240,7 @@ class Router:
         """Take a changed receiver setting without a restart; False if this one needs a restart."""
         if name == "gnss.cable_delay_ns":  # an operator's audited change, not an attack: the anchors move with it
             moved_ns = self.gnss.set_cable_delay(int(value))
-            if moved_ns and self.selector.active == self.gnss.spec.name:
+            if moved_ns and self.clock.reference_source == self.gnss.spec.name:  # what the model learned from
                 self.clock.reference_moved(moved_ns)
             log.warning("GNSS cable delay now %d ns: the reference's phase moves %+.0f ns, the integrity checks' line "
                         "and the holdover model with it", int(value), moved_ns)

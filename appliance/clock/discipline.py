@@ -357,6 +357,11 @@ class ClockDiscipline:
         self._taught_only = not self.predictor.rollback((since_raw_ns - self.start_raw_ns) / NS_PER_S)
         self._line = line
 
+    @property
+    def source(self) -> str | None:
+        """The reference the loop was last tuned for: the one its samples, and the holdover model's, came from."""
+        return self._source
+
     def reference_moved(self, delta_ns: float) -> None:
         """The active reference's phase moved on purpose by ``delta_ns`` (an operator's delay change): the holdover
         model's phase moves with it.  The loop is not told: it slews the served clock onto the reference as for any

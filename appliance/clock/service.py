@@ -90,6 +90,11 @@ class ClockService:
         and judge the next holdover's frequency against ``line`` (see ClockDiscipline.distrust)."""
         self.engine.distrust(since_raw_ns, line)
 
+    @property
+    def reference_source(self) -> str | None:
+        """The reference the clock was last steered by (and its holdover model learned from), in holdover too."""
+        return self.engine.source
+
     def reference_moved(self, delta_ns: float) -> None:
         """The active reference's free phase moved on purpose (an operator's delay change): see ClockDiscipline."""
         self.engine.reference_moved(delta_ns)
