@@ -75,7 +75,7 @@ def readiness(state: str, capable: bool, learning_s: float, needed_s: float, lef
     if state == "LOCKED":
         return HoldoverReadiness(False, f"capable in {duration_text(left)}", capable_in_s=left, within_ns=spec_ns)
     why = ("learns only while locked: nothing learned yet" if learning_s <= 0 and not ever_locked else
-           f"learned {learning_s:.0f} s of the {needed_s:.0f} s it needs; learning goes on only while locked")
+           f"learned {learning_s:.0f} s (of at least {needed_s:.0f} s), {duration_text(left)} more of lock needed")
     return HoldoverReadiness(False, f"not capable: {why}", within_ns=spec_ns)
 
 
