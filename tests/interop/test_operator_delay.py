@@ -86,7 +86,8 @@ def test_a_cable_delay_change_through_the_api_raises_no_integrity_alarm(locked: 
     assert not seen and levels == {"ok"}, (seen, levels)
     assert last["clock"]["state"] == "LOCKED"
     # The clock follows the new delay: against the moved reference it reads about -50 ns from the next second on, and
-    # slews the served time on (served minus true grows towards +50 ns: a 32 s loop has done over half of it in 20 s, a 64 s one a third).
+    # slews the served time on (served minus true grows towards +50 ns: a 32 s loop has done over half of it in 20 s,
+    # a 64 s one a third).
     assert min(phase for at_s, phase, _ in trace if at_s <= 8) < -30, trace
     assert 15 <= trace[-1][2] <= 70, trace
     audit = subprocess.run([sys.executable, "-m", "appliance", "audit", "show", "--kind", "config.change",
