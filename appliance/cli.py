@@ -334,14 +334,14 @@ def cmd_alarm(args: argparse.Namespace) -> int:
 
 def _alarm_history(args: argparse.Namespace) -> int:
     from appliance import alarms, leap
-    from appliance.audit.cli import _open_store
+    from appliance.audit.cli import open_store
     from appliance.audit.chain import AuditError
     from appliance.runtime.build import load_leap_table
 
     config = load_config(args)
     table = load_leap_table(config)
     try:
-        with _open_store(config.state_path()) as store:
+        with open_store(config.state_path()) as store:
             records = store.records(kinds=list(alarms.HISTORY_KINDS), limit=4000)
     except AuditError as exc:
         print(f"appliance: alarm history: {exc}", file=sys.stderr)

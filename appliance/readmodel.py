@@ -54,14 +54,17 @@ def build(router: Router, now: Now, edges: EdgeStatus) -> TimeStatus:
         None if snap.holdover_since_raw_ns is None else served(snap.holdover_since_raw_ns),
         snap.advertised.clock_class, snap.advertised.clock_accuracy, clock_service.oscillator, edges.backend,
         snap.forced_holdover, snap.time_constant_s, snap.learned_s, snap.predicted_frequency_ppb,
-        snap.predicted_aging_ppb_per_day, snap.steps, snap.advertised, edges.sim_time_error_ns)
+        snap.predicted_aging_ppb_per_day, snap.steps, snap.advertised, edges.sim_time_error_ns, snap.holdover)
     sats = gnss.satellites
+    receiver = gnss.receiver.snapshot()  # its instants are on the counter; status shows served time
+    since = receiver.state_since_ns
+    receiver = dataclasses.replace(receiver, state_since_ns=None if since is None else served(since))
     integrity = _integrity(router, now, edges)
     alarms = _diagnosed(router.alarms.rows(), sats, integrity)
     references = _references(router, now, edges)
     verdict = judge(clock, references.active, alarms, leap.tai_to_utc(clock.state_since_ns, table).iso_ms())
     return TimeStatus(at, leap.tai_to_utc(at, table).iso_ms(), edges.mode, edges.version, edges.started_at_tai_ns,
-                      gnss.receiver.snapshot(), sats, summarize(sats), pps, leap_status, clock, alarms,
+                      receiver, sats, summarize(sats), pps, leap_status, clock, alarms,
                       outputs=edges.outputs, integrity=integrity, references=references,
                       verdict=verdict)
 

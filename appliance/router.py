@@ -33,11 +33,13 @@ from appliance.alarms import (
 from appliance.clock.learned import LearnedState
 from appliance.clock.service import ClockService
 from appliance.clock.state import ClockState
+from appliance.config import parse_position
 from appliance.events import (
     Alarm,
     ClockStateChanged,
     LeapInfo,
     PairedSecond,
+    Position,
     ReceiverState,
     ReceiverStateChanged,
     Rejected,
@@ -163,7 +165,11 @@ class Router:
         downtime_s = max(0.0, (self.now_tai_ns(now) - learned.saved_at_tai_ns) / NS_PER_S)
         log.info("restoring learned clock state: %s, %.3f ppb, saved %.0f s ago%s", learned.state,
                  learned.frequency_ppb, downtime_s, "" if clock_kept_time else " (frequency only: time not kept)")
-        if clock_kept_time:
+        if not self.clock.can_restore(learned):
+            log.warning("learned clock state rests on %d s of learning, too little to hold over on (a loss after so "
+                        "little learning free-runs): frequency only", learned.locked_seconds)
+            self.clock.seed_frequency(learned.frequency_ppb, now.raw_ns)
+        elif clock_kept_time:
             self._route(self.clock.restore(learned, downtime_s, now.raw_ns), now)
         else:
             self.clock.seed_frequency(learned.frequency_ppb, now.raw_ns)
@@ -232,8 +238,17 @@ class Router:
 
     def apply_live(self, name: str, value: Any) -> bool:
         """Take a changed receiver setting without a restart; False if this one needs a restart."""
-        if name == "gnss.cable_delay_ns":
-            self.gnss.pairer.cable_delay_ns = int(value)
+        if name == "gnss.cable_delay_ns":  # an operator's audited change, not an attack: the anchors move with it
+            moved_ns = self.gnss.set_cable_delay(int(value))
+            if moved_ns and self.clock.reference_source == self.gnss.spec.name:  # what the model learned from
+                self.clock.reference_moved(moved_ns)
+            log.warning("GNSS cable delay now %d ns: the reference's phase moves %+.0f ns, the integrity checks' line "
+                        "and the holdover model with it", int(value), moved_ns)
+            return True
+        if name == "integrity.position" and self.gnss.guard is not None:
+            text = str(value).strip()
+            self.gnss.guard.set_home(Position(*parse_position(text)) if text else None)
+            log.warning("antenna position %s: the position check measures from it", text or "cleared: surveying in")
             return True
         if name == "gnss.label_max_age_ms":
             self.gnss.pairer.label_max_age_ns = int(value) * NS_PER_MS
@@ -354,7 +369,10 @@ class Router:
         elif isinstance(ev, LeapInfo):
             self._alarms(self.utc.on_receiver(ev, self.now_tai_ns(now)))
         elif isinstance(ev, ReceiverStateChanged):
-            log.info("receiver %s: %s -> %s (%s)", self.gnss.receiver.name, ev.old.value, ev.new.value, ev.reason)
+            if ev.old is ev.new:
+                log.warning("receiver %s: still %s (%s)", self.gnss.receiver.name, ev.new.value, ev.reason)
+            else:
+                log.info("receiver %s: %s -> %s (%s)", self.gnss.receiver.name, ev.old.value, ev.new.value, ev.reason)
             self._receiver_alarms(ev, now)
         elif isinstance(ev, ClockStateChanged):
             log.info("clock: %s -> %s (%s)", ev.old, ev.new, ev.reason)

@@ -142,7 +142,7 @@ class IntegritySettings:
     action: str = S("enum", "reject", "On spoofing or jamming: reject the reference and hold over, or only "
       "raise the alarm (monitor)", choices=("reject", "monitor"))
     position: str = S("position", "", "Antenna position as \"lat_deg,lon_deg,alt_m\" (WGS-84, height above "
-      "mean sea level); empty: survey it in")
+      "mean sea level); empty: survey it in", restart=False)
     survey_s: int = S("int", 3600, "Survey-in: seconds of 3D fixes averaged into the antenna's home position",
       minimum=60, maximum=7 * 86_400)
     survey_max_std_m: float = S("float", 10.0, "Survey-in: largest scatter of the fixes (rms, m) accepted",

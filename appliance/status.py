@@ -15,6 +15,7 @@ from typing import Any
 
 from appliance.alarms import AlarmRow
 from appliance.clock.quality import Advertised
+from appliance.clock.readiness import HoldoverReadiness
 from appliance.events import Constellation, SatInfo
 from appliance.gnss.guard import GuardStatus
 from appliance.gnss.receiver import ReceiverSnapshot
@@ -66,6 +67,7 @@ class ClockStatus:
     steps: int = 0
     advertised: Advertised | None = None
     sim_time_error_ns: int | None = None  # served minus true: known only in simulation
+    holdover_readiness: HoldoverReadiness | None = None  # could the clock hold over now, and for how long within spec
 
 
 @dataclass(frozen=True)
@@ -332,6 +334,20 @@ def _age(now_ns: int, then_ns: int | None) -> str:
     return f"{s // 3600}h{s // 60 % 60:02d}m{s % 60:02d}s" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
+def _learned_text(learned_s: float) -> str:
+    return f"{learned_s / 3600:.1f} h" if learned_s >= 360 else f"{learned_s:.0f} s"
+
+
+def _holdover_line(readiness: dict[str, Any] | None) -> list[str]:
+    """'Holdover: capable in 3 min', '... capable, within 1000 ns for 4.2 h' (nothing from an older appliance)."""
+    return [] if not readiness else [f"Holdover        : {readiness['text']}"]
+
+
+def _for(now_ns: int, since_ns: int | None) -> str:
+    """How long a state has lasted; "since start" when it has not changed since (its start is not an instant)."""
+    return "since start" if since_ns is None else f"for {_age(now_ns, since_ns)}"
+
+
 def render(d: dict[str, Any]) -> str:
     """The operator's one-screen view, from the JSON form (so the CLI renders what the socket sent)."""
     now = d["at_tai_ns"]
@@ -355,12 +371,13 @@ def render(d: dict[str, Any]) -> str:
         f"Frequency       : {clock['frequency_ppb']:+.3f} ppb ({clock['oscillator']}, {clock.get('backend', '')},"
         f" time constant {clock.get('time_constant_s', 0):.0f} s)   since lock {_age(now, clock.get('locked_since_ns'))}"
         + (f"   phase {clock['phase_offset_ns']:+.1f} ns" if clock.get("phase_offset_ns") is not None else ""),
-        f"Learned         : {clock.get('learned_s', 0) / 3600:.1f} h"
+        f"Learned         : {_learned_text(clock.get('learned_s', 0))}"
         + (f", oscillator {clock['predicted_frequency_ppb']:+.4f} ppb, aging {clock['predicted_aging_ppb_per_day']:+.4f}"
-           f" ppb/day" if clock.get("predicted_frequency_ppb") is not None else ", not yet holdover-capable")
+           f" ppb/day" if clock.get("predicted_frequency_ppb") is not None else "")
         + (f"   (simulation: served - true {clock['sim_time_error_ns']:+d} ns)"
            if clock.get("sim_time_error_ns") is not None else ""),
-        f"Receiver        : {rx['name']} on {rx['device']}: {rx['state']} for {_age(now, rx['state_since_ns'])}"
+        *_holdover_line(clock.get("holdover_readiness")),
+        f"Receiver        : {rx['name']} on {rx['device']}: {rx['state']} {_for(now, rx['state_since_ns'])}"
         + (f"  ({rx['device_error']})" if rx.get("device_error") else ""),
         f"Last fix        : {epoch.get('utc_text') or '-'}  mode {_fix_name(epoch)}  position {where}",
         "Satellites      : " + (", ".join(f"{c['name']} {c['used']}/{c['visible']}"

@@ -111,6 +111,11 @@ def parse_time(text: str, table: LeapTable, now_tai_ns: int) -> int:
         raise ValueError(f"bad time {text!r}: {exc}") from None
 
 
+def open_store(state_dir: Path) -> AuditStore:
+    """The state directory's audit store, to read (AuditError when there is none)."""
+    return _open_store(state_dir)
+
+
 def _open_store(state_dir: Path) -> AuditStore:
     path = state_dir / STORE_FILE
     if not path.is_file():

@@ -37,7 +37,8 @@ def entry_for(event: object) -> Entry | None:
         return Entry("clock.state", "system", f"clock {event.old} -> {event.new}: {event.reason}",
                      {"old": event.old, "new": event.new, "reason": event.reason})
     if isinstance(event, ReceiverStateChanged):
-        return Entry("reference", "system", f"receiver {event.old.value} -> {event.new.value}: {event.reason}",
+        change = event.new.value if event.old is event.new else f"{event.old.value} -> {event.new.value}"
+        return Entry("reference", "system", f"receiver {change}: {event.reason}",
                      {"old": event.old.value, "new": event.new.value, "reason": event.reason})
     if isinstance(event, Alarm):
         return Entry("alarm.raised" if event.raised else "alarm.cleared", "system",

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from appliance.events import ClockStateChanged, SetFrequency, StepClock
 from appliance.clock.oscillator import OscillatorSpec, PowerLaw, power_law
-from appliance.clock.predictor import HoldoverPredictor, Prediction
+from appliance.clock.predictor import MIN_LEARN_S, HoldoverPredictor, Prediction, enough_to_hold_over
+from appliance.clock.readiness import HoldoverReadiness, readiness
 from appliance.clock.servo import PiServo, ServoParams, ServoState
 from appliance.clock.state import ClockEvent, ClockState, next_state
 from appliance.units import NS_PER_S
@@ -230,7 +232,11 @@ class ClockDiscipline:
         return self._set_frequency(self.servo.freq_ppb, raw_ns)
 
     def restore(self, prediction: Prediction, bound_ns: float, raw_ns: int, temp_c: float | None = None) -> list[object]:
-        """Start in holdover from a learned state saved before a restart (the caller checked it is recent)."""
+        """Start in holdover from a learned state saved before a restart (the caller checked it is recent), under
+        the same rule as a loss in this run: it must rest on enough learning (ValueError if not)."""
+        if not enough_to_hold_over(prediction.learned_s):
+            raise ValueError(f"the learned state rests on {prediction.learned_s:.0f} s of learning, less than the "
+                             f"{MIN_LEARN_S} s a holdover needs")
         self._restored_prediction = prediction
         self.servo.reset(-prediction.frequency_ppb, step_allowed=False)
         self.ever_locked = True
@@ -351,8 +357,34 @@ class ClockDiscipline:
         self._taught_only = not self.predictor.rollback((since_raw_ns - self.start_raw_ns) / NS_PER_S)
         self._line = line
 
+    @property
+    def source(self) -> str | None:
+        """The reference the loop was last tuned for: the one its samples, and the holdover model's, came from."""
+        return self._source
+
+    def reference_moved(self, delta_ns: float) -> None:
+        """The active reference's phase moved on purpose by ``delta_ns`` (an operator's delay change): the holdover
+        model's phase moves with it.  The loop is not told: it slews the served clock onto the reference as for any
+        offset, which is what the change is for."""
+        self.predictor.shift_phase(delta_ns)
+
     def can_hold_over(self) -> bool:
-        return self.ever_locked and (self.predictor.can_predict() or self._restored_prediction is not None)
+        """One rule, whether the learning happened in this run or was restored: a prediction resting on enough
+        learning (``enough_to_hold_over``) exists."""
+        restored = self._restored_prediction
+        return self.ever_locked and (self.predictor.can_predict() or (
+            restored is not None and enough_to_hold_over(restored.learned_s)))
+
+    def _prediction_at(self, t_s: float) -> Prediction | None:
+        """What a holdover starting at ``t_s`` (seconds since start) steers on: the model fitted in this run when it
+        rests on enough learning, else the restored one carried on to ``t_s`` (its frequency aged, its uncertainty
+        grown: a stale state counts for less)."""
+        if self.predictor.can_predict():
+            return self.predictor.predict(t_s)
+        p = self._restored_prediction
+        if p is None or not enough_to_hold_over(p.learned_s):
+            return None
+        return self.predictor.aged(p, t_s)
 
     def _reference_lost(self, reason: str, raw_ns: int) -> list[object]:
         if self.state not in (ClockState.ACQUIRING, ClockState.LOCKED):
@@ -385,11 +417,8 @@ class ClockDiscipline:
             self.predictor.interrupt()
         if new is ClockState.HOLDOVER and old is not ClockState.HOLDOVER:
             t_s = (raw_ns - self.start_raw_ns) / NS_PER_S
-            fitted = self.predictor.predict(t_s) if self.predictor.can_predict() else None
-            prediction = fitted or self._restored_prediction
+            prediction = self._prediction_at(t_s)
             assert prediction is not None, "the engine only holds over when it can predict"
-            if fitted is None:
-                prediction = Prediction(t_s, *_fields_after(prediction))
             doubt = 0.0
             if self._line is not None:
                 line_ppb, line_sigma_ppb = self._line
@@ -490,6 +519,30 @@ class ClockDiscipline:
                 bound += (3 * self.spec_initial_offset_ppb + abs(self.freq_ppb)) * since_s
         return bound
 
+    def holdover_readiness(self, raw_ns: int, temp_c: float | None = None) -> HoldoverReadiness:
+        """Whether a loss now gives HOLDOVER (the rule ``can_hold_over`` applies on a loss), and for how long it
+        would stay within the holdover spec: the bound from now on, as a holdover starting now would grow it; in
+        holdover, the time left on the one running."""
+        held = self._holdover is not None and self.state in (ClockState.HOLDOVER, ClockState.HOLDOVER_EXPIRED)
+        capable = held or self.can_hold_over()
+        bound_after = self._held_bound(raw_ns, temp_c) if held else \
+            self._bound_if_lost(raw_ns, temp_c) if capable else None
+        return readiness(self.state.value, capable, self.predictor.learning_s, MIN_LEARN_S,
+                         self.predictor.seconds_until_enough(), self.p.holdover_spec_ns, bound_after, self.ever_locked)
+
+    def _held_bound(self, raw_ns: int, temp_c: float | None) -> Callable[[float], float]:
+        """The running holdover's bound t seconds from ``raw_ns``."""
+        return lambda t_s: self.bound_ns(raw_ns + int(t_s * NS_PER_S), temp_c) or 0.0
+
+    def _bound_if_lost(self, raw_ns: int, temp_c: float | None) -> Callable[[float], float] | None:
+        """The bound t seconds into a holdover that started at ``raw_ns``, as ``bound_ns`` would grow it then."""
+        p = self._prediction_at((raw_ns - self.start_raw_ns) / NS_PER_S)
+        entry_ns = self.bound_ns(raw_ns, temp_c)
+        if p is None or entry_ns is None:
+            return None
+        doubt = 0.0 if self._line is None else abs(p.frequency_ppb - self._line[0]) + 3 * self._line[1]
+        return lambda t_s: entry_ns + self.predictor.uncertainty_ns(p, t_s) + doubt * t_s
+
     def prediction(self) -> Prediction | None:
         return None if self._holdover is None else self._holdover.prediction
 
@@ -501,8 +554,3 @@ def _rms(values: deque[float]) -> float:
     if not values:
         return 0.0
     return math.sqrt(sum(v * v for v in values) / len(values))
-
-
-def _fields_after(p: Prediction) -> tuple:
-    return (p.frequency_ppb, p.frequency_sigma_ppb, p.aging_ppb_per_s, p.aging_sigma_ppb_per_s,
-            p.temp_coeff_ppb_per_k, p.temp_coeff_sigma_ppb_per_k, p.learned_s)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -27,7 +27,10 @@ POINT_S = 16  # seconds averaged into one filter update
 COVERAGE = 3.0  # the bound is a 3-sigma statement
 REFERENCE_TEMP_C = 25.0
 GATE_SIGMA = 6.0  # a point this far outside the filter's expectation is an outlier, not news
-MIN_LEARN_S = 4 * POINT_S  # four filter points: enough to predict, the covariance says how well
+# Enough to predict, the covariance says how well: five filter points (each 17 one-second samples over its 16 s; the
+# first starts the filter, four more update it).  The one rule for holding over, learned in this run or restored
+# (``enough_to_hold_over``).
+MIN_LEARN_S = 5 * POINT_S
 CHECKPOINT_S = 60.0  # the filter's state is kept this often, so that learning can be undone (``rollback``) ...
 CHECKPOINTS_KEPT = 20  # ... this far back (20 min): what a slow push below every threshold may have taught it
 
@@ -37,7 +40,7 @@ class _Checkpoint:
     t_s: float
     state: np.ndarray
     cov: np.ndarray
-    first_s: float | None
+    learned_s: float
     last_temp: float | None
     temps_seen: tuple[float, float] | None
 
@@ -53,7 +56,7 @@ class Prediction:
     aging_sigma_ppb_per_s: float
     temp_coeff_ppb_per_k: float | None  # learned, when a temperature reading exists
     temp_coeff_sigma_ppb_per_k: float
-    learned_s: float  # span of history the prediction rests on
+    learned_s: float  # seconds of reference data the prediction rests on (gaps left out)
     cov_ya: float = 0.0  # covariance of frequency and aging estimates (ppb^2/s)
 
     def oscillator_ppb(self, t_s: float, temp_c: float | None = None) -> float:
@@ -76,7 +79,7 @@ class HoldoverPredictor:
         self._state: np.ndarray | None = None
         self._cov = np.zeros((4, 4))
         self._t_s = 0.0
-        self._first_s: float | None = None
+        self._learned_s = 0.0  # seconds of samples in the points learned (one a second); gaps do not count
         self._last_temp: float | None = None
         self._temps_seen: tuple[float, float] | None = None  # (min, max) temperature learned over
         self.outliers = 0
@@ -89,13 +92,22 @@ class HoldoverPredictor:
             self._update_point(self._acc)
             self._acc = []
 
+    def shift_phase(self, delta_ns: float) -> None:
+        """The reference's phase was moved on purpose by ``delta_ns`` (an operator's delay change): what was learned
+        moves with it, so the step is not taken for the oscillator's doing."""
+        self._acc = [(t, x + delta_ns, temp) for t, x, temp in self._acc]
+        if self._state is not None:
+            self._state = self._state + np.array([delta_ns, 0.0, 0.0, 0.0])
+        self._checkpoints = deque((replace(c, state=c.state + np.array([delta_ns, 0.0, 0.0, 0.0]))
+                                   for c in self._checkpoints), maxlen=CHECKPOINTS_KEPT)
+
     def interrupt(self) -> None:
         """The reference went away: a half-filled point must not join samples from after the gap."""
         self._acc = []
 
     def forget(self) -> None:
         """The history no longer describes the oscillator (e.g. a different oscillator was fitted)."""
-        self._acc, self._state, self._first_s, self._temps_seen = [], None, None, None
+        self._acc, self._state, self._learned_s, self._temps_seen = [], None, 0.0, None
         self._checkpoints.clear()
 
     def rollback(self, to_s: float) -> bool:
@@ -109,16 +121,31 @@ class HoldoverPredictor:
         c = self._checkpoints[-1]
         self._acc = []
         self._state, self._cov, self._t_s = c.state.copy(), c.cov.copy(), c.t_s
-        self._first_s, self._last_temp, self._temps_seen = c.first_s, c.last_temp, c.temps_seen
+        self._learned_s, self._last_temp, self._temps_seen = c.learned_s, c.last_temp, c.temps_seen
         return True
 
     @property
     def learned_s(self) -> float:
-        return 0.0 if self._first_s is None else self._t_s - self._first_s
+        """Seconds of reference data learned: the time spent learning, not the span from the first point to the
+        last (a minute's lock, a free run and another minute's lock have taught two minutes, not the gap too)."""
+        return self._learned_s
+
+    @property
+    def learning_s(self) -> float:
+        """``learned_s`` and the samples already gathered into the next point."""
+        return self._learned_s + len(self._acc)
+
+    def seconds_until_enough(self) -> int:
+        """While locked (a sample a second), how long until ``can_predict``: points are learned whole."""
+        per_point = POINT_S + 1
+        points = 0
+        while not enough_to_hold_over(self._learned_s + points * per_point) and points <= MIN_LEARN_S:
+            points += 1
+        return max(0, points * per_point - len(self._acc)) if points else 0
 
     def can_predict(self) -> bool:
-        """Four filter points are enough to predict: the covariance, not a waiting time, says how well."""
-        return self._state is not None and self.learned_s >= MIN_LEARN_S
+        """Enough learned to predict (``MIN_LEARN_S``): the covariance, not a waiting time, says how well."""
+        return self._state is not None and enough_to_hold_over(self.learned_s)
 
     # --- the filter -------------------------------------------------------------------------------------
     def _update_point(self, samples: list[tuple[float, float, float | None]]) -> None:
@@ -135,9 +162,12 @@ class HoldoverPredictor:
         temp = None if any(v is None for v in temps) else sum(temps) / len(temps)  # type: ignore[arg-type]
         if self._state is None:
             self._start(t, x, r, temp)
+            self._learned_s = float(len(samples))
+            self._checkpoint()
             return
         self._predict_to(t, temp)
-        self._measure(x, r)
+        if self._measure(x, r):
+            self._learned_s += len(samples)
         if temp is not None:
             lo, hi = self._temps_seen or (temp, temp)
             self._temps_seen = (min(lo, temp), max(hi, temp))
@@ -146,7 +176,7 @@ class HoldoverPredictor:
     def _checkpoint(self) -> None:
         if self._state is not None and (not self._checkpoints or
                                         self._t_s - self._checkpoints[-1].t_s >= CHECKPOINT_S - 1e-6):
-            self._checkpoints.append(_Checkpoint(self._t_s, self._state.copy(), self._cov.copy(), self._first_s,
+            self._checkpoints.append(_Checkpoint(self._t_s, self._state.copy(), self._cov.copy(), self._learned_s,
                                                  self._last_temp, self._temps_seen))
 
     def _start(self, t: float, x: float, r: float, temp: float | None) -> None:
@@ -154,9 +184,8 @@ class HoldoverPredictor:
         self._state = np.array([x, 0.0, 0.0, 0.0])
         self._cov = np.diag([r, (5 * spec.initial_offset_ppb) ** 2 + 1.0, (3 * spec.aging_ppb_per_day / 86_400) ** 2
                              + 1e-30, (3 * spec.temp_coeff_ppb_per_k) ** 2 + 1e-12])
-        self._t_s = self._first_s = t
+        self._t_s = t
         self._last_temp = temp
-        self._checkpoint()
 
     def _predict_to(self, t: float, temp: float | None) -> None:
         assert self._state is not None
@@ -182,17 +211,19 @@ class HoldoverPredictor:
         q[1, 1] = qr * dt
         return q
 
-    def _measure(self, x: float, r: float) -> None:
+    def _measure(self, x: float, r: float) -> bool:
+        """One point into the filter; False if it was gated out as an outlier."""
         assert self._state is not None
         innovation = x - self._state[0]
         s = self._cov[0, 0] + r
         if abs(innovation) > GATE_SIGMA * math.sqrt(s) and self.learned_s > 10 * POINT_S:
             self.outliers += 1
-            return
+            return False
         gain = self._cov[:, 0] / s
         self._state = self._state + gain * innovation
         i_kh = np.eye(4) - np.outer(gain, [1.0, 0.0, 0.0, 0.0])
         self._cov = i_kh @ self._cov @ i_kh.T + r * np.outer(gain, gain)  # Joseph form: stays symmetric PSD
+        return True
 
     # --- prediction ---------------------------------------------------------------------------------------
     def predict(self, origin_s: float) -> Prediction | None:
@@ -208,6 +239,16 @@ class HoldoverPredictor:
                           float(c) if learned_temp else None, math.sqrt(cov[3, 3]), self.learned_s,
                           float(cov[1, 2] + dt * cov[2, 2]))
 
+    def aged(self, p: Prediction, origin_s: float) -> Prediction:
+        """A prediction carried on to a later ``origin_s`` without new data (a restored one, used at a loss later in
+        the run): its frequency moves by the aging, and how well it is known worsens by the aging's uncertainty and
+        the oscillator's random walk over the interval."""
+        dt = max(0.0, origin_s - p.origin_s)
+        var_y = p.frequency_sigma_ppb**2 + 2 * dt * p.cov_ya + (dt * p.aging_sigma_ppb_per_s) ** 2 + self._q_walk * dt
+        return Prediction(max(origin_s, p.origin_s), p.oscillator_ppb(p.origin_s + dt), math.sqrt(max(var_y, 0.0)),
+                          p.aging_ppb_per_s, p.aging_sigma_ppb_per_s, p.temp_coeff_ppb_per_k,
+                          p.temp_coeff_sigma_ppb_per_k, p.learned_s, p.cov_ya + dt * p.aging_sigma_ppb_per_s**2)
+
     def uncertainty_ns(self, p: Prediction, dt_s: float, temp_change_k: float | None = None) -> float:
         """How far the free-running phase may have strayed from the prediction ``dt_s`` after loss (3 sigma)."""
         dt_s = max(dt_s, 0.0)
@@ -220,6 +261,13 @@ class HoldoverPredictor:
         else:  # no thermometer: the datasheet coefficient over the excursion the operator allows for
             temperature = self.spec.temp_coeff_ppb_per_k * self.holdover_temp_k * dt_s
         return estimate + noise + temperature
+
+
+def enough_to_hold_over(learned_s: float) -> bool:
+    """The one rule for holding over: a prediction resting on at least ``MIN_LEARN_S`` of reference data, learned in
+    this run or restored from the last (whose learned seconds are counted the same way).  How good it still is
+    (a restored state's age, a long holdover) is the bound's business, not this rule's."""
+    return learned_s >= MIN_LEARN_S
 
 
 def best_averaging_time_s(law: PowerLaw) -> float:

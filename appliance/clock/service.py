@@ -18,7 +18,8 @@ from appliance.clock.discipline import ClockDiscipline, DisciplineParams
 from appliance.clock.oscillator import OSCILLATORS
 from appliance.clock.learned import LearnedState
 from appliance.clock.phase import phase_offset_ns
-from appliance.clock.predictor import Prediction
+from appliance.clock.predictor import Prediction, enough_to_hold_over
+from appliance.clock.readiness import HoldoverReadiness
 from appliance.clock.state import ClockState
 from appliance.units import NS_PER_S
 
@@ -54,6 +55,7 @@ class ClockSnapshot:
     predicted_aging_ppb_per_day: float | None
     steps: int
     advertised: quality.Advertised
+    holdover: HoldoverReadiness | None = None  # could it hold over now, and for how long within spec
 
 
 class ClockService:
@@ -87,6 +89,15 @@ class ClockService:
         """The active reference was found spoofed: undo what it taught the holdover model since ``since_raw_ns``,
         and judge the next holdover's frequency against ``line`` (see ClockDiscipline.distrust)."""
         self.engine.distrust(since_raw_ns, line)
+
+    @property
+    def reference_source(self) -> str | None:
+        """The reference the clock was last steered by (and its holdover model learned from), in holdover too."""
+        return self.engine.source
+
+    def reference_moved(self, delta_ns: float) -> None:
+        """The active reference's free phase moved on purpose (an operator's delay change): see ClockDiscipline."""
+        self.engine.reference_moved(delta_ns)
 
     def on_reference(self, usable: bool, reason: str, raw_ns: int) -> list[object]:
         """The reference selector says whether any reference drives the clock (False: hold over)."""
@@ -155,7 +166,8 @@ class ClockService:
         return ClockSnapshot(e.state.value, e.state_since_ns, e.reason, bound_int, e.freq_ppb, e.last_offset_ns,
                              e.locked_since_ns, holdover_since, e.forced, e.servo.params.time_constant_s,
                              e.predictor.learned_s, None if p is None else p.frequency_ppb,
-                             None if p is None else p.aging_ppb_per_s * 86_400, len(e.steps_ns), adv)
+                             None if p is None else p.aging_ppb_per_s * 86_400, len(e.steps_ns), adv,
+                             e.holdover_readiness(raw_ns, temp_c))
 
     def _tdev_s(self) -> float | None:
         e = self.engine
@@ -189,8 +201,18 @@ class ClockService:
         the right rate, so acquisition is short."""
         self._apply(self.engine.seed_frequency(freq_ppb, raw_ns))
 
+    @staticmethod
+    def can_restore(learned: LearnedState) -> bool:
+        """The rule a loss in this run is held to (``enough_to_hold_over``), for a state learned in the last one."""
+        return enough_to_hold_over(float(learned.locked_seconds))
+
     def restore(self, learned: LearnedState, downtime_s: float, raw_ns: int) -> list[object]:
-        """Hold over at once on what the last run learned.  The bound covers the time the appliance was down."""
+        """Hold over at once on what the last run learned.  The bound covers the time the appliance was down.  A
+        state that rests on too little learning (``can_restore``) only seeds the frequency, as a loss in this run
+        after so little learning would free-run."""
+        if not self.can_restore(learned):
+            self.seed_frequency(learned.frequency_ppb, raw_ns)
+            return []
         origin_s = (raw_ns - self.engine.start_raw_ns) / NS_PER_S
         aged = -learned.frequency_ppb + learned.aging_ppb_per_s * downtime_s
         sigma = (learned.frequency_sigma_ppb**2 + (learned.aging_sigma_ppb_per_s * downtime_s) ** 2) ** 0.5

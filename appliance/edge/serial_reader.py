@@ -2,12 +2,17 @@
 
 I/O edge.  Every chunk is stamped on the local clock the moment ``read`` returns.  When the device is missing, vanishes
 or errors, the reader reports a DeviceEvent once, closes, and retries with exponential back-off until it can open the
-device again; it never gives up and never lets an exception end the thread.
+device again; it never gives up and never lets an exception end the thread.  A failure is reported again only when
+its reason changes (the device that vanished cannot be opened either; a missing device comes back unreadable), so
+the core always has the current error without a report every retry.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
+import termios
 import threading
 import time
 from collections.abc import Callable
@@ -44,32 +49,33 @@ class SerialReader:
 
     def _run(self) -> None:
         backoff_s = self._initial_backoff_s
-        reported = False
+        failure = ""  # the failure last reported ("" while the device is open)
         while not self._stop.is_set():
-            port = self._open(reported)
+            port, why = self._open()
             if port is None:
-                reported = True
+                if why != failure:
+                    self._report(False, why)
+                    failure = why
                 self._stop.wait(backoff_s)
                 backoff_s = min(backoff_s * 2, self._max_backoff_s)
                 continue
-            backoff_s, reported = self._initial_backoff_s, False
+            backoff_s = self._initial_backoff_s
             reason = self._pump(port)
             _close(port)
             if not self._stop.is_set():
                 self._report(False, reason)
-                reported = True
+                failure = reason
                 self._stop.wait(backoff_s)
 
-    def _open(self, already_reported: bool) -> serial.Serial | None:
+    def _open(self) -> tuple[serial.Serial | None, str]:
+        """The open port, or None and why it cannot be opened."""
         try:
             port = self._opener(self.device, self.baud, timeout=0.2)
         except (serial.SerialException, OSError, ValueError) as exc:
-            if not already_reported:
-                self._report(False, f"cannot open {self.device}: {_why(exc)}")
-            return None
+            return None, f"cannot open {self.device}: {_why(exc)}"
         self.opens += 1
         self._report(True, f"opened {self.device} at {self.baud} baud")
-        return port
+        return port, ""
 
     def _pump(self, port: serial.Serial) -> str:
         """Read until the device fails or we are stopped; returns why reading ended."""
@@ -102,7 +108,16 @@ def _close(port: serial.Serial) -> None:
 
 
 def _why(exc: BaseException) -> str:
+    """The operating system's reason, without pyserial's wrapping ("[Errno 2] could not open port X: [Errno 2] ...")."""
     text = str(exc) or type(exc).__name__
     if "readiness to read but returned no data" in text:
         return "the device went away (no data on a ready line: unplugged or the other end closed)"
+    code = getattr(exc, "errno", None)
+    if isinstance(code, int) and code in errno.errorcode:
+        return os.strerror(code)
+    cause = exc.__cause__ or exc.__context__
+    if isinstance(cause, termios.error) and cause.args and cause.args[0] == errno.ENOTTY:
+        return "not a serial device (" + os.strerror(errno.ENOTTY) + ")"
+    if isinstance(cause, (OSError, termios.error)) and cause.args and isinstance(cause.args[0], int):
+        return os.strerror(cause.args[0])
     return text

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from appliance.events import Alarm, GnssEpoch, Position, Severity
@@ -100,6 +100,14 @@ class PhaseAnchor:
             return True
         expected, bound, _ = predicted
         return abs(fitted.phase_ns - expected) <= max(self.noise_floor_ns, 2 * bound / 3)
+
+    def shift(self, delta_ns: float) -> None:
+        """The reference's phase was moved by ``delta_ns`` on purpose (an operator's delay change): every sample and
+        line moves with it, so the next sample lands where the line says."""
+        self._samples = deque((t, x + delta_ns) for t, x in self._samples)
+        self.history = deque((replace(a, phase_ns=a.phase_ns + delta_ns) for a in self.history), maxlen=ANCHORS_KEPT)
+        if self.anchor is not None:
+            self.anchor = replace(self.anchor, phase_ns=self.anchor.phase_ns + delta_ns)
 
     def forget(self) -> None:
         self._samples.clear()
@@ -281,6 +289,19 @@ class ReferenceGuard:
 
     def resurvey(self) -> None:
         self.monitor.survey.restart()
+
+    def reference_moved(self, delta_ns: float) -> None:
+        """An operator's audited change of a delay moves the reference's free phase by ``delta_ns`` from the next
+        sample on: the phase line and the history that dates attacks move with it, so the change is neither a phase
+        jump nor a push.  Only for a configured change, never for anything measured: a jump the sky makes is exactly
+        what the checks are for."""
+        self.anchor.shift(delta_ns)
+        self._history = deque(((t, x + delta_ns) for t, x in self._history), maxlen=HISTORY_S)
+
+    def set_home(self, position: Position | None) -> None:
+        """An operator's audited change of the antenna position: the position check measures from it (None: survey
+        the home in again).  Nothing else is re-run."""
+        self.monitor.set_home(position)
 
     # --- deciding ---------------------------------------------------------------------------------------------
     def _decide(self, verdict: Verdict, raw_ns: int, force: bool = False) -> list[object]:

@@ -93,6 +93,10 @@ class PositionDetector:
         self.max_age_ns = int(max_age_s * NS_PER_S)
         self._recent: deque[tuple[int, float]] = deque(maxlen=confirm)
 
+    def rebase(self) -> None:
+        """The home moved (an operator's change): distances to the old one say nothing any more."""
+        self._recent.clear()
+
     def update(self, at_ns: int, position: Position | None, home: Position | None) -> Finding:
         if home is None:
             return _ok("position", "no home position yet (surveying)")
@@ -577,6 +581,15 @@ class IntegrityMonitor:
     def on_ntp(self, at_ns: int, offset_ns: float, uncertainty_ns: float) -> Verdict:
         self._record(at_ns, self.d.ntp.update(offset_ns, uncertainty_ns))
         return self._evaluate(at_ns, evidence=False)
+
+    def set_home(self, position: Position | None) -> None:
+        """An operator's change of the antenna position: the position check measures from ``position`` from the
+        next fix on (None: the home is surveyed in again).  Nothing else is re-run."""
+        if position is None:
+            self.survey.restart()
+        else:
+            self.survey = SurveyIn.configured(position)
+        self.d.position.rebase()
 
     def prediction_rebased(self) -> None:
         """The caller re-anchored the prediction it passes to ``on_phase`` (only ever while the verdict is ok)."""

@@ -31,7 +31,7 @@ class ReceiverSnapshot:
     name: str
     device: str
     state: ReceiverState
-    state_since_ns: int
+    state_since_ns: int | None  # None: in this state since start (disconnected, before the device was tried)
     last_epoch: GnssEpoch | None
     frames: dict[str, int] = field(default_factory=dict)
     rejected: dict[str, int] = field(default_factory=dict)
@@ -52,7 +52,7 @@ class GnssReceiver:
         self._epoch_idle_ns = epoch_idle_ns
         self._no_data_timeout_ns = no_data_timeout_ns
         self.state = ReceiverState.DISCONNECTED
-        self._state_since_ns = 0
+        self._state_since_ns: int | None = None  # not known to be disconnected yet: the device is still to be tried
         self._last_rx_ns: int | None = None
         self._last_good_ns: int | None = None
         self._label_sent_for: int | None = None
@@ -84,24 +84,34 @@ class GnssReceiver:
         if self._last_rx_ns is not None and now_raw_ns - self._last_rx_ns >= self._epoch_idle_ns:
             out += self._epochs(self._assembler.flush())
         quiet_since = self._last_good_ns if self._last_good_ns is not None else self._state_since_ns
-        silent = now_raw_ns - quiet_since >= self._no_data_timeout_ns
+        silent = quiet_since is not None and now_raw_ns - quiet_since >= self._no_data_timeout_ns
         if silent and self.state not in (ReceiverState.DISCONNECTED, ReceiverState.NO_DATA):
             seconds = self._no_data_timeout_ns // 1_000_000_000
             out += self._set_state(ReceiverState.NO_DATA, f"nothing decodable for {seconds} s", now_raw_ns)
         return out
 
     def on_device(self, event: DeviceEvent, now_raw_ns: int) -> list[object]:
+        """The serial edge opened the device, lost it, or could not open it.  A failure is news even while the
+        receiver is already disconnected (the device was never there, or the error changed): the state is then
+        reported again with the new reason, so the alarm says what is wrong from the first failed open on."""
         self.device = event.device
         if event.connected:
             self._device_error = ""
             self._reconnects += 1 if self.frames else 0
             return self._set_state(ReceiverState.NO_DATA, event.reason, now_raw_ns)
+        news = event.reason != self._device_error
         self._device_error = event.reason
         out: list[object] = []
         # A partial frame from before the loss must not join bytes from after it; it is counted as truncated.
         for item in self._framer.flush():
             out += self._frame(item, now_raw_ns)
         out += self._epochs(self._assembler.flush())
+        if self.state is ReceiverState.DISCONNECTED:
+            if self._state_since_ns is None:
+                self._state_since_ns = now_raw_ns  # known to be disconnected from the first failed open
+            if news:
+                out.append(ReceiverStateChanged(self.state, self.state, event.reason, now_raw_ns))
+            return out
         return out + self._set_state(ReceiverState.DISCONNECTED, event.reason, now_raw_ns)
 
     def finish(self) -> list[object]:

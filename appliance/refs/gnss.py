@@ -76,6 +76,16 @@ class GnssReference(Driver):
     def tick(self, clock: ClockView) -> Iterator[object]:
         yield from self._events(self.receiver.tick(clock.raw_ns), clock)
 
+    def set_cable_delay(self, delay_ns: int) -> float:
+        """An operator's audited change of the cable delay, from the next paired second on.  Returns how far it moves
+        the reference's free phase (the offset is served time at the corrected edge minus the label: a longer delay
+        is an earlier edge, a smaller offset); the integrity line moves with it."""
+        moved_ns = float(self.pairer.cable_delay_ns - delay_ns)
+        self.pairer.cable_delay_ns = delay_ns
+        if self.guard is not None and moved_ns:
+            self.guard.reference_moved(moved_ns)
+        return moved_ns
+
     # --- what the watched receiver's integrity checks hear from elsewhere ----------------------------------
     def cross_check(self, raw_ns: int, source: str, offset_ns: float, uncertainty_ns: float) -> Iterator[object]:
         """Another opinion of GNSS time (an NTP server, another qualified reference): GNSS minus it."""

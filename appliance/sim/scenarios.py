@@ -7,6 +7,7 @@ leap second is about labels as much as about the clock.  Scenarios 8-15 attack t
 meaconing, jamming) and 16-20 stage benign sky events that must not alarm, on the whole appliance (``sim/attacks.py``).
 Scenarios 21-23 replay the hardest slow pushes the honesty sweep (``sim/honesty.py``, ``bench/honesty.py``) tried:
 the served error must stay within the advertised bound every second, before, during and after the attack.
+Scenario 24 holds the holdover readiness figure to what the clock then does on a loss.
 """
 
 from __future__ import annotations
@@ -225,6 +226,46 @@ def s07_warm_restart(seed: int) -> ScenarioResult:
     return r
 
 
+def s24_short_lock_holdover(seed: int) -> ScenarioResult:
+    """A minute of lock, then the sky is lost: the readiness figure said "capable in N s", and the clock free-runs.
+    Locked again until the figure says "capable, within X ns for Y h", the same loss holds over, stays within the
+    bound every second, and leaves its spec when the figure said it would."""
+    r = ScenarioResult(24, "short-lock-holdover", seed)
+    sim = ClockSim("ocxo", seed=seed)
+    for _ in range(600):
+        if sim.engine.state.value == "LOCKED":
+            break
+        sim.run(1)
+    sim.run(60)
+    short = sim.engine.holdover_readiness(sim.osc.raw_ns(sim.true_ns))
+    first = len(sim.record.state)
+    sim.run(30, reference=False)
+    after_short = sim.record.state[first:]
+    for _ in range(600):  # the sky back: lock again, and learn until the figure says capable
+        if sim.engine.holdover_readiness(sim.osc.raw_ns(sim.true_ns)).capable:
+            break
+        sim.run(1)
+    ready = sim.engine.holdover_readiness(sim.osc.raw_ns(sim.true_ns))
+    first = len(sim.record.state)
+    rec = sim.run(3 * 3600, reference=False)
+    held = rec.state[first:]
+    expired_at = next((i for i, st in enumerate(held) if st == "HOLDOVER_EXPIRED"), None)
+    lost_at = next((i for i, st in enumerate(held) if st != "LOCKED"), 0)
+    r.figures.update(after_60s_lock=short.text, capable_in_s=short.capable_in_s, state_after_short_loss=after_short[-1],
+                     readiness_when_lost=ready.text, good_for_s=ready.good_for_s, states=">".join(dict.fromkeys(held)),
+                     left_spec_after_s=None if expired_at is None else expired_at - lost_at,
+                     worst_te_over_bound=round(honest(rec, first), 3))
+    r.check("after a minute of lock the figure says not yet, with a countdown",
+            not short.capable and short.capable_in_s is not None and short.text.startswith("capable in "))
+    r.check("that loss free-runs (no holdover claimed)", "HOLDOVER" not in after_short and after_short[-1] == "FREERUN")
+    r.check("once the figure says capable, the loss holds over", ready.capable and "FREERUN" not in held
+            and held[lost_at] == "HOLDOVER")
+    r.check("it leaves its spec within 10 s of when the figure said", expired_at is not None and
+            ready.good_for_s is not None and abs((expired_at - lost_at) - ready.good_for_s) <= 10)
+    r.check("|TE| <= advertised bound at every second of the holdover", honest(rec, first) <= 1.0)
+    return r
+
+
 # --- GNSS integrity: attacks (8-15) and benign events (16-20), on the whole appliance ----------------------------
 # name -> (number, the detectors expected to speak, seconds allowed to detect, the alarm expected)
 ATTACK_SCENARIOS = {
@@ -326,6 +367,7 @@ SCENARIOS: dict[str, Callable[[int], ScenarioResult]] = {
     **{name: _attack_scenario(name) for name in ATTACK_SCENARIOS},
     **{name: _benign_scenario(name) for name in BENIGN_SCENARIOS},
     **{name: _honesty_scenario(name) for name in HONESTY_SCENARIOS},
+    "short-lock-holdover": s24_short_lock_holdover,
 }
 
 

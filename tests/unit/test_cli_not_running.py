@@ -62,10 +62,18 @@ def test_an_explicit_control_socket_is_named_instead(tmp_path: Path, capsys: pyt
     assert code == 1 and f"looked for the control socket {sock} (control.socket from --set)" in err
 
 
-def test_the_real_command_line_with_the_default_state_directory(tmp_path: Path) -> None:
-    """As an operator types it, with no --set: the default state directory, under HOME."""
-    out = subprocess.run([sys.executable, "-m", "appliance", "status"], capture_output=True, text=True,
-                         env={**ENV, "HOME": str(tmp_path)}, timeout=60)
+def test_the_real_command_line_with_the_default_state_directory() -> None:
+    """As an operator types it, with no --set: the default state directory, under HOME (a short one: a socket's
+    path has at most 107 bytes, and pytest's own temporary directories under xdist are longer)."""
+    import shutil
+    import tempfile
+
+    tmp_path = Path(tempfile.mkdtemp(prefix="h", dir="/tmp"))
+    try:
+        out = subprocess.run([sys.executable, "-m", "appliance", "status"], capture_output=True, text=True,
+                             env={**ENV, "HOME": str(tmp_path)}, timeout=60)
+    finally:
+        shutil.rmtree(tmp_path, ignore_errors=True)
     assert out.returncode == 1 and out.stdout == ""
     default = tmp_path / ".local" / "state" / "appliance"
     assert f"no control socket at {default / 'control.sock'}" in out.stderr

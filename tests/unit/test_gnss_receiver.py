@@ -167,3 +167,32 @@ def test_counters_never_reset_while_running():
     after = rx.snapshot()
     assert all(after.rejected.get(k, 0) >= v for k, v in before.rejected.items())
     assert all(after.frames.get(k, 0) >= v for k, v in before.frames.items()) and after.epochs >= before.epochs
+
+
+def test_a_device_that_cannot_be_opened_is_news_from_the_first_failed_open():
+    rx = receiver()
+    assert rx.snapshot().state_since_ns is None  # disconnected since start: no instant to count a duration from
+    events = rx.on_device(DeviceEvent("/dev/ttyTEST", False, "cannot open /dev/ttyTEST: No such file or directory",
+                                      7 * S), 2 * S)
+    changed = of_type(events, ReceiverStateChanged)
+    assert [(e.old, e.new, e.reason) for e in changed] == [
+        (ReceiverState.DISCONNECTED, ReceiverState.DISCONNECTED, "cannot open /dev/ttyTEST: No such file or directory")]
+    snap = rx.snapshot()
+    assert snap.state_since_ns == 2 * S and snap.device_error.endswith("No such file or directory")
+    # the same failure again (a retry) is not news; another one is, and the state's start stays put
+    assert rx.on_device(DeviceEvent("/dev/ttyTEST", False, snap.device_error, 0), 3 * S) == []
+    again = rx.on_device(DeviceEvent("/dev/ttyTEST", False, "cannot open /dev/ttyTEST: Permission denied", 0), 4 * S)
+    assert [e.reason for e in of_type(again, ReceiverStateChanged)] == ["cannot open /dev/ttyTEST: Permission denied"]
+    assert rx.snapshot().state_since_ns == 2 * S
+    assert rx.tick(60 * S) == []  # silence is not a second alarm while the device is gone
+
+
+def test_a_device_that_comes_back_clears_the_error_and_one_that_fails_later_reports_it():
+    rx = receiver()
+    rx.on_device(DeviceEvent("/dev/ttyTEST", False, "cannot open /dev/ttyTEST: No such file or directory", 0), 1 * S)
+    opened = rx.on_device(DeviceEvent("/dev/ttyTEST", True, "opened /dev/ttyTEST at 9600 baud", 0), 5 * S)
+    assert states(opened) == [ReceiverState.NO_DATA] and rx.snapshot().device_error == ""
+    rx.feed(rmc("123519") + gga("123519"), 6 * S)
+    lost = rx.on_device(DeviceEvent("/dev/ttyTEST", False, "/dev/ttyTEST failed: the device went away", 0), 7 * S)
+    assert states(lost) == [ReceiverState.FIX_3D, ReceiverState.DISCONNECTED]
+    assert rx.snapshot().state_since_ns == 7 * S

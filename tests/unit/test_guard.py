@@ -107,3 +107,59 @@ def test_disabled_guard_says_nothing() -> None:
     g = guard(enabled=False)
     assert feed(g, range(300, 330), push=1000.0, start=300) == [] and g.usable
     assert JAMMING != SPOOFING
+
+
+def _findings(out: list[object]) -> list[object]:
+    return [e for e in out if isinstance(e, (ReferenceUsable, Alarm, IntegrityChanged))]
+
+
+def _after_a_step(change: bool) -> tuple[ReferenceGuard, list[object]]:
+    """Five minutes on the oscillator's line, then the free phase 50 ns lower (what gnss.cable_delay_ns 0 -> 50
+    does), with the operator's change told to the guard or not."""
+    g = guard()
+    feed(g, range(300))
+    if change:
+        g.reference_moved(-50.0)
+    out: list[object] = []
+    for t in range(300, 600):
+        out += g.on_free_phase(t * NS, free_phase(t) - 50.0)
+    return g, out
+
+
+def test_an_operators_delay_change_moves_the_line_with_it_and_is_no_phase_jump() -> None:
+    g, out = _after_a_step(change=True)
+    assert not _findings(out) and g.usable and g.monitor.verdict().level.value == "ok"
+    assert all(f.verdict.value == "ok" for f in g.monitor.snapshot(599 * NS).findings)
+
+
+def test_the_same_50_ns_step_without_a_change_is_a_phase_jump() -> None:
+    _, out = _after_a_step(change=False)
+    changed = [e for e in out if isinstance(e, IntegrityChanged)]
+    assert changed and "phase-jump" in changed[0].reason, changed
+    assert any(isinstance(e, Alarm) and e.raised for e in out)
+
+
+def _epoch(t: int, where):
+    from appliance.events import FixMode, GnssEpoch
+
+    return GnssEpoch(rx_raw_ns=t * NS, tai_ns=None, utc_text="", fix_mode=FixMode.FIX_3D, time_only=False,
+                     position=where, satellites=(), time_valid=True)
+
+
+def test_an_operators_position_change_reanchors_the_home() -> None:
+    from appliance.events import Position
+
+    g = guard()
+    moved = Position(46.21, 6.1, 375.0)  # 1.1 km north of the configured home: the antenna was moved
+    before = []
+    for t in range(5):
+        before += g.on_epoch(_epoch(t, moved))
+    assert any(isinstance(e, IntegrityChanged) and "position" in e.reason for e in before)
+    g2 = guard()
+    g2.set_home(moved)
+    after = []
+    for t in range(5):
+        after += g2.on_epoch(_epoch(t, moved))
+    assert not _findings(after) and g2.monitor.survey.home == moved and g2.monitor.survey.source == "configured"
+    g2.set_home(None)
+    assert g2.monitor.survey.state == "surveying" and g2.monitor.survey.home is None

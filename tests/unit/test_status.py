@@ -11,6 +11,7 @@ from appliance.runtime.platforms import simulated as simulated_appliance
 from appliance.alarms import AlarmBook, AlarmRow
 from appliance.events import Alarm, Constellation, FixMode, GnssEpoch, Position, ReceiverState, SatInfo, Severity
 from appliance.gnss.receiver import ReceiverSnapshot
+from appliance.clock.readiness import HoldoverReadiness
 from appliance.sched import SimScheduler
 from appliance.status import ClockStatus, PpsStatus, TimeStatus, render, summarize, to_dict
 from appliance.utcoffset import LeapStatus
@@ -147,3 +148,21 @@ def test_status_over_the_command_handler(simulated):
     assert reply["ok"] is True and json.loads(json.dumps(reply)) == reply
     assert "Time (UTC)      : 2025-03-01T12:00:" in render(reply["status"])
     assert simulated.handle_command({"cmd": "reboot"}) == {"ok": False, "error": "unknown command 'reboot'"}
+
+
+def test_a_state_held_since_start_shows_no_duration_and_the_holdover_readiness_has_its_line():
+    rx = ReceiverSnapshot("gnss0", "/dev/ttyNOPE", ReceiverState.DISCONNECTED, None, None)
+    readiness = HoldoverReadiness(False, "capable in 3 min", capable_in_s=170, within_ns=1000)
+    d = to_dict(build(receiver=rx, clock=ClockStatus(state_since_ns=AT, holdover_readiness=readiness)))
+    assert d["receiver"]["state_since_ns"] is None
+    assert d["clock"]["holdover_readiness"] == {"capable": False, "text": "capable in 3 min", "capable_in_s": 170,
+                                                "within_ns": 1000, "good_for_s": None}
+    got = lines_of(build(receiver=rx, clock=ClockStatus(state_since_ns=AT, holdover_readiness=readiness)))
+    assert got["Receiver"] == "gnss0 on /dev/ttyNOPE: disconnected since start"
+    assert got["Holdover"] == "capable in 3 min"
+
+
+def test_simulated_appliance_says_when_it_can_hold_over(simulated):
+    d = to_dict(simulated.status())
+    assert d["clock"]["holdover_readiness"]["capable"] is False
+    assert f"\nHoldover        : {d['clock']['holdover_readiness']['text']}\nReceiver" in render(d)
