@@ -256,12 +256,17 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _integrity_line(g: dict[str, Any] | None, clock_state: str = "") -> str:
+def _integrity_line(g: dict[str, Any] | None, clock_state: str = "", gnss_state: str = "") -> str:
     if not g:
         return "-"
     if not g["enabled"]:
         return "checks disabled (integrity.enabled=false)"
     level = g["level"]
+    idle = gnss_state in ("no-signal", "unusable")
+    if level == "ok" and idle and g["usable"]:
+        text = f"no data to check (reference not in use: {gnss_state})"
+        sv = g["survey"]
+        return text + ("" if sv["state"] == "fixed" else f"; surveying {sv['elapsed_s']:.0f}/{sv['duration_s']:.0f} s")
     text = level.upper() if level != "ok" else "ok"
     rejected = "REJECTED" + {"HOLDOVER": " (holding over)", "HOLDOVER_EXPIRED": " (holding over)",
                              "FREERUN": " (clock free-running)"}.get(clock_state, "")
@@ -288,6 +293,10 @@ def _integrity_line(g: dict[str, Any] | None, clock_state: str = "") -> str:
     else:
         text += f"; surveying {sv['elapsed_s']:.0f}/{sv['duration_s']:.0f} s"
     return text
+
+
+def _gnss_state(refs: dict[str, Any]) -> str:
+    return next((r["state"] for r in refs.get("rows") or [] if r["name"] == "gnss"), "")
 
 
 def _reference_lines(refs: dict[str, Any], clock_state: str = "") -> list[str]:
@@ -383,7 +392,8 @@ def render(d: dict[str, Any]) -> str:
         "Satellites      : " + (", ".join(f"{c['name']} {c['used']}/{c['visible']}"
                                           + (f" ({c['mean_cn0_dbhz']:.0f} dBHz)" if c['mean_cn0_dbhz'] else "")
                                           for c in d["constellations"]) or "none") + "   (used/visible)",
-        "Integrity       : " + _integrity_line(d.get("integrity"), (d.get("clock") or {}).get("state", "")),
+        "Integrity       : " + _integrity_line(d.get("integrity"), (d.get("clock") or {}).get("state", ""),
+                                                  _gnss_state(d.get("references") or {})),
         *_reference_lines(d.get("references") or {}, clock["state"]),
         f"PPS             : {pps['source']}: {pps['edges']} edges, {pps['paired']} paired"
         + (f", qErr {pps['last_qerr_ps'] / 1000:+.1f} ns" if pps.get("last_qerr_ps") is not None else ""),

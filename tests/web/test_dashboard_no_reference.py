@@ -23,3 +23,9 @@ def test_no_reference_free_running_and_integrity_with_nothing_to_check(env: Cons
     assert "active: none (freerun)" in page and "none (holdover)" not in page
     assert "reference not in use (no-signal)" in page and "no data to check" in page
     assert "reference used" not in page
+    assert 'class="state integrity-unknown">no data</div>' in page  # not a green "ok" with nothing checked
+
+    from appliance.status import render
+
+    text = render(status)
+    assert "Integrity       : no data to check (reference not in use: no-signal)" in text

@@ -108,6 +108,7 @@
     text("error-bound", c.error_bound_ns === null ? "-" : c.error_bound_ns);
     text("since-lock", c.locked_since_ns ? age(s.at_tai_ns - c.locked_since_ns) : "-");
     text("reference", s.receiver.name + ": " + s.receiver.state);
+    text("receiver-error", s.receiver.device_error ? s.receiver.name + " " + s.receiver.state + ": " + s.receiver.device_error : "");
     text("utc", s.utc_text);
     const tb = document.querySelector("#outputs tbody");
     if (tb) tb.replaceChildren(...Object.entries(s.outputs).map(([n, o]) =>
@@ -169,13 +170,13 @@
   function integrity(g, gref) {  // gref: the GNSS reference's row (used, or idle: nothing to check)
     const lv = $("integrity-level"); if (!lv) return;
     const on = g && g.enabled;
+    const idle = gref && (gref.state === "no-signal" || gref.state === "unusable");
     const level = on ? (LEVELS.includes(g.level) ? g.level : "unknown") : "off";
-    const label = !g ? "-" : !on ? "off" : level === "ok" ? "ok" : String(g.level).toUpperCase();
+    const label = !g ? "-" : !on ? "off" : level === "ok" ? (idle ? "no data" : "ok") : String(g.level).toUpperCase();
     if (lv.textContent !== label) lv.textContent = label;
-    lv.className = "state integrity-" + level;
+    lv.className = "state integrity-" + (level === "ok" && idle ? "unknown" : level);
     const used = $("integrity-usable");
     if (used) used.className = on && !g.usable ? "bad" : "muted";
-    const idle = gref && (gref.state === "no-signal" || gref.state === "unusable");
     text("integrity-usable", !g ? "" : !on ? "checks disabled" : !g.usable ? "reference REJECTED"
       : !gref || gref.active ? "reference used" : "reference not in use (" + gref.state + ")");
     text("integrity-override", !on ? "" : g.override !== "auto" ? "operator override: " + g.override : g.action === "monitor" ? "monitor only" : "");
