@@ -88,7 +88,9 @@ class SettingsEditor:
         refused; nothing is written then."""
         setting = cfg.BY_NAME.get(name)
         if setting is None:
-            raise ValueError(f"unknown setting {name[:80]!r}")
+            close = cfg.close_names(name) if len(name) <= 80 else []
+            raise ValueError(f"unknown setting {name[:80]!r}" + (f" (did you mean {' or '.join(close)}?)" if close
+                                                                  else ""))
         if setting.start_only:
             raise ValueError(cfg.start_only_problem(setting))
         if setting.secret and value == cfg.MASK:

@@ -273,6 +273,8 @@ def test_an_admin_changes_settings_validated_saved_and_audited(env: ConsoleEnv) 
     assert api_refused.get_json()["error"] == cfg.check_value(cfg.BY_NAME["web.port"], 70000)[1]
     unknown = admin.api("PUT", "/api/v1/config/no.such", {"value": 1})
     assert unknown.status_code == 400 and "unknown setting" in unknown.get_json()["error"]
+    misspelt = admin.api("PUT", "/api/v1/config/gnss.cable_dely_ns", {"value": 1})
+    assert misspelt.get_json()["error"] == "unknown setting 'gnss.cable_dely_ns' (did you mean gnss.cable_delay_ns?)"
     assert env.records("config.change") == []
 
     done = admin.form("/config", {"name": "log.level", "value": "debug"}, follow_redirects=True)
