@@ -103,7 +103,8 @@ def document() -> dict[str, Any]:
                                                                  "maximum": 5000}}])},
             "/quality.csv": {"get": _op("The time-quality record of a range as CSV", params=_RANGE,
                                         content={"text/csv": {"schema": {"type": "string"}}})},
-            "/stability": {"get": _op("ADEV, MTIE and TDEV of the phase record with the G.8272 PRTC masks",
+            "/stability": {"get": _op("ADEV, MTIE and TDEV of the LOCKED one-second phase samples (never across a "
+                                      "gap) with the G.8272 PRTC masks and a pass/fail verdict per mask",
                                       params=_RANGE)},
             "/openapi.json": {"get": _op("This document")},
         },
