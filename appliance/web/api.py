@@ -70,9 +70,12 @@ def status() -> Any:
 
 @bp.route("/satellites")
 def satellites() -> Any:
+    """The satellites in view, and where each was over the last half hour (``tracks``: azimuth, elevation pairs)."""
     s = ctx_of().status()
+    tracks = ctx_of().sky_tracks
     return jsonify({"at_tai_ns": s["at_tai_ns"], "satellites": s["satellites"],
-                    "constellations": s["constellations"], "receiver": s["receiver"]})
+                    "constellations": s["constellations"], "receiver": s["receiver"],
+                    "tracks": tracks() if tracks else []})
 
 
 @bp.route("/alarms")

@@ -49,7 +49,8 @@ def document() -> dict[str, Any]:
         "security": [{"token": []}, {"session": []}],
         "paths": {
             "/status": {"get": _op("The appliance's status: clock, receiver, GNSS integrity, leap, outputs, alarms")},
-            "/satellites": {"get": _op("Satellites in view with azimuth, elevation, C/N0 and use")},
+            "/satellites": {"get": _op("Satellites in view with azimuth, elevation, C/N0 and use, and their "
+                                                  "tracks (recent azimuth and elevation)")},
             "/alarms": {"get": _op("Active alarms and the history of raised and cleared alarms")},
             "/audit": {"get": _op("Audit records, newest first", params=[
                 {"name": "q", "in": "query", "schema": {"type": "string"}, "description": "text to search for"},
