@@ -9,11 +9,11 @@
   const TIMELINE = ["plot-phase", "plot-frequency", "plot-bound"];
   const GRID = { left: 86, right: 28, top: 34, bottom: 28 };  // the same on every timeline chart: the axes line up
   const STATES = {  // shading by clock state: calm for LOCKED, warmer as the clock knows less
-    LOCKED: { color: "rgba(26,127,55,0.07)", text: "locked" },
-    ACQUIRING: { color: "rgba(9,105,218,0.13)", text: "acquiring" },
-    HOLDOVER: { color: "rgba(191,135,0,0.20)", text: "holdover" },
-    HOLDOVER_EXPIRED: { color: "rgba(188,76,0,0.24)", text: "holdover expired" },
-    FREERUN: { color: "rgba(207,34,46,0.16)", text: "free-running" },
+    LOCKED: { color: "rgba(26,127,55,0.07)" },
+    ACQUIRING: { color: "rgba(9,105,218,0.13)" },
+    HOLDOVER: { color: "rgba(191,135,0,0.20)" },
+    HOLDOVER_EXPIRED: { color: "rgba(188,76,0,0.24)" },
+    FREERUN: { color: "rgba(207,34,46,0.16)" },
   };
   const MARKERS = {  // audit kinds shown as markers: colour, line type, short label
     "alarm.raised": { color: "#cf222e", type: "solid", label: "alarm", what: "Alarm raised" },
@@ -83,7 +83,8 @@
   }
   function shading(runs) {
     return { silent: true, data: runs.map(([state, from, to]) => [
-      { xAxis: from, itemStyle: { color: (STATES[state] || { color: "rgba(110,119,129,0.15)" }).color } }, { xAxis: to }]) };
+      { name: state, xAxis: from, itemStyle: { color: (STATES[state] || { color: "rgba(110,119,129,0.15)" }).color } }, { xAxis: to }]),
+      label: { show: false } };
   }
   function markerLines(marks, withLabels) {
     return { symbol: ["none", "none"], animation: false,
@@ -164,10 +165,12 @@
     const all = last.quality.rows;
     const rows = lockedOnly ? all.filter((r) => r.state === "LOCKED") : all;
     const until = last.until_ms;
+    // the axis spans the data (and the markers after it), not the empty part of the window before the first record
     const x0 = all.length ? all[0].posix_ms : until - last.window_s * 1000;
-    const x1 = Math.max(until, x0 + 1000);
+    const marks = markersOf(last.audit, x0, until);
+    const end = all.length ? all[all.length - 1].posix_ms + 1000 * all[all.length - 1].span_s : until;
+    const x1 = Math.max(x0 + 1000, Math.min(until, Math.max(end, ...marks.map((m) => m.posix_ms + 1000))));
     const runs = stateRuns(all);
-    const marks = markersOf(last.audit, x0, x1);
     const base = { x0, x1, runs, marks };
     timeline("plot-phase", "Phase offset to the reference", "", [{ name: "phase offset", color: "#0969da", data: points(rows, "phase_offset_ns") }],
       { ...base, fmt: (v) => fmtNs(v), axis: (v) => fmtNs(v, 4), labels: true });

@@ -60,7 +60,7 @@
         splitLine: { show: true, lineStyle: { color: "#e4e7eb" } },
         axisLabel: { color: "#57606a", formatter: (v) => ({ 0: "N", 90: "E", 180: "S", 270: "W" }[v] || v + "°") } },
       radiusAxis: { type: "value", min: 0, max: 90, interval: 15, axisLine: { show: false }, axisTick: { show: false },
-        splitLine: { lineStyle: { color: "#e4e7eb" } }, axisLabel: { color: "#8c959f", fontSize: 10, formatter: (v) => v % 30 ? "" : (90 - v) + "°" } },
+        splitLine: { lineStyle: { color: "#e4e7eb" } }, axisLabel: { color: "#8c959f", fontSize: 10, formatter: (v) => v % 30 || v === 90 ? "" : (90 - v) + "°" } },
       series,
     }, { notMerge: true });
     const used = sats.filter((s) => s.used).length;
