@@ -149,7 +149,8 @@ def mask_verdict(mask: metrics.Mask, taus_s: Sequence[float], mtie_ns: Sequence[
     over = f"{_seconds(samples)} of locked data" + (f" in {stretches} stretches" if stretches > 1 else "")
     judged: list[float] = []
     for tau_s, m_ns, t_ns in zip(taus_s, mtie_ns, tdev_ns):
-        for metric, value, limit in (("MTIE", m_ns, mask.mtie_limit_ns(tau_s)), ("TDEV", t_ns, mask.tdev_limit_ns(tau_s))):
+        for metric, value, limit in (("MTIE", m_ns, mask.mtie_limit_ns(tau_s)),
+                                     ("TDEV", t_ns, mask.tdev_limit_ns(tau_s))):
             if math.isnan(value) or math.isinf(limit):
                 continue
             judged.append(tau_s)

@@ -112,7 +112,8 @@ def test_a_record_below_both_masks_passes_and_says_over_what() -> None:
 
 
 def test_a_record_fails_at_the_smallest_tau_above_the_mask() -> None:
-    mtie = [5.0, 5.0, 5.0, 20.0, 25.0, 30.0, 45.0, 50.0, 50.0]  # MTIE masks: 25 + 0.275 τ, flat from 273 s (A) or 54.5 s (B)
+    # the MTIE masks: 25 + 0.275 τ ns, flat from 273 s (PRTC-A, at 100 ns) or from 54.5 s (PRTC-B, at 40 ns)
+    mtie = [5.0, 5.0, 5.0, 20.0, 25.0, 30.0, 45.0, 50.0, 50.0]
     tdev = [0.5] * len(TAUS)
     a = mask_verdict(PRTC_A, TAUS, mtie, tdev, samples=1200)
     assert a.passed is True
