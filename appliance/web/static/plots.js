@@ -213,18 +213,18 @@
       line.textContent = v ? v.text : name + ": no verdict";
     }
     text("stability-note", st.samples + " locked one-second phase samples in " + st.stretches + " continuous stretch" +
-      (st.stretches === 1 ? "" : "es") + " (longest " + fmtDuration(st.longest_s) + "); statistics never span a gap or a second in another state" +
-      (st.note ? ". " + st.note : "") + ".");
+      (st.stretches === 1 ? "" : "es") + " (longest " + fmtDuration(st.longest_s) + "); statistics never span a gap or a second in another state.");
   }
   function stability(st) {
     verdicts(st);
     const has = st.taus_s && st.taus_s.length;
-    for (const id of ["plot-mtie", "plot-tdev", "plot-adev"]) { const el = $(id); if (el) el.classList.toggle("empty", !has); }
-    if (!has) { for (const id of ["plot-mtie", "plot-tdev", "plot-adev"]) if (charts[id]) charts[id].clear(); return; }
+    const box = $("stability-charts"); if (box) box.hidden = !has;  // nothing to draw before 16 s of locked record
+    if (!has) return;
     const mask = (key) => Object.entries(st.masks).map(([name, m]) => [name + " mask", m[key], MASK_STYLE[name] || { type: "dashed", color: "#888" }]);
     loglog("plot-mtie", "MTIE (locked)", "", st.taus_s, [["MTIE", st.mtie_ns], ...mask("mtie_ns")], (v) => fmtNs(v));
     loglog("plot-tdev", "TDEV (locked)", "", st.taus_s, [["TDEV", st.tdev_ns], ...mask("tdev_ns")], (v) => fmtNs(v));
     loglog("plot-adev", "ADEV (locked)", "", st.taus_s, [["ADEV", st.adev]], (v) => Number(v).toExponential(1));
+    for (const id of ["plot-mtie", "plot-tdev", "plot-adev"]) if (charts[id]) charts[id].resize();  // shown again
   }
 
   // --- fetching ---------------------------------------------------------------------------------------------------
@@ -249,11 +249,16 @@
   }
 
   function start() {
+    const remembered = window.localStorage && localStorage.getItem("plots.lockedOnly");  // this browser's last choice
+    if (remembered === "1" || remembered === "0") $("locked-only").checked = remembered === "1";
+    $("locked-only").addEventListener("change", () => {
+      if (window.localStorage) localStorage.setItem("plots.lockedOnly", $("locked-only").checked ? "1" : "0");
+      draw();
+    });
     const run = () => refresh().catch((e) => { console.warn(e); text("updated", "update failed: " + e.message); });
     run();
     setInterval(run, 10000);
     $("window").addEventListener("change", () => { for (const id of TIMELINE) if (charts[id]) charts[id].dispatchAction({ type: "dataZoom", start: 0, end: 100 }); run(); });
-    $("locked-only").addEventListener("change", draw);
     $("zoom-reset").addEventListener("click", () => { const ch = charts["plot-phase"]; if (ch) ch.dispatchAction({ type: "dataZoom", start: 0, end: 100 }); });
     window.addEventListener("resize", () => Object.values(charts).forEach((c) => c.resize()));
   }

@@ -40,7 +40,8 @@
       const c = color(name);
       for (const t of (d.tracks || []).filter((t) => t.constellation === name && t.points.length > 1))
         series.push({ name, type: "line", coordinateSystem: "polar", data: track(t.points), showSymbol: false, silent: true,
-          connectNulls: false, lineStyle: { color: c, width: 2, opacity: 0.35 }, z: 1, animation: false });
+          connectNulls: false, smooth: 0.5,  // the receiver reports whole degrees: smoothed, a track reads as a path
+          lineStyle: { color: c, width: 2, opacity: 0.35 }, z: 1, animation: false });
       series.push({ name, type: "scatter", coordinateSystem: "polar", z: 3, animation: false,
         data: sats.filter((s) => s.constellation === name).map((s) => ({ value: [90 - s.elevation_deg, s.azimuth_deg], sat: s, name: label(s),
           symbolSize: s.used ? 23 : 20,
