@@ -112,7 +112,7 @@
       dataZoom: [{ type: "inside", xAxisIndex: 0, filterMode: "filter", ...zoom },
         ...(opts.slider ? [{ type: "slider", xAxisIndex: 0, filterMode: "filter", height: 20, bottom: 6, ...zoom,
           labelFormatter: (v) => clock(v), borderColor: "#d8dde3" }] : [])],
-      series: series.map((s, i) => ({ name: s.name, type: "line", showSymbol: false, connectNulls: false, sampling: "lttb",
+      series: series.map((s, i) => ({ name: s.name, type: "line", showSymbol: false, connectNulls: false,
         lineStyle: { width: 1.3, color: s.color }, itemStyle: { color: s.color }, data: s.data,
         ...(i === 0 ? { markArea: shading(opts.runs), markLine: markerLines(opts.marks, opts.labels) } : {}) })),
     }, { replaceMerge: ["series", "dataZoom"] });
@@ -165,9 +165,10 @@
     const all = last.quality.rows;
     const rows = lockedOnly ? all.filter((r) => r.state === "LOCKED") : all;
     const until = last.until_ms;
-    // the axis spans the data (and the markers after it), not the empty part of the window before the first record
-    const x0 = all.length ? all[0].posix_ms : until - last.window_s * 1000;
-    const marks = markersOf(last.audit, x0, until);
+    // the axis spans the data and the markers, not the empty part of the window before the first of them
+    const marks = markersOf(last.audit, until - last.window_s * 1000, until);
+    const times = [...(all.length ? [all[0].posix_ms] : []), ...marks.map((m) => m.posix_ms)];
+    const x0 = times.length ? Math.min(...times) : until - last.window_s * 1000;
     const end = all.length ? all[all.length - 1].posix_ms + 1000 * all[all.length - 1].span_s : until;
     const x1 = Math.max(x0 + 1000, Math.min(until, Math.max(end, ...marks.map((m) => m.posix_ms + 1000))));
     const runs = stateRuns(all);
