@@ -13,7 +13,6 @@ import io
 import math
 from typing import Any
 
-import numpy as np
 from flask import Blueprint, Response, current_app, jsonify, request
 
 from appliance.alarms import CATALOG, HISTORY_KINDS, Episode, episodes, select
@@ -74,9 +73,12 @@ def status() -> Any:
 
 @bp.route("/satellites")
 def satellites() -> Any:
+    """The satellites in view, and where each was over the last half hour (``tracks``: azimuth, elevation pairs)."""
     s = ctx_of().status()
+    tracks = ctx_of().sky_tracks
     return jsonify({"at_tai_ns": s["at_tai_ns"], "satellites": s["satellites"],
-                    "constellations": s["constellations"], "receiver": s["receiver"]})
+                    "constellations": s["constellations"], "receiver": s["receiver"],
+                    "tracks": tracks() if tracks else []})
 
 
 @bp.route("/alarms")
@@ -299,26 +301,32 @@ def quality_csv() -> Any:
 
 @bp.route("/stability")
 def stability() -> Any:
-    """ADEV, MTIE and TDEV of the last hour's phase record (one sample a second), with the G.8272 PRTC masks."""
+    """ADEV, MTIE and TDEV of the range's LOCKED one-second phase samples (default: the last hour), every continuous
+    stretch of them and never across a gap (``appliance.stability``), with the G.8272 PRTC masks and a verdict per
+    mask: ``verdicts[name]`` is ``{"passed": true|false|null, "text": ..., "failed_metric", "failed_tau_s", ...}``."""
     from appliance import metrics
+    from appliance.stability import MIN_SAMPLES, locked_stability
 
     ctx = ctx_of()
     try:
         since, until = _range()
     except ValueError as exc:
         return _error(400, str(exc))
-    rows = [r for r in (ctx.quality.query(since, until) if ctx.quality else []) if r.span_s == 1]
-    phase = [r.phase_offset_ns for r in rows if r.phase_offset_ns is not None]
-    if len(phase) < 16:
-        return jsonify({"samples": len(phase), "taus_s": [], "note": "fewer than 16 one-second phase samples"})
-    x = np.asarray(phase, dtype=float)
-    taus = metrics.default_taus_s(x.size, 1.0)
-    out: dict[str, Any] = {"samples": int(x.size), "taus_s": taus, "adev": _finite(metrics.adev(x, 1.0, taus)),
-                           "mtie_ns": _finite(metrics.mtie_ns(x, 1.0, taus)),
-                           "tdev_ns": _finite(metrics.tdev_ns(x, 1.0, taus)), "masks": {}}
+    result = locked_stability(ctx.quality.query(since, until) if ctx.quality else [])
+    verdicts = {v.mask: {"passed": v.passed, "text": v.text, "failed_metric": v.failed_metric,
+                         "failed_tau_s": v.failed_tau_s, "measured_ns": v.measured_ns, "limit_ns": v.limit_ns}
+                for v in result.verdicts}
+    out: dict[str, Any] = {"samples": result.samples, "stretches": result.stretches, "longest_s": result.longest_s,
+                           "taus_s": list(result.taus_s), "verdicts": verdicts}
+    if not result.taus_s:
+        out["note"] = (f"{result.samples} locked one-second phase samples, the longest continuous stretch "
+                       f"{result.longest_s} s: at least {MIN_SAMPLES} s are needed")
+        return jsonify(out)
+    out.update({"adev": _finite(list(result.adev)), "mtie_ns": _finite(list(result.mtie_ns)),
+                "tdev_ns": _finite(list(result.tdev_ns)), "masks": {}})
     for name, mask in metrics.MASKS.items():
-        out["masks"][name] = {"mtie_ns": _finite([mask.mtie_limit_ns(t) for t in taus]),
-                              "tdev_ns": _finite([mask.tdev_limit_ns(t) for t in taus])}
+        out["masks"][name] = {"mtie_ns": _finite([mask.mtie_limit_ns(t) for t in result.taus_s]),
+                              "tdev_ns": _finite([mask.tdev_limit_ns(t) for t in result.taus_s])}
     return jsonify(out)
 
 
@@ -332,7 +340,8 @@ def _finite(values: list[float]) -> list[float | None]:
 
 
 def _record(r: Any) -> dict[str, Any]:
-    return {"seq": r.seq, "at_tai_ns": r.at_tai_ns, "utc": ctx_of().utc_label(r.at_tai_ns), "kind": r.kind,
+    return {"seq": r.seq, "at_tai_ns": r.at_tai_ns, "utc": ctx_of().utc_label(r.at_tai_ns),
+            "posix_ms": ctx_of().posix_ms(r.at_tai_ns), "kind": r.kind,
             "actor": r.actor, "text": r.text, "detail": r.detail, "hash": r.hash}
 
 

@@ -55,6 +55,7 @@ class WebContext:
     utc_label: Callable[[int], str] = str
     posix_ms: Callable[[int], int] = lambda tai_ns: tai_ns // 1_000_000  # noqa: E731 - for chart axes
     now_tai_ns: Callable[[], int] = time.time_ns
+    sky_tracks: Callable[[], list[dict[str, Any]]] | None = None  # SkyTracks.tracks: the satellites' recent positions
     wall_s: Callable[[], float] = time.time  # host time for sessions, lockouts and tokens (a test moves it)
     metrics_public: bool = False
     session_timeout_s: int = 3600

@@ -51,7 +51,8 @@ def document() -> dict[str, Any]:
         "security": [{"token": []}, {"session": []}],
         "paths": {
             "/status": {"get": _op("The appliance's status: clock, receiver, GNSS integrity, leap, outputs, alarms")},
-            "/satellites": {"get": _op("Satellites in view with azimuth, elevation, C/N0 and use")},
+            "/satellites": {"get": _op("Satellites in view with azimuth, elevation, C/N0 and use, and their "
+                                       "tracks (recent azimuth and elevation)")},
             "/alarms": {"get": _op(
                 "Active alarms (stable ID, X.733 severity, probable cause, what to do, since when, acknowledgement), "
                 "the history pairing each raise with its clear (newest first), and the alarm catalogue",
@@ -122,7 +123,8 @@ def document() -> dict[str, Any]:
                                                                  "maximum": 5000}}])},
             "/quality.csv": {"get": _op("The time-quality record of a range as CSV", params=_RANGE,
                                         content={"text/csv": {"schema": {"type": "string"}}})},
-            "/stability": {"get": _op("ADEV, MTIE and TDEV of the phase record with the G.8272 PRTC masks",
+            "/stability": {"get": _op("ADEV, MTIE and TDEV of the LOCKED one-second phase samples (never across a "
+                                      "gap) with the G.8272 PRTC masks and a pass/fail verdict per mask",
                                       params=_RANGE)},
             "/system": {"get": _op("Version, uptime, CPU and memory of each process (appliance, NTP workers, NTS-KE, "
                                    "console, SNMP agent), disk use of the state directory, and NTP client "

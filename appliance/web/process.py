@@ -70,7 +70,10 @@ class Feed:
     """What the appliance last published, as the console's WebContext reads it (from any thread)."""
 
     def __init__(self, publication: dict[str, Any]):
+        from appliance.web.skytracks import SkyTracks
+
         self.table: leap.LeapTable = publication["leap"]
+        self.sky = SkyTracks()  # the satellites' recent positions, for the sky plot's tracks
         self.take(publication)
 
     def take(self, publication: dict[str, Any]) -> None:
@@ -78,6 +81,7 @@ class Feed:
             self.table = publication["leap"]
         self.latest: dict[str, Any] = publication["status"]
         self.at_mono_ns = int(publication["at_mono_ns"])  # CLOCK_MONOTONIC: one clock for both processes
+        self.sky.add(self.latest)
 
     def now_tai_ns(self) -> int:
         return int(self.latest["at_tai_ns"]) + time.monotonic_ns() - self.at_mono_ns
@@ -140,7 +144,8 @@ def console_context(start: dict[str, Any], feed: Feed, channel: Channel) -> Any:
         status=lambda: feed.latest, command=command, users=users,
         settings=SettingsEditor(config, state_dir, apply_live), audit=store, audit_append=audit_append,
         quality=quality, export_bundle=export if store is not None else None, utc_label=feed.label,
-        now_tai_ns=feed.now_tai_ns, posix_ms=feed.posix_ms, metrics_public=w.metrics_public,
+        now_tai_ns=feed.now_tai_ns, posix_ms=feed.posix_ms, sky_tracks=feed.sky.tracks,
+        metrics_public=w.metrics_public,
         session_timeout_s=w.session_timeout_s, rate_per_s=float(w.rate_per_s), rate_burst=5 * w.rate_per_s,
         budget_per_s=float(w.max_requests_per_s), state_dir=state_dir)
 

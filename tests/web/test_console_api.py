@@ -145,10 +145,19 @@ def test_quality_csv_parses(api: tuple[ConsoleEnv, Any, dict[str, str]]) -> None
 def test_stability_of_the_phase_record(api: tuple[ConsoleEnv, Any, dict[str, str]]) -> None:
     _, client, auth = api
     body = client.get("/api/v1/stability", headers=auth).get_json()
-    assert body["samples"] == QUALITY_SECONDS and body["taus_s"]
+    locked = 250  # the record's first 250 s are LOCKED, the rest HOLDOVER: only the locked seconds are judged
+    assert QUALITY_SECONDS > locked and (body["samples"], body["stretches"], body["longest_s"]) == (locked, 1, locked)
+    assert body["taus_s"] and max(body["taus_s"]) <= (locked - 1) // 3
     for name in ("adev", "mtie_ns", "tdev_ns"):
         assert len(body[name]) == len(body["taus_s"])
     assert body["masks"]
+    # a 5 ns sine of period 107 s: MTIE stays below both masks, TDEV rises above 1 ns (PRTC-B) at 20 s, 3 ns at 40 s
+    a, b = body["verdicts"]["PRTC-A"], body["verdicts"]["PRTC-B"]
+    assert (a["passed"], a["failed_metric"], a["failed_tau_s"], a["limit_ns"]) == (False, "TDEV", 40, 3)
+    assert (b["passed"], b["failed_metric"], b["failed_tau_s"], b["limit_ns"]) == (False, "TDEV", 20, 1)
+    assert b["text"] == f"PRTC-B: fail at τ = 20 s (TDEV 1.6 ns above the mask's 1.0 ns; {locked} s of locked data)"
+    short = client.get("/api/v1/stability?since=-10", headers=auth).get_json()
+    assert short["taus_s"] == [] and short["verdicts"]["PRTC-A"]["passed"] is None and "at least 16 s" in short["note"]
 
 
 # --- audit ----------------------------------------------------------------------------------------------------------

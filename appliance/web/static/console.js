@@ -254,21 +254,6 @@
     text("rx-position", e && e.position ? where(e.position) : "-");
     integrityChecks(d.integrity);
     const sats = d.satellites;
-    const byConst = {};
-    for (const s of sats) (byConst[s.constellation] = byConst[s.constellation] || []).push(s);
-    const sky = chart("skyplot");
-    if (sky) sky.setOption({
-      title: { text: "Sky", left: "center", textStyle: { fontSize: 13 } }, legend: { bottom: 0 },
-      polar: { radius: "72%" },
-      angleAxis: { type: "value", min: 0, max: 360, startAngle: 90, clockwise: true, interval: 45,
-        axisLabel: { formatter: (v) => ({ 0: "N", 90: "E", 180: "S", 270: "W" }[v] || "") } },
-      radiusAxis: { type: "value", min: 0, max: 90, interval: 30, axisLabel: { formatter: (v) => (90 - v) + "°" } },
-      tooltip: { formatter: (p) => p.seriesName + " " + p.data[2] + ": el " + (90 - p.data[0]) + "°, az " + p.data[1] + "°" },
-      series: Object.entries(byConst).map(([name, list]) => ({ name, type: "scatter", coordinateSystem: "polar", symbolSize: 14,
-        itemStyle: { color: COLORS[name] || "#555" },
-        data: list.filter((s) => s.elevation_deg !== null && s.azimuth_deg !== null).map((s) => ({
-          value: [90 - s.elevation_deg, s.azimuth_deg, s.prn], itemStyle: { opacity: s.used ? 1 : 0.35 } })) })),
-    }, true);
     const bars = chart("cn0");
     const withCn0 = sats.filter((s) => s.cn0_dbhz !== null);
     if (bars) bars.setOption({
@@ -281,35 +266,6 @@
     if (tb) tb.replaceChildren(...sats.map((s) => row([s.constellation, s.prn, s.elevation_deg ?? "-", s.azimuth_deg ?? "-", s.cn0_dbhz ?? "-", s.used ? "yes" : "no"])));
   }
 
-  function line(id, title, unit, points) {
-    const ch = chart(id); if (!ch) return;
-    ch.setOption({ title: { text: title, left: "center", textStyle: { fontSize: 13 } }, tooltip: { trigger: "axis" },
-      grid: { left: 70, right: 20 }, xAxis: { type: "time" }, yAxis: { type: "value", name: unit, scale: true },
-      series: [{ type: "line", showSymbol: false, data: points }] }, true);
-  }
-  function loglog(id, title, unit, taus, series) {
-    const ch = chart(id); if (!ch) return;
-    ch.setOption({ title: { text: title, left: "center", textStyle: { fontSize: 13 } }, tooltip: { trigger: "axis" },
-      legend: { bottom: 0 }, grid: { left: 70, right: 20, bottom: 50 },
-      xAxis: { type: "log", name: "τ (s)" }, yAxis: { type: "log", name: unit },
-      series: series.map(([name, values, dashed]) => ({ name, type: "line", showSymbol: !dashed,
-        lineStyle: dashed ? { type: "dashed" } : {}, data: taus.map((t, i) => [t, values[i]]).filter((p) => p[1] !== null && p[1] > 0) })) }, true);
-  }
-  async function plots() {
-    const since = $("window").value;
-    $("csv").href = "/api/v1/quality.csv?since=" + since;
-    const q = await getJSON("/api/v1/quality?since=" + since + "&max_points=1200");
-    const t = (r) => r.posix_ms;
-    line("plot-phase", "Phase offset", "ns", q.rows.filter((r) => r.phase_offset_ns !== null).map((r) => [t(r), r.phase_offset_ns]));
-    line("plot-frequency", "Frequency", "ppb", q.rows.filter((r) => r.frequency_ppb !== null).map((r) => [t(r), r.frequency_ppb]));
-    line("plot-bound", "Error bound", "ns", q.rows.filter((r) => r.error_bound_ns !== null).map((r) => [t(r), r.error_bound_ns]));
-    const st = await getJSON("/api/v1/stability?since=-3600");
-    text("stability-note", st.samples + " one-second phase samples" + (st.note ? ": " + st.note : ""));
-    if (!st.taus_s.length) return;
-    loglog("plot-mtie", "MTIE", "ns", st.taus_s, [["MTIE", st.mtie_ns], ["PRTC-A", st.masks["PRTC-A"].mtie_ns, true], ["PRTC-B", st.masks["PRTC-B"].mtie_ns, true]]);
-    loglog("plot-tdev", "TDEV", "ns", st.taus_s, [["TDEV", st.tdev_ns], ["PRTC-A", st.masks["PRTC-A"].tdev_ns, true], ["PRTC-B", st.masks["PRTC-B"].tdev_ns, true]]);
-    loglog("plot-adev", "ADEV", "", st.taus_s, [["ADEV", st.adev]]);
-  }
   function cell(tr, value, cls) { const td = document.createElement("td"); if (cls) td.className = cls;
     if (value instanceof Node) td.appendChild(value); else td.textContent = value; tr.appendChild(td); return td; }
   function sevBadge(severity) { const b = document.createElement("span"); b.className = "sev sev-" + severity; b.textContent = severity.toUpperCase(); return b; }
@@ -377,7 +333,6 @@
     every(gnss, 2000);
     for (const b of document.querySelectorAll("button[data-integrity]")) b.addEventListener("click", () => integrityCommand(b.dataset.integrity, gnss));
   }
-  else if (page === "plots") { every(plots, 10000); $("window").addEventListener("change", () => plots()); }
   else if (page === "alarms") {
     every(alarmsPage, 2000);
     for (const id of ["filter-severity", "filter-state"]) { const el = $(id); if (el) el.addEventListener("change", () => status().then(alarmHistory)); }
