@@ -190,17 +190,18 @@ def clock_accuracy_meaning(code: int) -> str:
 _STATE_WORDS = {"FREERUN": "clock free-running", "ACQUIRING": "clock acquiring a reference",
                 "HOLDOVER": "clock in holdover", "HOLDOVER_EXPIRED": "holdover past its promise",
                 "LOCKED": "clock locked"}
-_CLOCK_CODES = ("clock-unlocked", "clock-holdover", "clock-holdover-expired")
+_CAUSES = ("gnss-", "reference-", "leap-")  # alarms that can be why the time is not traceable
 
 
 def judge(clock: ClockStatus, active_reference: str | None, alarms: tuple[AlarmRow, ...], since_utc: str
           ) -> Verdict:
     """The verdict from what the clock advertises (PTP's timeTraceable), the active reference and the most severe
-    alarm that is not the clock's own (the cause, when there is one)."""
+    alarm of a reference, its integrity or the UTC offset (the cause, when there is one; an output's fault is not why
+    the time is not traceable)."""
     adv = clock.advertised
     traceable = bool(adv.time_traceable) if adv is not None else clock.state == "LOCKED"
     bound = "unknown" if clock.error_bound_ns is None else _ns_text(clock.error_bound_ns, signed=False)
-    cause = next((a for a in alarms if a.code not in _CLOCK_CODES), None)
+    cause = next((a for a in alarms if a.code.startswith(_CAUSES)), None)
     if traceable and clock.state == "LOCKED":
         level, headline = "traceable", "serving traceable time"
         reason = f"locked to {active_reference or 'its reference'}, error bound {bound}"

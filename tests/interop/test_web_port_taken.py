@@ -44,8 +44,9 @@ def test_a_taken_console_port_is_an_alarm_naming_it_and_time_is_still_served(tmp
 
         shown = subprocess.run([sys.executable, "-m", "appliance", "status", "--set", f"state_dir={state}"],
                                capture_output=True, text=True, env=ENV, timeout=60).stdout
-        assert f"[major] web-not-serving: web console not served: cannot serve on 127.0.0.1 port {port}: TCP port " \
-               f"{port} is already in use" in shown
+        assert f"#34  MAJOR    web-not-serving: web console not served: cannot serve on 127.0.0.1 port {port}: " \
+               f"TCP port {port} is already in use" in shown
+        assert "web console" not in shown.splitlines()[0]  # the verdict's cause is the time's, not the console's
         assert f"Web console     : NOT SERVING: cannot serve on 127.0.0.1 port {port}: TCP port {port} is already in " \
                "use by another program" in shown
 

@@ -231,3 +231,11 @@ def test_the_readme_documents_the_catalogue() -> None:
     readme = (ROOT.parent / "README.md").read_text()
     for spec in CATALOG.values():
         assert f"| {spec.id} | `{spec.code}` | {spec.severity.value} | {spec.title} |" in readme, spec.code
+
+
+def test_an_outputs_fault_is_not_the_verdicts_cause() -> None:
+    book = AlarmBook()
+    book.apply([Alarm("clock-unlocked", Severity.CRITICAL, True, "clock free-running", S),
+                Alarm("ntp-not-serving", Severity.CRITICAL, True, "NTP not served: port 123 taken", S)])
+    v = judge(clock("FREERUN", bound=None, reason="starting"), None, book.rows(), "t")
+    assert v.reason == "clock free-running (starting)"

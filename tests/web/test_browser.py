@@ -42,10 +42,11 @@ def serving(status: dict) -> bool:
     return bool(status["outputs"].get("web", {}).get("serving"))
 
 
-def add_user(state: Path, name: str, role: str) -> None:
+def add_user(state: Path, name: str, role: str, password: str | None = None) -> None:
+    """A console user made as an admin makes one, with ``appliance user add``."""
     out = subprocess.run([sys.executable, "-m", "appliance", "user", "add", name, "--role", role, "--password-stdin",
-                          "--set", f"state_dir={state}"], input=PASSWORDS[name] + "\n", capture_output=True,
-                         text=True, env=ENV, timeout=30)
+                          "--set", f"state_dir={state}"], input=(password or PASSWORDS[name]) + "\n",
+                         capture_output=True, text=True, env=ENV, timeout=30)
     assert out.returncode == 0, out.stderr
 
 

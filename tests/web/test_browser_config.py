@@ -10,8 +10,6 @@ viewer sees the same page with nothing to change.  A full-page screenshot of eac
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,8 @@ import pytest
 from playwright.sync_api import expect
 
 from appliance import config as cfg
-from tests.interop.procs import ENV, appliance, free_tcp_port, stop, wait_for
+from tests.interop.procs import appliance, free_tcp_port, stop, wait_for
+from tests.web import test_browser as browser_tests
 from tests.web.test_browser import browser  # noqa: F401, F811  (the fixture: Debian's Chromium under Playwright)
 
 pytestmark = [pytest.mark.interop]
@@ -29,10 +28,7 @@ PASSWORDS = {"admin2": "admin-config-pass-3", "viewer": "viewer-config-pass-4"}
 
 
 def add_user(state: Path, name: str, role: str) -> None:
-    out = subprocess.run([sys.executable, "-m", "appliance", "user", "add", name, "--role", role, "--password-stdin",
-                          "--set", f"state_dir={state}"], input=PASSWORDS[name] + "\n", capture_output=True,
-                         text=True, env=ENV, timeout=30)
-    assert out.returncode == 0, out.stderr
+    browser_tests.add_user(state, name, role, PASSWORDS[name])
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,6 @@ sees the verdict and the alarms but no acknowledge button.  Screenshots in artif
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,9 +21,9 @@ import pytest
 from playwright.sync_api import expect
 
 from appliance.edge import control
-from tests.interop.peers import require
-from tests.interop.procs import ENV, appliance, free_tcp_port, stop, wait_for
-from tests.web.test_browser import ARTIFACTS, login, shot
+from tests.interop.procs import appliance, free_tcp_port, stop, wait_for
+from tests.web import test_browser as browser_tests
+from tests.web.test_browser import ARTIFACTS, browser, login, shot  # noqa: F401  (browser: the fixture)
 
 pytestmark = [pytest.mark.interop]
 PASSWORDS = {"operator": "operator-pass-77", "viewer": "viewer-pass-77"}
@@ -35,10 +33,7 @@ FAST = ["--set", "clock.warmup_s=0", "--set", "clock.qualify_s=3", "--set", "ntp
 
 
 def add_user(state: Path, name: str, role: str) -> None:
-    out = subprocess.run([sys.executable, "-m", "appliance", "user", "add", name, "--role", role, "--password-stdin",
-                          "--set", f"state_dir={state}"], input=PASSWORDS[name] + "\n", capture_output=True,
-                         text=True, env=ENV, timeout=30)
-    assert out.returncode == 0, out.stderr
+    browser_tests.add_user(state, name, role, PASSWORDS[name])
 
 
 @pytest.fixture(scope="module")
@@ -58,17 +53,6 @@ def unit(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]
         (ARTIFACTS / "operator-appliance.log").parent.mkdir(parents=True, exist_ok=True)
         (ARTIFACTS / "operator-appliance.log").write_text(err)
         assert code == 0, err
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    chromium = require("chromium")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
-        yield b
-        b.close()
 
 
 def ask(state: Path, request: dict[str, Any]) -> dict[str, Any]:
