@@ -7,7 +7,9 @@ whatever page is open, without a reload.  The alarm page lists the alarms with t
 probable cause and what to do; the operator acknowledges one with a comment (audited, shown with who); the same
 alarms with the same IDs and severities are in the status JSON, Prometheus and SNMP's table.  Clear the sky: the
 banner comes back to traceable and the history pairs each raise with its clear, filtered by severity.  A viewer
-sees the verdict and the alarms but no acknowledge button.  Screenshots in artifacts/web/operator-*.png.
+sees the verdict and the alarms but no acknowledge button.  The dashboard says when the clock will be able to hold
+over.  A receiver device that does not exist: the verdict names it, the dashboard shows the open error, the alarm
+page lists gnss-disconnected.  Screenshots in artifacts/web/operator-*.png.
 """
 
 from __future__ import annotations
@@ -81,6 +83,9 @@ def test_the_verdict_follows_the_drills_and_the_operator_acts_on_the_alarms(unit
     expect(page.locator("#verdict-reason")).to_contain_text("locked to gnss, error bound")
     expect(page.locator("#verdict-class")).to_contain_text("clockClass 6 — locked to a primary reference (PRTC)")
     expect(page.locator("#clock-class-meaning")).to_have_text("locked to a primary reference (PRTC)")
+    readiness = ask(state, {"cmd": "status"})["status"]["clock"]["holdover_readiness"]  # a fresh unit: soon
+    expect(page.locator("#holdover-ready")).to_contain_text(
+        "capable, within" if readiness["capable"] else "capable in", timeout=10_000)
     shot(page, "operator-dashboard-traceable")
 
     page.goto(base + "/audit")  # the verdict is on every page, kept live there too
@@ -167,3 +172,35 @@ def test_a_viewer_sees_the_verdict_and_the_alarms_but_cannot_acknowledge(unit: t
     finally:
         assert ask(state, {"cmd": "world", "action": "receiver-on"})["ok"]
     page.context.close()
+
+
+def test_a_missing_receiver_is_named_on_the_console(tmp_path_factory: pytest.TempPathFactory,
+                                                    browser: object) -> None:
+    state = tmp_path_factory.mktemp("no-receiver") / "state"
+    state.mkdir()
+    add_user(state, "operator", "operator")
+    port = free_tcp_port()
+    proc = appliance("run", "--set", f"state_dir={state}", "--set", "gnss.device=/dev/ttyNOPE",
+                     "--set", "ntp.enabled=false", "--set", "web.listen=127.0.0.1", "--set", f"web.port={port}")
+    try:
+        wait_for(state, lambda s: bool(s["outputs"]["web"].get("serving")), timeout_s=60)
+        base = f"https://127.0.0.1:{port}"
+        page: Any = login(browser, base, "operator", PASSWORDS["operator"])
+        opened = "cannot open /dev/ttyNOPE: No such file or directory"
+        expect(page.locator("#verdict-headline")).to_have_text("not traceable", timeout=20_000)
+        expect(page.locator("#verdict-reason")).to_have_text(f"clock free-running: GNSS receiver disconnected ({opened})")
+        expect(page.locator("#receiver-error")).to_have_text(f"gnss0 disconnected: {opened}")
+        expect(page.locator("#holdover-ready")).to_contain_text("not capable")
+        expect(page.locator("#integrity-level")).to_have_text("no data")
+        shot(page, "operator-dashboard-no-receiver")
+        page.goto(base + "/alarms")
+        row = page.locator("#active-gnss-disconnected")
+        expect(row).to_contain_text("MAJOR", timeout=10_000)
+        expect(row).to_contain_text(opened)
+        expect(row.locator("td").first).to_have_text("10")
+        expect(row).to_contain_text("receiverFailure")
+        shot(page, "operator-alarms-no-receiver")
+        page.context.close()
+    finally:
+        code, err = stop(proc)
+        assert code == 0, err
