@@ -291,7 +291,7 @@ def cmd_reference(args: argparse.Namespace) -> int:
                      f"reference {args.action}")
     if reply is None:
         return 1
-    print(f"{reply['done']}; active reference: {reply['active'] or 'none (holdover)'}")
+    print(f"{reply['done']}; active reference: {reply['active'] or 'none'}")
     return 0
 
 

@@ -400,7 +400,7 @@ class Router:
         self.selector.phase_bound_ns = self.clock.bound_ns(raw_ns) if state is ClockState.HOLDOVER else None
 
     def _switched(self, ev: RefSwitched, now: Now) -> None:
-        new = ev.new or "none (holdover)"
+        new = ev.new or "none"  # the clock then holds over if it learned enough, else it free-runs: its own state says
         text = f"reference {ev.old or 'none'} -> {new}: {ev.reason}"
         if ev.buildout_ns:
             rate = self.selector.policy.slew_ns_per_s

@@ -25,7 +25,7 @@ def entry_for(event: object) -> Entry | None:
     from appliance.refs.selector import RefStateChanged, RefSwitched
 
     if isinstance(event, RefSwitched):
-        text = f"reference {event.old or 'none'} -> {event.new or 'none (holdover)'}: {event.reason}"
+        text = f"reference {event.old or 'none'} -> {event.new or 'none'}: {event.reason}"
         if event.buildout_ns:
             text += f" (phase {event.buildout_ns:+.0f} ns built out)"
         return Entry("reference.switch", "system", text, {"old": event.old, "new": event.new, "reason": event.reason,
