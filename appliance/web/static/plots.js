@@ -208,7 +208,7 @@
     for (const name of ["PRTC-A", "PRTC-B"]) {
       const v = (st.verdicts || {})[name];
       const el = $("verdict-" + name); if (!el) continue;
-      el.className = "verdict " + (!v || v.passed === null ? "verdict-none" : v.passed ? "verdict-pass" : "verdict-fail");
+      el.className = "mask-verdict " + (!v || v.passed === null ? "mask-none" : v.passed ? "mask-pass" : "mask-fail");
       const badge = el.querySelector(".badge"), line = el.querySelector(".verdict-text");
       badge.textContent = !v || v.passed === null ? "NO VERDICT" : v.passed ? "PASS" : "FAIL";
       line.textContent = v ? v.text : name + ": no verdict";
