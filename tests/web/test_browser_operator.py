@@ -87,6 +87,12 @@ def test_the_verdict_follows_the_drills_and_the_operator_acts_on_the_alarms(unit
     expect(page.locator("#holdover-ready")).to_contain_text(
         "capable, within" if readiness["capable"] else "capable in", timeout=10_000)
     shot(page, "operator-dashboard-traceable")
+    for name in ("gnss", "plots", "alarms", "audit", "config", "system"):  # the same banner on every page
+        page.goto(base + "/" + name)
+        expect(page.locator("#verdict-headline")).to_have_text("serving traceable time", timeout=10_000)
+        expect(banner).to_have_css("background-color", "rgb(26, 127, 55)")  # green, whatever the page's own styles
+        expect(page.locator("#verdict-reason")).to_contain_text("locked to gnss")
+        shot(page, f"operator-{name}")
 
     page.goto(base + "/audit")  # the verdict is on every page, kept live there too
     navigations: list[str] = []
