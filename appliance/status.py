@@ -504,7 +504,17 @@ def _ntp_line(ntp: dict[str, Any]) -> str:
     return (f"{where}, {alive}/{len(ntp.get('workers', []))} workers ({fast} fast path): {t.get('requests', 0)} "
             f"requests, {t.get('replies', 0)} replies ({t.get('interleaved', 0)} interleaved, "
             f"{t.get('authenticated', 0)} authenticated), {kods} KoD, {t.get('crypto_nak', 0)} crypto-NAK, "
-            f"{drops} dropped" + (_nts_text(ntp["nts"], t) if ntp.get("nts") else ""))
+            f"{drops} dropped" + _clients_text(ntp.get("clients"))
+            + (_nts_text(ntp["nts"], t) if ntp.get("nts") else ""))
+
+
+def _clients_text(clients: dict[str, Any] | None) -> str:
+    """The request rate and the busiest clients of the last minute, when the workers report them."""
+    if not clients or clients.get("request_rate_per_s") is None:
+        return ""
+    top = ", ".join(f"{c['client']} {c['requests']}" for c in (clients.get("top") or [])[:3])
+    return (f"; {clients['request_rate_per_s']:.1f} requests/s over {clients['rate_window_s']:.0f} s"
+            + (f", busiest in {clients['window_s']} s: {top}" if top else ""))
 
 
 def _nts_text(nts: dict[str, Any], t: dict[str, Any]) -> str:

@@ -99,6 +99,9 @@ def _ntp(ntp: dict[str, Any]) -> Iterator[Metric]:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             family.add_metric([key], float(value))
     yield family
+    clients = ntp.get("clients") or {}
+    yield _gauge("appliance_ntp_request_rate", "NTP requests per second over the last minute (all workers)",
+                 clients.get("request_rate_per_s"))
     nts = ntp.get("nts")
     if nts:
         ke = CounterMetricFamily("appliance_nts_ke_connections", "NTS-KE connections by outcome", labels=["outcome"])

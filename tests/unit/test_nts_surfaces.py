@@ -36,3 +36,14 @@ def test_prometheus_families() -> None:
     assert families["appliance_nts_cookie_key_age_seconds"].samples[0].value == 7300
     packets = {s.labels["outcome"]: s.value for s in families["appliance_ntp_packets"].samples}
     assert packets["nts"] == 30 and packets["nts_nak"] == 4
+
+
+def test_the_ntp_clients_are_in_the_status_line_and_the_metrics() -> None:
+    clients = {"request_rate_per_s": 2.834, "rate_window_s": 17.0, "window_s": 60, "kod_sent": 1, "rate_limited": 11,
+               "top": [{"client": "127.0.0.1", "requests": 48, "error": 0},
+                       {"client": "2001:db8::/64", "requests": 7, "error": 0}]}
+    line = status_text._ntp_line(NTP | {"clients": clients})
+    assert "; 2.8 requests/s over 17 s, busiest in 60 s: 127.0.0.1 48, 2001:db8::/64 7" in line
+    rate = next(m for m in _ntp(NTP | {"clients": clients}) if m.name == "appliance_ntp_request_rate")
+    assert rate.samples[0].value == 2.834
+    assert "requests/s" not in status_text._ntp_line(NTP)  # an appliance whose workers do not report them
