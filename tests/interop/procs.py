@@ -36,8 +36,16 @@ def appliance(*args: str, **kwargs: Any) -> subprocess.Popen:
         extra = ["--set", "ntp.listen=127.0.0.1", "--set", f"ntp.port={free_udp_port()}", "--set", "ntp.workers=1"]
     if args and args[0] == "run" and not any(a.startswith("web.") for a in args):  # the console, on loopback too
         extra += ["--set", "web.listen=127.0.0.1", "--set", f"web.port={free_tcp_port()}"]
-    return subprocess.Popen([sys.executable, "-m", "appliance", *args, *extra], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "appliance", *args, *extra], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=ENV, **kwargs)
+    if args and args[0] == "run":
+        state = next((a.split("=", 1)[1] for a in args if a.startswith("state_dir=")), None)
+        if state is not None:
+            _RUNS[str(Path(state))] = proc
+    return proc
+
+
+_RUNS: dict[str, subprocess.Popen] = {}  # the last ``appliance run`` started on each state directory
 
 
 def status(state_dir: Path) -> dict[str, Any] | None:
@@ -49,10 +57,14 @@ def status(state_dir: Path) -> dict[str, Any] | None:
 def wait_for(state_dir: Path, predicate: Callable[[dict[str, Any]], bool], timeout_s: float = 20.0) -> dict[str, Any]:
     deadline = time.monotonic() + timeout_s
     last = None
+    run = _RUNS.get(str(Path(state_dir)))
     while time.monotonic() < deadline:
         last = status(state_dir)
         if last is not None and predicate(last):
             return last
+        if last is None and run is not None and run.poll() is not None:  # gone: nothing to wait for
+            raise AssertionError(f"the appliance on {state_dir} exited with {run.returncode} before the condition "
+                                 f"was met: {(run.stderr.read() if run.stderr else '')[-2000:]}")
         time.sleep(0.3)
     raise AssertionError(f"condition not met within {timeout_s} s; last status: {json.dumps(last)[:2000]}")
 
