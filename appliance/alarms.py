@@ -338,6 +338,12 @@ def episodes(records: Iterable[Mapping[str, Any]]) -> list[Episode]:
     return out
 
 
+def from_audit(records: Iterable[Any]) -> list[Episode]:
+    """The episodes of the audit store's alarm records, given newest first as the store returns them."""
+    return episodes([{"kind": r.kind, "at_tai_ns": r.at_tai_ns, "actor": r.actor, "text": r.text, "detail": r.detail}
+                     for r in reversed(list(records))])
+
+
 def _alarm_text(record_text: str) -> str:
     """The alarm's own words from its audit record ("raised [major] GNSS receiver has no fix ...")."""
     for head in ("raised ", "cleared "):

@@ -346,9 +346,7 @@ def _alarm_history(args: argparse.Namespace) -> int:
     except AuditError as exc:
         print(f"appliance: alarm history: {exc}", file=sys.stderr)
         return 1
-    found = alarms.select(alarms.episodes([{"kind": r.kind, "at_tai_ns": r.at_tai_ns, "actor": r.actor,
-                                             "text": r.text, "detail": r.detail} for r in reversed(records)]),
-                          args.severity, args.code, args.state, args.search)
+    found = alarms.select(alarms.from_audit(records), args.severity, args.code, args.state, args.search)
     for e in found[:max(1, args.last)]:
         def utc(ns: int | None) -> str:
             return "still active" if ns is None else leap.tai_to_utc(ns, table).iso_ms()

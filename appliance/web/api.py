@@ -15,7 +15,7 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from appliance.alarms import CATALOG, HISTORY_KINDS, Episode, episodes, select
+from appliance.alarms import CATALOG, HISTORY_KINDS, Episode, from_audit, select
 from appliance.units import NS_PER_S
 from appliance.web.app import audit, audit_verified, ctx_of, needs
 from appliance.web.openapi import document
@@ -104,10 +104,7 @@ def alarm_history(ctx: Any, severity: str | None = None, code: str | None = None
     """The alarm history from the audit trail (its last 4,000 alarm records), paired and filtered."""
     if ctx.audit is None:
         return []
-    records = ctx.audit.records(kinds=list(HISTORY_KINDS), limit=4000)
-    plain = [{"kind": r.kind, "at_tai_ns": r.at_tai_ns, "actor": r.actor, "text": r.text, "detail": r.detail}
-             for r in reversed(records)]
-    return select(episodes(plain), severity, code, state, search)
+    return select(from_audit(ctx.audit.records(kinds=list(HISTORY_KINDS), limit=4000)), severity, code, state, search)
 
 
 @bp.route("/alarms/<code>/ack", methods=["POST"])

@@ -322,6 +322,7 @@
   }
 
   function every(fn, ms) { const run = () => fn().catch((e) => console.warn(e)); run(); return setInterval(run, ms); }
+  window.consoleApi = { getJSON, text };  // for the page scripts loaded after this one (plots.js)
   if ($("verdict")) every(verdict, 500);
   window.addEventListener("resize", () => Object.values(charts).forEach((c) => c.resize()));
   if (page === "dashboard") {

@@ -27,13 +27,7 @@
   const charts = {};
   let last = null;  // the last quality, markers and stability answers: the toggle redraws without asking again
 
-  async function getJSON(url) {
-    const r = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
-    if (r.status === 401) { window.location = "/login"; throw new Error("logged out"); }
-    if (!r.ok) throw new Error(url + ": " + r.status);
-    return r.json();
-  }
-  function text(id, value) { const el = $(id); if (el && el.textContent !== String(value)) el.textContent = value; }
+  const { getJSON, text } = window.consoleApi;  // console.js, loaded before this script
   function chart(id) {
     if (!charts[id]) { const el = $(id); if (!el || !window.echarts) return null; charts[id] = echarts.init(el); }
     return charts[id];
