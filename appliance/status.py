@@ -207,7 +207,8 @@ def judge(clock: ClockStatus, active_reference: str | None, alarms: tuple[AlarmR
         reason = f"locked to {active_reference or 'its reference'}, error bound {bound}"
     elif traceable:
         level, headline = "holdover", "serving traceable time in holdover"
-        reason = f"no reference ({cause.text if cause else clock.reason}); error bound {bound}, within its promise"
+        why = f"no reference ({cause.text})" if cause else f"holding over ({clock.reason})"  # forced: still a reference
+        reason = f"{why}; error bound {bound}, within its promise"
     else:
         level, headline = "not-traceable", "not traceable"
         words = _STATE_WORDS["HOLDOVER_EXPIRED" if clock.state == "HOLDOVER" else clock.state] \

@@ -178,6 +178,8 @@ def test_the_verdict_follows_what_the_clock_advertises() -> None:
     assert (v.traceable, v.headline, v.reason) == (True, "serving traceable time", "locked to gnss, error bound 40 ns")
     v = judge(clock("HOLDOVER"), None, book.rows(), "t")
     assert (v.traceable, v.level) == (True, "holdover") and "GNSS receiver has no fix" in v.reason
+    v = judge(clock("HOLDOVER", reason="holdover forced by web:op"), "gnss", (), "t")
+    assert v.reason == "holding over (holdover forced by web:op); error bound 40 ns, within its promise"
     v = judge(clock("HOLDOVER", in_spec=False), None, (), "t")
     assert (v.traceable, v.level) == (False, "not-traceable") and "holdover past its promise" in v.reason
     v = judge(clock("ACQUIRING", reason="reference qualified for 3 s"), "gnss", (), "t")
