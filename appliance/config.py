@@ -189,7 +189,21 @@ def _coerce(setting: Setting, value: Any, from_text: bool) -> Any:
         ipaddress.ip_address(value)  # ValueError names the bad text
     if kind == "position" and value.strip():
         parse_position(value)
+    if setting.name.endswith("constellations"):
+        parse_constellations(value)
     return value
+
+
+CONSTELLATIONS = ("gps", "glonass", "galileo", "beidou", "qzss", "navic", "sbas")
+
+
+def parse_constellations(text: str) -> tuple[str, ...]:
+    """"gps, galileo,beidou" -> ("gps", "galileo", "beidou"); ValueError naming an unknown one."""
+    names = tuple(n.strip().lower() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in CONSTELLATIONS]
+    if unknown:
+        raise ValueError(f"unknown constellation {unknown[0]!r}; known: {', '.join(CONSTELLATIONS)}")
+    return names
 
 
 def _refuse_control(text: str) -> None:

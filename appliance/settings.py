@@ -94,6 +94,20 @@ class GnssSettings:
       minimum=-1_000_000, maximum=1_000_000, restart=False)
     accuracy_ns: int = S("int", 20, "Time accuracy of receiver, antenna and cabling (part of the error bound)",
       minimum=0, maximum=1_000_000)
+    receiver: str = S("enum", "auto", "Receiver family, for setting it up: u-blox generation 9 and later (ZED-F9T, "
+      "X20: CFG-VALSET), u-blox M8T and older (CFG-* messages), Unicore (UM980/UM982, UM6xx: ASCII commands), or "
+      "any NMEA receiver (listened to, never configured); auto: asked with UBX MON-VER and Unicore VERSIONA",
+      choices=("auto", "ublox9", "ublox8", "unicore", "nmea"))
+    configure: bool = S("bool", True, "Set the receiver up at start and after every reconnect (timing mode, time "
+      "pulse, constellations, messages); false: leave it as it is and read what it sends")
+    configure_store: str = S("enum", "ram", "Where the set-up is kept in the receiver: RAM only (set again after "
+      "every reconnect), or also battery-backed RAM or flash (survives the receiver's power cycle)",
+      choices=("ram", "bbr", "flash"))
+    constellations: str = S("str", "gps,galileo,beidou,glonass", "Constellations the receiver tracks, "
+      "comma-separated (gps, glonass, galileo, beidou, qzss, navic); empty: the receiver's own choice",
+      empty_ok=True)
+    pulse_length_ms: int = S("int", 100, "Length of the receiver's 1 Hz time pulse (rising edge on the second)",
+      minimum=1, maximum=900)
 
 
 @dataclass(frozen=True)
