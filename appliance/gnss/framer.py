@@ -1,17 +1,31 @@
-"""Receiver byte stream -> whole NMEA sentences and u-blox UBX frames, everything else rejected with a reason.
+"""Receiver byte stream -> whole NMEA sentences, u-blox UBX frames and Unicore text lines; the rest rejected.
 
 Pure core.  A receiver line can carry NMEA text, binary UBX frames (a timing receiver sends both on one port, with no
 newline between them), noise after a baud-rate mismatch, and partial reads.  The framer keeps at most one unfinished
 frame of state and resynchronises on the next start byte after any damage, so one bad byte costs one frame.
+
+Unicore receivers answer commands with lines in NMEA framing whose checksum also covers the leading ``$``
+(``$command,MODE,response: OK*5D``), and send ASCII logs such as the VERSIONA answer as ``#NAME,header;fields*crc``
+with a CRC-32 (or, for a few query answers, an XOR that covers the ``#``).  Both come out as ``UnicoreFrame``, an
+``NmeaFrame`` so that a consumer that knows nothing of Unicore counts it and passes it to the NMEA decoder, which
+ignores it.  A ``#`` run that is not a whole, checked log is noise, exactly as it was before logs were framed.
 """
 
 from __future__ import annotations
 
+import re
+import zlib
 from dataclasses import dataclass
 
 from appliance.events import Rejected
 
 NMEA_MAX_LEN = 164  # NMEA 0183 allows 82; proprietary sentences run longer. Beyond twice that is not a sentence.
+# The longest Unicore log the appliance asks for, VERSIONA, is under 200 characters; a '#' run without a line end
+# by this length is noise.
+UNICORE_LOG_MAX_LEN = 512
+# Sentence heads of Unicore lines in NMEA framing whose checksum covers the '$' too: command answers, CONFIG/MASK
+# query answers and the boot banner ("$devicename,COM1*67").  Every published capture of them agrees.
+UNICORE_HEADS = frozenset({"command", "CONFIG", "devicename"})
 UBX_MAX_PAYLOAD = 4096
 UBX_SYNC = b"\xb5\x62"
 # UBX message classes a receiver may send (u-blox interface description, "UBX class IDs"). Anything else after the
@@ -19,13 +33,21 @@ UBX_SYNC = b"\xb5\x62"
 UBX_CLASSES = frozenset({0x01, 0x02, 0x04, 0x05, 0x06, 0x09, 0x0A, 0x0B, 0x0D, 0x10, 0x13, 0x21, 0x27, 0x28, 0x29})
 _BLANK = frozenset(b" \r\n\t\x00")
 _STARTS = (ord("$"), ord("!"), UBX_SYNC[0])
+_HASH = ord("#")  # starts a Unicore ASCII log, but only where a frame may start: inside a sentence it is text
 _PRINTABLE = frozenset(range(0x20, 0x7F)) - {ord("$"), ord("!")}  # what a sentence's body may contain
 _HEX = frozenset(b"0123456789ABCDEFabcdef")
+_LOG = re.compile(rb"#[A-Z][A-Z0-9]*,[\x20-\x7e]*\*([0-9A-Fa-f]{8}|[0-9A-Fa-f]{2})[ \t]*")
 
 
 @dataclass(frozen=True, slots=True)
 class NmeaFrame:
     text: str  # "$GNRMC,...*hh" without the line ending
+
+
+@dataclass(frozen=True, slots=True)
+class UnicoreFrame(NmeaFrame):
+    """A checked Unicore text line: a command answer (``$command,...*hh``), a query answer (``$CONFIG,...*hh``) or
+    an ASCII log (``#VERSIONA,...;...*xxxxxxxx``), without the line ending."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +65,12 @@ def nmea_checksum(body: bytes) -> int:
     for byte in body:
         value ^= byte
     return value
+
+
+def unicore_crc32(data: bytes) -> int:
+    """The CRC-32 of Unicore (and NovAtel) ASCII logs: reflected polynomial 0xEDB88320, register starting at 0 and
+    no final inversion, over the characters between '#' and '*'.  zlib's CRC-32 inverts both ends; undo that."""
+    return zlib.crc32(data, 0xFFFFFFFF) ^ 0xFFFFFFFF
 
 
 def ubx_checksum(data: bytes) -> tuple[int, int]:
@@ -83,8 +111,11 @@ class Framer:
     def flush(self) -> list[Frame | Rejected]:
         """End of stream: whatever is left is an unfinished frame or noise."""
         out: list[Frame | Rejected] = []
-        self._end_junk(out)  # the noise came before the unfinished frame: keep stream order
         rest = bytes(self._buf).strip(bytes(_BLANK))
+        if rest[:1] == b"#":  # an unfinished log line is no frame: it joins the noise before it
+            self._junk += sum(1 for b in rest if b not in _BLANK)
+            rest = b""
+        self._end_junk(out)  # the noise came before the unfinished frame: keep stream order
         if rest:
             what = "ubx" if rest.startswith(UBX_SYNC) else "nmea" if rest[:1] in (b"$", b"!") else "bytes"
             out.append(Rejected(what, "truncated", _preview(rest)))
@@ -96,6 +127,8 @@ class Framer:
         first = self._buf[0]
         if first in (0x24, 0x21):  # '$' or '!'
             return self._take_nmea(out)
+        if first == _HASH:
+            return self._take_log(out)
         if first == UBX_SYNC[0]:
             if len(self._buf) < 2:
                 return False
@@ -111,16 +144,17 @@ class Framer:
         run = self._buf[:end]
         self._junk += sum(1 for b in run if b not in _BLANK)
         del self._buf[:end]
-        if self._buf and self._buf[0] != UBX_SYNC[0]:
-            # A sentence starts: the noise run is over.  A lone 0xB5 at the end of the buffer may still turn out to
-            # be noise, so the run stays open; otherwise how the bytes were chunked would change the noise count.
+        if self._buf and self._buf[0] not in (UBX_SYNC[0], _HASH):
+            # A sentence starts: the noise run is over.  A lone 0xB5 at the end of the buffer, or a '#', may still
+            # turn out to be noise, so the run stays open; otherwise how the bytes were chunked would change the
+            # noise count.
             self._end_junk(out)
 
     def _may_start_frame(self, i: int) -> bool:
-        """Whether the byte at ``i`` can begin a frame: '$', '!', or 0xB5 not followed by anything but 0x62."""
+        """Whether the byte at ``i`` can begin a frame: '$', '!', '#', or 0xB5 not followed by anything but 0x62."""
         byte = self._buf[i]
         if byte != UBX_SYNC[0]:
-            return byte in _STARTS
+            return byte in _STARTS or byte == _HASH
         return i + 1 >= len(self._buf) or self._buf[i + 1] == UBX_SYNC[1]
 
     def _end_junk(self, out: list[Frame | Rejected]) -> None:
@@ -155,6 +189,26 @@ class Framer:
             return True
         return False
 
+    def _take_log(self, out: list[Frame | Rejected]) -> bool:
+        """A Unicore ASCII log runs from '#' to the line end (or, whole, to the next frame); anything else that
+        starts with '#' is noise, of which only the '#' is taken here so that a log right behind it is still found."""
+        buf = self._buf
+        for i in range(1, min(len(buf), UNICORE_LOG_MAX_LEN + 2)):
+            if buf[i] not in _PRINTABLE:  # a line end, a frame start or binary: the candidate ends here
+                frame = _check_log(bytes(buf[:i]))
+                if frame is not None:
+                    del buf[:i]
+                    self._end_junk(out)
+                    out.append(frame)
+                    return True
+                break
+        else:
+            if len(buf) <= UNICORE_LOG_MAX_LEN + 1:
+                return False  # no end yet: wait for more bytes
+        self._junk += 1
+        del buf[:1]
+        return True
+
     def _take_ubx(self, out: list[Frame | Rejected]) -> bool:
         buf = self._buf
         if len(buf) < 6:
@@ -187,9 +241,22 @@ def _check_nmea(line: bytes) -> NmeaFrame | Rejected:
     given, after = line[star + 1 : star + 3], line[star + 3 :]
     # Exactly two hex digits (int() would also take "+5" or " 5"), then at most trailing blanks.
     well_formed = len(given) == 2 and all(c in _HEX for c in given) and not after.strip(bytes(_BLANK))
-    if not well_formed or int(given, 16) != nmea_checksum(line[1:star]):
+    unicore = line[1:].split(b",", 1)[0].decode("ascii") in UNICORE_HEADS
+    sums = (nmea_checksum(line[1:star]), nmea_checksum(line[:star])) if unicore else (nmea_checksum(line[1:star]),)
+    if not well_formed or int(given, 16) not in sums:
         return Rejected("nmea", "bad-checksum", _preview(line))
-    return NmeaFrame(line[: star + 3].decode("ascii"))
+    return (UnicoreFrame if unicore else NmeaFrame)(line[: star + 3].decode("ascii"))
+
+
+def _check_log(line: bytes) -> UnicoreFrame | None:
+    """``#NAME,...*`` and a CRC-32 (8 hex digits) over what lies between '#' and '*', or an XOR (2 hex digits) over
+    the '#' and all up to '*' (the MODE query's answer); None if it is not such a line."""
+    match = _LOG.fullmatch(line)
+    if match is None:
+        return None
+    star, given = match.start(1) - 1, int(match.group(1), 16)
+    expected = unicore_crc32(line[1:star]) if len(match.group(1)) == 8 else nmea_checksum(line[:star])
+    return UnicoreFrame(line[: match.end(1)].decode("ascii")) if given == expected else None
 
 
 def _preview(data: bytes) -> str:

@@ -5,7 +5,8 @@ in view, NMEA 4.10 signal ID) and TXT, from any talker.  Constellation comes fro
 else from the talker, else from the satellite number range, so BeiDou is BeiDou whichever talker carries it.
 Times are parsed here rather than by pynmea2 because ``datetime.time`` cannot hold 23:59:60, and talker PQ is split
 here because pynmea2 takes "$PQGSV" for a proprietary sentence.  Malformed fields are rejected as "bad-field", and
-whatever pynmea2 raises on a sentence it cannot build is "unparseable": nothing escapes.
+whatever pynmea2 raises on a sentence it cannot build is "unparseable": nothing escapes.  Unicore command answers and
+ASCII logs (the framer's ``UnicoreFrame``) are well formed and of no use here: they are ignored, by their name.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 import pynmea2
 
 from appliance.events import Constellation, FixMode, Position, Rejected
+from appliance.gnss.framer import UNICORE_HEADS
 
 C = Constellation
 TALKERS: dict[str, Constellation | None] = {
@@ -136,6 +138,10 @@ def decode(text: str) -> NmeaRecord | Rejected:
     if text.startswith("!"):
         return Ignored(_type_of(text))  # encapsulated (AIS) data: well formed, of no use here
     head, _, rest = text[1:].partition("*")[0].partition(",")
+    if text.startswith("#") or head in UNICORE_HEADS:
+        # A Unicore answer or log: its checksum (over the '$' too) or CRC-32 was checked by the framer, and
+        # pynmea2 would take the first for a bad NMEA checksum.  gnss/unicore.py reads them.
+        return Ignored(head)
     if head[:2] in TALKERS and head[:1] == "P" and head[2:] in HANDLED_TYPES:
         # pynmea2 reads talker PQ ("$PQGSV") as a proprietary sentence from maker "QGS": split it here instead.
         return _decode_fields(head[2:], head[:2], rest.split(","))

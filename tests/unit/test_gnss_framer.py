@@ -1,12 +1,14 @@
-"""Framer: receiver bytes in any chunking -> NMEA sentences, UBX frames and counted rejections."""
+"""Framer: receiver bytes in any chunking -> NMEA sentences, UBX frames, Unicore lines and counted rejections."""
 
 from __future__ import annotations
 
 import pytest
 
+from appliance import leap
 from appliance.events import Rejected
-from appliance.gnss.framer import (NMEA_MAX_LEN, Framer, NmeaFrame, UbxFrame, nmea_checksum, nmea_sentence_bytes,
-                                   ubx_frame_bytes)
+from appliance.gnss.framer import (NMEA_MAX_LEN, UNICORE_LOG_MAX_LEN, Framer, NmeaFrame, UbxFrame, UnicoreFrame,
+                                   nmea_checksum, nmea_sentence_bytes, ubx_frame_bytes, unicore_crc32)
+from appliance.gnss.receiver import GnssReceiver
 
 RMC = "GPRMC,123519,A,4807.038,N,01131.000,E,022.4,084.4,230394,003.1,W"
 GGA = "GPGGA,123519,4807.038,N,01131.000,E,1,08,0.9,545.4,M,46.9,M,,"
@@ -157,3 +159,91 @@ def test_ais_style_sentence_is_framed():
     body = "AIVDM,1,1,,A,13u?etPv2;0n:dDPwUM1U1Cb069D,0"
     line = f"!{body}*{nmea_checksum(body.encode()):02X}\r\n".encode()
     assert frame_all(line) == [NmeaFrame(line.decode().rstrip())]
+
+
+# --- Unicore answers and ASCII logs ----------------------------------------------------------------------------
+# Lines as real UM980/UM982 receivers sent them (published with open-source drivers); their checksums were checked
+# by hand: the answers' XOR covers the '$', the VERSIONA log's CRC-32 starts from 0 with no final inversion.
+ANSWER_OK = "$command,MODE,response: OK*5D"
+ANSWER_ERROR = "$command,badResponse,response: PARSING FAILD NO MATCHING FUNC  BADRESPONSE*40"
+VERSIONA = ('#VERSIONA,97,GPS,FINE,2343,48235000,0,0,18,813;"UM980","R4.10Build11833","HRPT00-S10C-P",'
+            '"2310415000001-MD22A2225022497","ff3ba396dcb0478d","2023/11/24"*270a13f7')
+MODE_LOG = "#MODE,81,GPS,FINE,2230,547967000,0,0,18,518;MODE ROVER SURVEY,*1B"
+
+
+def test_unicore_answers_and_logs_are_framed_whole():
+    stream = "".join(line + "\r\n" for line in (ANSWER_OK, ANSWER_ERROR, VERSIONA, MODE_LOG)).encode()
+    assert frame_all(stream) == [UnicoreFrame(ANSWER_OK), UnicoreFrame(ANSWER_ERROR), UnicoreFrame(VERSIONA),
+                                 UnicoreFrame(MODE_LOG)]
+    assert all(isinstance(frame, NmeaFrame) for frame in frame_all(stream))  # consumers of NMEA still count them
+
+
+def test_unicore_crc32_is_zlib_crc32_without_its_inversions():
+    assert unicore_crc32(VERSIONA[1 : VERSIONA.index("*")].encode()) == 0x270A13F7
+    assert unicore_crc32(b"") == 0
+
+
+def test_an_answer_with_the_nmea_checksum_convention_is_accepted_too():
+    body = ANSWER_OK[1 : ANSWER_OK.index("*")]
+    assert frame_all(nmea_sentence_bytes(body)) == [UnicoreFrame(nmea_sentence_bytes(body).decode().rstrip())]
+
+
+def test_a_damaged_answer_is_a_bad_checksum():
+    assert reasons(frame_all(ANSWER_OK.replace("MODE", "MODF").encode() + b"\r\n")) == [("nmea", "bad-checksum")]
+
+
+def test_only_unicore_heads_may_checksum_the_dollar():
+    checked_with_dollar = f"${GGA}*{nmea_checksum(('$' + GGA).encode()):02X}\r\n".encode()
+    assert reasons(frame_all(checked_with_dollar)) == [("nmea", "bad-checksum")]
+
+
+def test_a_damaged_log_is_noise_and_what_follows_survives():
+    damaged = VERSIONA.replace("UM980", "UM981").encode() + b"\r\n"
+    out = frame_all(damaged + nmea_sentence_bytes(GGA))
+    assert out == [Rejected("bytes", "noise", f"{len(VERSIONA)} bytes between frames"), sentence(GGA)]
+
+
+def test_hash_in_noise_is_noise_as_before_and_a_log_right_behind_it_is_found():
+    assert frame_all(b"xx#yy" + nmea_sentence_bytes(GGA)) == [Rejected("bytes", "noise", "5 bytes between frames"),
+                                                              sentence(GGA)]
+    out = frame_all(b"#junk" + VERSIONA.encode() + b"\r\n")
+    assert out == [Rejected("bytes", "noise", "5 bytes between frames"), UnicoreFrame(VERSIONA)]
+
+
+def test_hash_inside_a_sentence_is_text():
+    body = "GPTXT,01,01,02,#A"
+    assert frame_all(nmea_sentence_bytes(body)) == [sentence(body)]
+
+
+def test_a_log_glued_to_the_next_sentence_is_whole():
+    assert frames(frame_all(VERSIONA.encode() + nmea_sentence_bytes(GGA))) == [UnicoreFrame(VERSIONA), sentence(GGA)]
+
+
+def test_an_unfinished_or_overlong_log_is_noise():
+    assert frame_all(VERSIONA[:40].encode()) == [Rejected("bytes", "noise", "40 bytes between frames")]
+    overlong = b"#LONG," + b"A" * UNICORE_LOG_MAX_LEN + b"*00000000\r\n"
+    out = frame_all(overlong + nmea_sentence_bytes(GGA))
+    assert reasons(out) == [("bytes", "noise")]
+    assert frames(out) == [sentence(GGA)]
+
+
+UNICORE_MIXED = (b"x#" + ANSWER_OK.encode() + b"\r\n" + nmea_sentence_bytes(RMC) + VERSIONA.encode() + b"\r\n#no"
+                 + TIM_TP + MODE_LOG.encode() + b"\n#MODE,1;x*00\r\n" + nmea_sentence_bytes(GGA))
+
+
+def test_unicore_lines_in_any_chunking_give_the_same_output():
+    whole = frame_all(UNICORE_MIXED)
+    assert frames(whole) == [UnicoreFrame(ANSWER_OK), sentence(RMC), UnicoreFrame(VERSIONA),
+                             UbxFrame(0x0D, 0x01, bytes(range(16))), UnicoreFrame(MODE_LOG), sentence(GGA)]
+    assert reasons(whole) == [("bytes", "noise")] * 3
+    for split in range(len(UNICORE_MIXED) + 1):
+        assert frame_all(UNICORE_MIXED[:split], UNICORE_MIXED[split:]) == whole, split
+    assert frame_all(*(UNICORE_MIXED[i : i + 1] for i in range(len(UNICORE_MIXED)))) == whole
+
+
+def test_the_receiver_ignores_unicore_lines_rather_than_rejecting_them():
+    table = leap.LeapTable.load_default()
+    rx = GnssReceiver(lambda: table)
+    rx.feed("".join(line + "\r\n" for line in (ANSWER_OK, ANSWER_ERROR, VERSIONA)).encode(), 0)
+    rx.finish()
+    assert (dict(rx.rejected), dict(rx.ignored)) == ({}, {"command": 2, "VERSIONA": 1})
