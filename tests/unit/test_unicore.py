@@ -10,6 +10,7 @@ from appliance.gnss import unicore
 from appliance.gnss.framer import Framer, UnicoreFrame, nmea_checksum
 from appliance.gnss.plan import ReceiverPlan
 from appliance.gnss.unicore import CommandAnswer, UnicoreVersion
+from appliance.sim.unicoredevice import SimUnicore
 
 SURVEY = ReceiverPlan(mode="survey", survey_min_s=1800, survey_acc_limit_m=2.5, pulse_length_ms=100,
                       constellations=("gps", "galileo", "beidou", "glonass"), baud=115200, store="ram")
@@ -169,3 +170,140 @@ def test_version_round_trip():
     version = UnicoreVersion("UM980", "R4.10Build11826", "HRPT00-S10C-P", "SIM1", "00", "2023/11/24")
     assert unicore.parse_version(unicore.version_line(version)) == version
     assert unicore.parse_version(unicore.version_line(UnicoreVersion("UM980", ""))) is None  # no firmware: no version
+
+
+# --- the simulated board ---------------------------------------------------------------------------------------
+def set_up(board: SimUnicore, plan: ReceiverPlan, port: str = "COM1") -> list[CommandAnswer | None]:
+    """Send the plan's commands one at a time; the answer to each, None where none came."""
+    answers = []
+    for command in unicore.commands(plan, port, mode_syntax=unicore.mode_syntax_for(board.version.model)):
+        lines = board.accept(unicore.encode(command)).decode().splitlines()
+        answers.append(unicore.answer_of(lines[0]) if lines else None)
+    return answers
+
+
+@pytest.mark.parametrize("model", ["UM980", "UT4B0"])
+def test_every_command_of_a_survey_plan_is_taken_and_the_board_says_what_was_asked(model):
+    board = SimUnicore(model)
+    assert set_up(board, SURVEY) == [CommandAnswer(c, True, "OK") for c in unicore.commands(
+        SURVEY, mode_syntax=unicore.mode_syntax_for(model))]
+    assert board.messages == {"RMC", "GGA", "GSA", "GSV", "ZDA"}
+    assert set(board.message_period_s.values()) == {1.0}
+    assert (board.timing_mode, board.survey_min_s, board.survey_acc_limit_m) == ("survey", 1800, 2.5)
+    assert (board.pulse_length_ms, board.pulse_period_ms, board.pulse_rising) == (100, 1000, True)
+    assert (board.rf_delay_ns, board.user_delay_ns) == (0, 0)
+    assert board.constellations == {"gps", "galileo", "beidou", "glonass"}
+    assert board.baud == 115200
+
+
+def test_every_command_of_a_fixed_plan_is_taken_and_the_board_says_what_was_asked():
+    board = SimUnicore(port="COM2")
+    assert all(answer and answer.ok for answer in set_up(board, FIXED, "COM2"))
+    assert (board.timing_mode, board.fixed_llh) == ("fixed", pytest.approx((44.06886183, -121.3141, 1087.25)))
+    assert (board.pulse_length_ms, board.pulse_rising) == (200, False)
+    assert board.constellations == {"gps", "qzss", "navic"}
+    assert board.baud == 460800
+
+
+def test_factory_state():
+    board = SimUnicore()
+    assert board.messages == {"GGA", "GSA", "GSV", "RMC"}
+    assert (board.timing_mode, board.survey_min_s, board.fixed_llh) == ("disabled", None, None)
+    assert (board.pps_enabled, board.pulse_length_ms, board.pulse_period_ms, board.pulse_rising) == (True, 500, 1000,
+                                                                                                   True)
+    assert board.constellations == {"gps", "glonass", "galileo", "beidou", "qzss", "navic"}
+    assert board.baud == unicore.FACTORY_BAUD == 115200
+
+
+def test_versiona_is_answered_then_logged_and_frames_whole():
+    board = SimUnicore("UM982", "R4.10Build15434")
+    frames = Framer().feed(board.accept(unicore.encode(unicore.version_query())))
+    assert [type(f) for f in frames] == [UnicoreFrame, UnicoreFrame]
+    assert unicore.answer_of(frames[0].text) == CommandAnswer("VERSIONA", True, "OK")
+    version = unicore.parse_version(frames[1].text)
+    assert version is not None and (version.model, version.firmware) == ("UM982", "R4.10Build15434")
+
+
+def test_mode_and_config_queries_read_the_set_up_back():
+    board = SimUnicore()
+    set_up(board, SURVEY)
+    mode, config = (Framer().feed(board.accept(unicore.encode(query))) for query in ("MODE", "CONFIG"))
+    assert [f.text.split(";")[-1] for f in mode[1:]] == [f"MODE BASE TIME 1800 2.5 2.5,*{mode[1].text[-2:]}"]
+    assert [f.text.split(",")[2].split("*")[0] for f in config[1:]] == [
+        "CONFIG COM1 115200", "CONFIG PPS ENABLE GPS POSITIVE 100000 1000 0 0"]
+
+
+def test_unknown_and_malformed_commands_get_an_error_and_change_nothing():
+    board = SimUnicore()
+    answers = [unicore.answer_of(line) for line in board.accept(
+        b"NOSUCH THING\r\nCONFIG PPS ENABLE GPS POSITIVE 2000000 1000 0 0\r\nMODE BASE TIME -5\r\nMASK MARS\r\n"
+        b"MODE TIMING SURVEYIN 60 1 1\r\n").decode().splitlines()]
+    assert [a.ok for a in answers if a] == [False] * 5
+    assert answers[0].text == "PARSING FAILD NO MATCHING FUNC  NOSUCH"
+    assert (board.pulse_length_ms, board.timing_mode) == (500, "disabled")  # a UM980 has no MODE TIMING
+
+
+def test_lines_may_end_in_cr_lf_or_both_and_arrive_in_pieces():
+    board = SimUnicore()
+    data = b"GPZDA COM1 1\rGPGGA COM1 1\nUNLOG COM1 GPGSV\r\n"
+    out = b"".join(board.accept(data[i : i + 1]) for i in range(len(data)))
+    assert [unicore.answer_of(line).ok for line in out.decode().splitlines()] == [True] * 3
+    assert board.messages == {"GGA", "GSA", "RMC", "ZDA"}
+
+
+def test_a_command_in_nmea_framing_is_taken_and_answered_without_it():
+    board = SimUnicore()
+    assert board.accept(b"$VERSIONA*1B\r\n").decode().splitlines()[0] == "$command,VERSIONA,response: OK*45"
+
+
+def test_refused_commands_get_an_error_and_change_nothing():
+    board = SimUnicore()
+    board.refuse = {"CONFIG PPS", "unmask"}
+    answers = set_up(board, SURVEY)
+    refused = [a.command for a in answers if a and not a.ok]
+    assert refused == ["CONFIG PPS ENABLE GPS POSITIVE 100000 1000 0 0", "UNMASK GPS", "UNMASK BDS", "UNMASK GLO",
+                       "UNMASK GAL"]
+    assert board.pulse_length_ms == 500  # the factory's
+    assert board.constellations == {"gps", "glonass", "galileo", "beidou"}  # masks taken, unmasks refused
+    assert board.baud == 115200
+
+
+def test_silent_commands_are_never_answered_and_change_nothing():
+    board = SimUnicore()
+    board.silent = {"GPZDA", "MODE"}
+    answers = dict(zip(unicore.commands(SURVEY), set_up(board, SURVEY)))
+    assert [c for c, a in answers.items() if a is None] == ["MODE BASE TIME 1800 2.5 2.5", "GPZDA COM1 1"]
+    assert board.timing_mode == "disabled" and "ZDA" not in board.messages
+    assert board.received == unicore.commands(SURVEY)
+
+
+def test_reset_goes_back_to_the_factory_without_saveconfig():
+    board = SimUnicore()
+    set_up(board, SURVEY)
+    board.reset()
+    assert (board.timing_mode, board.baud, board.messages) == ("disabled", 115200, {"GGA", "GSA", "GSV", "RMC"})
+
+
+def test_reset_keeps_what_saveconfig_saved_and_freset_forgets_it():
+    board = SimUnicore()
+    saved = ReceiverPlan(mode="survey", survey_min_s=600, baud=230400, store="flash")
+    set_up(board, saved)
+    board.accept(b"GPGST COM1 1\r\n")  # after the save: lost at the power cycle
+    board.reset()
+    assert (board.timing_mode, board.survey_min_s, board.baud) == ("survey", 600, 230400)
+    assert board.messages == {"RMC", "GGA", "GSA", "GSV", "ZDA"}
+    board.accept(b"FRESET\r\n")
+    board.reset()
+    assert (board.timing_mode, board.baud) == ("disabled", 115200)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=200).map(lambda b: b.replace(b"$", b"").replace(b"!", b"")))
+def test_any_bytes_get_answers_the_framer_takes_whole(data):
+    """(A '$' or '!' inside a command would be echoed and break the answer's framing, as it would a real board's.)"""
+    board = SimUnicore()
+    out = board.accept(data + b"\r\n")
+    framer = Framer()
+    frames = framer.feed(out) + framer.flush()
+    assert all(isinstance(f, UnicoreFrame) for f in frames)
+    assert len([f for f in frames if unicore.answer_of(f.text)]) == len(board.received)
