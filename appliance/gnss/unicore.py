@@ -1,8 +1,8 @@
 """Unicore receivers' ASCII command set: the set-up commands for a plan, their answers, and the version log.
 
-Pure core.  Unicore high-precision boards (UM980/UM982 "N4", and the older UB4B0/UM4B0/UT4B0 generation) take
-abbreviated ASCII commands ended by CR LF and answer each one on the same port with a line in NMEA framing that echoes
-the command as it was typed::
+Pure core.  Unicore high-precision boards (UM980/UM982 with N4 firmware, and the earlier boards of the manual named
+below) take abbreviated ASCII commands ended by CR LF and answer each one on the same port with a line in NMEA framing
+that echoes the command as it was typed::
 
     MODE BASE TIME 3600 10 10                  ->  $command,MODE BASE TIME 3600 10 10,response: OK*hh
     NOSUCH                                     ->  $command,NOSUCH,response: PARSING FAILD NO MATCHING FUNC  NOSUCH*hh
@@ -14,11 +14,11 @@ Where the syntax comes from:
 - "Unicore Reference Commands Manual for High Precision GNSS Board and Module" (Command and Log Reference): chapter 7
   "TIMING Command" (``MODE TIMING``, ``MODE TIMING FIX lat lon hgt``, ``MODE TIMING SURVEYIN time hstd vstd``), 8.1
   ``UNLOG [port] [message]``, table 6-16 (the ASCII log header) and the logs' "32-bit CRC" field.
-- UM980/UM982 (N4 firmware): the N4 manual itself could not be read here.  ``MODE BASE lat lon hgt``, ``MODE BASE
-  TIME seconds [hstd vstd]``, ``CONFIG PPS ENABLE GPS POSITIVE width_us period_ms rfdelay_ns userdelay_ns``, ``MASK``
-  / ``UNMASK GPS|BDS|GLO|GAL|QZSS|IRNSS``, ``CONFIG COMn baud``, ``GPGGA COMn 1`` and ``SAVECONFIG`` are as the
-  open-source UM980 drivers send them (SparkFun's Unicore GNSS library among them), and the answers, their
-  checksum and the VERSIONA field order are as published captures of real UM980/UM982 show them.
+- UM980/UM982 (N4 firmware): ``MODE BASE lat lon hgt``, ``MODE BASE TIME seconds [hstd vstd]``, ``CONFIG PPS
+  ENABLE GPS POSITIVE width_us period_ms rfdelay_ns userdelay_ns``, ``MASK`` / ``UNMASK GPS|BDS|GLO|GAL|QZSS|IRNSS``,
+  ``CONFIG COMn baud``, ``GPGGA COMn 1`` and ``SAVECONFIG`` as the open-source UM980 drivers send them (SparkFun's
+  Unicore GNSS library among them), not from the N4 manual; the answers, their checksum and the VERSIONA field order
+  as published captures of real UM980/UM982 show them.
 """
 
 from __future__ import annotations
@@ -89,7 +89,8 @@ def commands(plan: ReceiverPlan, port: str = "COM1", *, mode_syntax: str = "base
 
 
 def mode_syntax_for(model: str) -> str:
-    """Which MODE syntax a product takes: the UT timing boards "timing", the UM98x (N4) "base"."""
+    """Which MODE syntax a product takes: "base" for the UM98x (N4), "timing" for Unicore's UT timing boards, which
+    are taken to follow the earlier manual's TIMING chapter (an assumption: no UT manual confirms it)."""
     return "timing" if model.upper().startswith("UT") else "base"
 
 

@@ -6,7 +6,7 @@ syntax and the answers come from): every command line gets ``$command,<the line>
 VERSIONA is followed by the version log and a bare MODE or CONFIG by the set-up it asks about.  Factory state: the
 rover mode, all six systems, the 1 Hz pulse 500 ms long rising on GPS seconds, NMEA GGA, GSA, GSV and RMC every
 second on the appliance's port, 115200 baud.  115200 is what FRESET restores; the pulse is as UM980s were seen
-reporting theirs; the message set is this simulator's choice, as the manual that lists it could not be read.
+reporting theirs; the message set is this simulator's choice, unconfirmed for real boards.
 
 Test knobs: ``refuse`` and ``silent`` hold command prefixes (``"CONFIG"``, ``"CONFIG PPS"``, ``"GPZDA"``): a command
 starting with one is answered with an error, or never answered, and changes nothing.  ``reset()`` is a power cycle: the
