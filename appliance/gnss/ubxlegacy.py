@@ -36,8 +36,8 @@ NAV5_MASK_DYN = 0x0001
 DYN_STATIONARY = 2
 
 # CFG-CFG: every section of the configuration (ioPort, msgConf, infMsg, navConf, rxmConf, senConf, rinvConf,
-# antConf, logConf, ftsConf) and the storage devices.
-CFG_ALL_SECTIONS = 0x00001F1F
+# antConf, logConf; ftsConf, for FTS products only, left out) and the storage devices.
+CFG_ALL_SECTIONS = 0x00000F1F
 DEV_BBR, DEV_FLASH = 0x01, 0x02
 
 

@@ -213,8 +213,8 @@ def pyubx2_m8(plan: ReceiverPlan) -> dict[int, UBXMessage]:
                                alignToTow=1, polarity=int(plan.pulse_rising), gridUtcGnss=0),
         legacy.PRT: UBXMessage("CFG", "CFG-PRT", SET, portID=1, charLen=3, parity=4, nStopBits=0,
                                baudRate=plan.baud, inUBX=1, inNMEA=1, outUBX=1, outNMEA=1),
-        legacy.CFG_CFG: UBXMessage("CFG", "CFG-CFG", SET, saveMask=b"\x1f\x1f\x00\x00", clearMask=bytes(4),
-                                   loadMask=bytes(4), devBBR=int(plan.store == "bbr"),
+        legacy.CFG_CFG: UBXMessage("CFG", "CFG-CFG", SET, saveMask=legacy.CFG_ALL_SECTIONS.to_bytes(4, "little"),
+                                   clearMask=bytes(4), loadMask=bytes(4), devBBR=int(plan.store == "bbr"),
                                    devFlash=int(plan.store == "flash")),
     }
 
