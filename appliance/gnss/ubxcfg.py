@@ -112,8 +112,8 @@ MESSAGES: dict[str, tuple[int, int]] = {
     "RMC": (NMEA_CLASS, 0x04), "VTG": (NMEA_CLASS, 0x05), "ZDA": (NMEA_CLASS, 0x08),
 }
 UNWANTED_NMEA = ("GLL", "VTG")  # on out of the box, read by nobody: off, to spare the line
-# MON-HW is deprecated in generation 9 and gone from later firmware, where a VALSET naming its key would be refused
-# whole; MON-RF carries the same jamming state there.  MON-RF does not exist before generation 9.
+# MON-HW is deprecated in generation 9, where MON-RF carries the same jamming state; a firmware that dropped its key
+# would refuse a whole VALSET naming it, so generation 9 is asked for MON-RF only.  MON-RF does not exist on the M8.
 GEN9_SKIPPED = frozenset({"MON-HW"})
 M8_SKIPPED = frozenset({"MON-RF"})
 
