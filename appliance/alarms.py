@@ -89,6 +89,26 @@ CATALOG: dict[str, AlarmSpec] = {s.code: s for s in (
     _spec(16, "gnss-integrity-override", W, "GNSS integrity overridden by an operator", "operatorIntervention",
           "An operator told the appliance to trust or reject GNSS whatever the checks say.",
           "Return to automatic (`appliance integrity auto` or the dashboard) when the reason has passed."),
+    _spec(17, "gnss-setup", MI, "GNSS receiver set-up incomplete", "configurationOrCustomizationError",
+          "The receiver refused a set-up command (NAK), did not answer one, or reads a setting back differently "
+          "(the alarm names the key): firmware without that key, a locked configuration, a wrong gnss.receiver.",
+          "Check gnss.receiver and the receiver's firmware (GNSS page); the appliance runs on with what the "
+          "receiver sends. gnss.configure = false leaves the receiver as it is."),
+    _spec(18, "gnss-unanswered", MA, "GNSS receiver does not answer commands", "communicationProtocolError",
+          "The receiver answered none of the set-up commands, or stopped answering its version query: a "
+          "receive line not wired (TX only), a wrong gnss.receiver, a receiver that hung.",
+          "Check the cable's receive wire and gnss.receiver; power-cycle the receiver if it hung. Its data is "
+          "still used while it arrives."),
+    _spec(19, "gnss-antenna", MA, "GNSS antenna fault", "equipmentMalfunction",
+          "The receiver's antenna supervisor reports an open circuit (cable cut, antenna disconnected) or a "
+          "short circuit (damaged cable or connector).",
+          "Check the antenna cable, its connectors, the lightning arrester and the antenna; the clock holds over "
+          "meanwhile if the fix is lost."),
+    _spec(9, "gnss-restarted", W, "GNSS receiver restarted or changed", "receiverFailure",
+          "The receiver restarted (its boot banner, or the messages it was set up to send stopped) or reports a "
+          "different model or firmware than before; it is being set up again.",
+          "Nothing if it clears by itself once the receiver is set up again; repeated restarts point at its power "
+          "supply or firmware."),
     # --- references --------------------------------------------------------------------------------------------
     _spec(20, "reference-backup", MI, "Running on a backup reference", "timingProblem",
           "The highest-priority reference is unusable or disabled; the clock follows a lower-priority one.",

@@ -92,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     _settings_args(p)
     p.add_argument("--link", required=True, help="path of the symlink to the pty slave, e.g. /tmp/gnss0")
     p.add_argument("--seconds", type=int, default=None, help="stop after this many seconds")
+    p.add_argument("--family", choices=("ublox9", "ublox8", "unicore", "nmea"), default="ublox9",
+                   help="which receiver it is, for the commands it answers: u-blox generation 9 (ZED-F9T), u-blox M8T, "
+                        "Unicore UM980, or an NMEA receiver that answers nothing (default ublox9)")
     p = sub.add_parser("irig", help="render what the IRIG-B output would send, or decode an IRIG-B signal file")
     isub = p.add_subparsers(dest="irig_command", required=True, metavar="SUBCOMMAND")
     pr = isub.add_parser("render", help="write IRIG-B frames as DC level shift edges or an AM WAV file")
@@ -461,7 +464,7 @@ def cmd_sim_receiver(args: argparse.Namespace) -> int:
     config = load_config(args)
     _setup_logging(config.log.level)
     try:
-        pty = PtyReceiver(args.link, config.sim.seed, load_leap_table(config))
+        pty = PtyReceiver(args.link, config.sim.seed, load_leap_table(config), family=args.family)
     except OSError as exc:
         print(f"appliance: cannot create the pseudo-terminal link {args.link}: {exc}", file=sys.stderr)
         return 1

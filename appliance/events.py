@@ -91,6 +91,36 @@ class TimeLabel:
 
 
 @dataclass(frozen=True, slots=True)
+class ReceiverWrite:
+    """Bytes the core asks the receiver's line to send (a set-up command, a poll)."""
+
+    ref: str
+    data: bytes
+    what: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiverBaud:
+    """The core asks the receiver's line to change speed (hunting for the receiver's rate, or following a change it
+    just made in the receiver)."""
+
+    ref: str
+    baud: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiverFault:
+    """A receiver's own fault raised or cleared: antenna, set-up, answering, restart (``code`` from the alarm
+    catalogue; the router joins every receiver's into one alarm per code)."""
+
+    ref: str
+    code: str
+    active: bool
+    text: str
+    at_ns: int
+
+
+@dataclass(frozen=True, slots=True)
 class TimePulseInfo:
     """u-blox TIM-TP: the quantization error of the *next* pulse, in picoseconds."""
 

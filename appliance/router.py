@@ -29,6 +29,7 @@ from appliance.alarms import (
     RECEIVER_ALARMS,
     RECEIVER_CODES,
     AlarmBook,
+    spec_of,
 )
 from appliance.clock.learned import LearnedState
 from appliance.clock.service import ClockService
@@ -40,8 +41,11 @@ from appliance.events import (
     LeapInfo,
     PairedSecond,
     Position,
+    ReceiverBaud,
+    ReceiverFault,
     ReceiverState,
     ReceiverStateChanged,
+    ReceiverWrite,
     Rejected,
     Severity,
     StepClock,
@@ -141,6 +145,7 @@ class Router:
         self._crossfed_ns: dict[str, int] = {}
         self._last_rejects_logged: dict[str, int] = {}
         self._effects: list[object] = []
+        self._receiver_faults: dict[str, dict[str, str]] = {}  # alarm code -> reference -> its text
         now_tai = self.now_tai_ns(start)
         self.alarms.apply(self.utc.check(now_tai))
         self.alarms.set_group(CLOCK_CODES, CLOCK_ALARMS.get("FREERUN"), "starting", now_tai)
@@ -352,9 +357,29 @@ class Router:
                     self.clock.distrust(d.since_raw_ns, None if d.frequency_ppb is None else
                                         (d.frequency_ppb, d.frequency_sigma_ppb))
                 self._route(self.selector.set_usable(ev.ref, ev.usable, ev.reason, ev.at_raw_ns), now)
+            elif isinstance(ev, (ReceiverWrite, ReceiverBaud)):
+                self._effects.append(ev)  # the runtime hands it to that receiver's line
+            elif isinstance(ev, ReceiverFault):
+                self._receiver_fault(ev, now)
             else:
                 self._handle(ev, now)
                 self._effects.append(Notify(ev))
+
+    def _receiver_fault(self, ev: ReceiverFault, now: Now) -> None:
+        """Every receiver's faults of one kind make one alarm, naming each receiver that has it."""
+        (log.warning if ev.active else log.info)("receiver %s: %s%s", ev.ref, "" if ev.active else "cleared: ",
+                                                 ev.text)
+        faults = self._receiver_faults.setdefault(ev.code, {})
+        if ev.active:
+            faults[ev.ref] = ev.text
+        else:
+            faults.pop(ev.ref, None)
+        at = self.now_tai_ns(now)
+        if faults:
+            self._alarms([Alarm(ev.code, spec_of(ev.code).severity, True, "; ".join(faults[r] for r in sorted(faults)),
+                                at)])
+        else:
+            self._alarms([Alarm(ev.code, spec_of(ev.code).severity, False, ev.text, at)])
 
     def _handle(self, ev: object, now: Now) -> None:
         if isinstance(ev, LoopSample):

@@ -359,6 +359,24 @@ def _for(now_ns: int, since_ns: int | None) -> str:
     return "since start" if since_ns is None else f"for {_age(now_ns, since_ns)}"
 
 
+def _setup_lines(setup: dict[str, Any] | None, antenna: str | None) -> list[str]:
+    """What the receiver is and how it is set up: model, firmware, the set-up's state and the timing mode."""
+    if not setup:
+        return []
+    what = ", ".join(x for x in (setup.get("model") or setup.get("family", ""),
+                                 f"firmware {setup['firmware']}" if setup.get("firmware") else "",
+                                 f"protocol {setup['protocol']}" if setup.get("protocol") else "") if x)
+    state = setup.get("state", "")
+    lines = [f"Receiver model  : {what or 'unknown'}   set-up {state}"
+             + (f" ({setup['commands_answered']}/{setup['commands']} answered)" if setup.get("commands") else "")
+             + (f"   antenna {antenna}" if antenna else "")]
+    if setup.get("detail"):
+        lines.append(f"Set-up          : {setup['detail']}")
+    if setup.get("mode"):
+        lines.append(f"Timing mode     : {setup['mode']}")
+    return lines
+
+
 def render(d: dict[str, Any]) -> str:
     """The operator's one-screen view, from the JSON form (so the CLI renders what the socket sent)."""
     now = d["at_tai_ns"]
@@ -390,6 +408,7 @@ def render(d: dict[str, Any]) -> str:
         *_holdover_line(clock.get("holdover_readiness")),
         f"Receiver        : {rx['name']} on {rx['device']}: {rx['state']} {_for(now, rx['state_since_ns'])}"
         + (f"  ({rx['device_error']})" if rx.get("device_error") else ""),
+        *_setup_lines(rx.get("setup"), rx.get("antenna")),
         f"Last fix        : {epoch.get('utc_text') or '-'}  mode {_fix_name(epoch)}  position {where}",
         "Satellites      : " + (", ".join(f"{c['name']} {c['used']}/{c['visible']}"
                                           + (f" ({c['mean_cn0_dbhz']:.0f} dBHz)" if c['mean_cn0_dbhz'] else "")

@@ -5,6 +5,10 @@ or errors, the reader reports a DeviceEvent once, closes, and retries with expon
 device again; it never gives up and never lets an exception end the thread.  A failure is reported again only when
 its reason changes (the device that vanished cannot be opened either; a missing device comes back unreadable), so
 the core always has the current error without a report every retry.
+
+What the core sends the receiver (set-up commands, polls) is written by a thread of its own, so a slow line never
+holds up the loop or the reads; a write while the device is closed is dropped (the set-up asks again), and a change
+of speed applies to the open port at once and to every reopen after it.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import queue
 import termios
 import threading
 import time
@@ -23,6 +28,7 @@ from appliance.events import DeviceEvent
 
 log = logging.getLogger("appliance.gnss.serial")
 READ_SIZE = 4096
+WRITE_QUEUE = 64  # writes waiting for the line; more are dropped (the set-up retries what goes unanswered)
 
 
 class SerialReader:
@@ -37,15 +43,62 @@ class SerialReader:
         self._opener = opener
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"serial:{device}", daemon=True)
+        self._writer = threading.Thread(target=self._write_loop, name=f"serial-tx:{device}", daemon=True)
+        self._writes: queue.Queue[bytes] = queue.Queue(WRITE_QUEUE)
+        self._port: serial.Serial | None = None
+        self._lock = threading.Lock()
         self.bytes_read = 0
+        self.bytes_written = 0
+        self.writes_dropped = 0
         self.opens = 0
 
     def start(self) -> None:
         self._thread.start()
+        self._writer.start()
 
     def stop(self, join_timeout_s: float = 2.0) -> None:
         self._stop.set()
         self._thread.join(join_timeout_s)
+        self._writer.join(join_timeout_s)
+
+    # --- what the core sends ---------------------------------------------------------------------------------
+    def write(self, data: bytes) -> None:
+        """Queue bytes for the receiver (any thread)."""
+        try:
+            self._writes.put_nowait(bytes(data))
+        except queue.Full:
+            self.writes_dropped += 1
+
+    def set_baud(self, baud: int) -> None:
+        """Change the line's speed now (if open) and for every reopen."""
+        self.baud = baud
+        with self._lock:
+            port = self._port
+            if port is not None:
+                try:
+                    port.baudrate = baud
+                except (serial.SerialException, OSError, ValueError) as exc:
+                    log.warning("serial %s: cannot change speed to %d: %s", self.device, baud, _why(exc))
+                    return
+        log.info("serial %s: now at %d baud", self.device, baud)
+
+    def _write_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                data = self._writes.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            with self._lock:
+                port = self._port
+            if port is None:
+                self.writes_dropped += 1
+                continue
+            try:
+                port.write(data)
+                self.bytes_written += len(data)
+            except (serial.SerialException, OSError) as exc:  # the reader notices a lost device and reports it
+                self.writes_dropped += 1
+                log.debug("serial %s: write failed: %s", self.device, _why(exc))
 
     def _run(self) -> None:
         backoff_s = self._initial_backoff_s
@@ -61,6 +114,8 @@ class SerialReader:
                 continue
             backoff_s = self._initial_backoff_s
             reason = self._pump(port)
+            with self._lock:
+                self._port = None
             _close(port)
             if not self._stop.is_set():
                 self._report(False, reason)
@@ -74,6 +129,8 @@ class SerialReader:
         except (serial.SerialException, OSError, ValueError) as exc:
             return None, f"cannot open {self.device}: {_why(exc)}"
         self.opens += 1
+        with self._lock:
+            self._port = port  # before the news: the core's first command follows it at once
         self._report(True, f"opened {self.device} at {self.baud} baud")
         return port, ""
 

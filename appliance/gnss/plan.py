@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 # The messages the appliance reads, by the receiver's own names.  u-blox: UBX for time, fix, sky, receiver health
 # and survey-in, plus the NMEA sentences an NMEA-only tool on the same line would expect.
-UBX_MESSAGES = ("NAV-PVT", "NAV-STATUS", "NAV-TIMEUTC", "NAV-TIMEGPS", "NAV-TIMELS", "NAV-SAT", "TIM-TP",
-                "TIM-SVIN", "MON-HW", "MON-RF")
+# NAV-TIMEGPS/GAL/BDS give each system's own time of the epoch, which the integrity checks compare.
+UBX_MESSAGES = ("NAV-PVT", "NAV-STATUS", "NAV-TIMEUTC", "NAV-TIMEGPS", "NAV-TIMEGAL", "NAV-TIMEBDS", "NAV-TIMELS",
+                "NAV-SAT", "TIM-TP", "TIM-SVIN", "MON-HW", "MON-RF")
 NMEA_MESSAGES = ("RMC", "GGA", "GSA", "GSV", "ZDA")
 FAMILIES = ("ublox9", "ublox8", "unicore")
 STORES = ("ram", "bbr", "flash")

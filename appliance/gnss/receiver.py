@@ -13,14 +13,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from appliance import leap
-from appliance.events import (DeviceEvent, FixMode, GnssEpoch, LeapInfo, ReceiverState, ReceiverStateChanged,
-                              Rejected, TimeLabel, TimePulseInfo)
+from appliance.events import (DeviceEvent, FixMode, GnssEpoch, LeapInfo, ReceiverFault, ReceiverState,
+                              ReceiverStateChanged, Rejected, TimeLabel, TimePulseInfo)
 from appliance.gnss import nmea, ubx
 from appliance.gnss.epoch import EpochAssembler
 from appliance.gnss.framer import Framer, NmeaFrame, UbxFrame
+from appliance.gnss.setup import ReceiverSetup
 from appliance.units import NS_PER_MS, NS_PER_S
 
 DAY_S = 86_400
+ANTENNA = "gnss-antenna"
+ANTENNA_TEXT = {"open": "antenna open circuit: the cable is cut or the antenna is disconnected",
+                "short": "antenna short circuit: a damaged cable or connector (the receiver may cut the power)"}
 GPS_TAI_OFFSET_S = 19  # TAI - GPS time, fixed since 1980 (IS-GPS-200)
 
 
@@ -41,12 +45,17 @@ class ReceiverSnapshot:
     last_text: str = ""
     reconnects: int = 0
     device_error: str = ""
+    setup: dict[str, object] | None = None  # the receiver's identity and set-up (``ReceiverSetup.snapshot``)
+    antenna: str | None = None  # "ok", "open", "short", "unknown"; None when the receiver does not say
 
 
 class GnssReceiver:
     def __init__(self, table: Callable[[], leap.LeapTable], name: str = "gnss0", device: str = "simulated",
-                 epoch_idle_ns: int = 300 * NS_PER_MS, no_data_timeout_ns: int = 5_000 * NS_PER_MS):
+                 epoch_idle_ns: int = 300 * NS_PER_MS, no_data_timeout_ns: int = 5_000 * NS_PER_MS,
+                 setup: ReceiverSetup | None = None):
         self.name, self.device = name, device
+        self.setup = setup
+        self.antenna: str | None = None
         self._framer = Framer()
         self._assembler = EpochAssembler(table)
         self._epoch_idle_ns = epoch_idle_ns
@@ -71,6 +80,8 @@ class GnssReceiver:
         out: list[object] = []
         if self.state is ReceiverState.DISCONNECTED:
             out += self._set_state(ReceiverState.NO_DATA, "receiver data arriving", rx_raw_ns)
+            if self.setup is not None and self.setup.state == "idle":  # a line without device events (simulated)
+                out += self.setup.start(rx_raw_ns)
         if self._last_rx_ns is not None and rx_raw_ns - self._last_rx_ns > self._epoch_idle_ns:
             out += self._epochs(self._assembler.flush())
         self._last_rx_ns = rx_raw_ns
@@ -83,6 +94,8 @@ class GnssReceiver:
         out: list[object] = []
         if self._last_rx_ns is not None and now_raw_ns - self._last_rx_ns >= self._epoch_idle_ns:
             out += self._epochs(self._assembler.flush())
+        if self.setup is not None:
+            out += self.setup.tick(now_raw_ns)
         quiet_since = self._last_good_ns if self._last_good_ns is not None else self._state_since_ns
         silent = quiet_since is not None and now_raw_ns - quiet_since >= self._no_data_timeout_ns
         if silent and self.state not in (ReceiverState.DISCONNECTED, ReceiverState.NO_DATA):
@@ -98,7 +111,8 @@ class GnssReceiver:
         if event.connected:
             self._device_error = ""
             self._reconnects += 1 if self.frames else 0
-            return self._set_state(ReceiverState.NO_DATA, event.reason, now_raw_ns)
+            out = self._set_state(ReceiverState.NO_DATA, event.reason, now_raw_ns)
+            return out + (self.setup.start(now_raw_ns) if self.setup is not None else [])
         news = event.reason != self._device_error
         self._device_error = event.reason
         out: list[object] = []
@@ -124,24 +138,31 @@ class GnssReceiver:
     def snapshot(self) -> ReceiverSnapshot:
         return ReceiverSnapshot(self.name, self.device, self.state, self._state_since_ns, self.last_epoch,
                                 dict(self.frames), dict(self.rejected), dict(self.ignored), self.epochs,
-                                tuple(self._last_rejects), self._last_text, self._reconnects, self._device_error)
+                                tuple(self._last_rejects), self._last_text, self._reconnects, self._device_error,
+                                None if self.setup is None else self.setup.snapshot(), self.antenna)
 
     # --- decoding -----------------------------------------------------------------------------------------
     def _frame(self, item: object, rx_raw_ns: int) -> list[object]:
         if isinstance(item, Rejected):
             return self._reject(item)
+        out: list[object] = []
+        if self.setup is not None:
+            out += self.setup.on_frame(item, rx_raw_ns)
         if isinstance(item, NmeaFrame):
             self.frames["nmea"] += 1
+            if item.text.startswith(("$command,", "#")):  # a Unicore answer: the set-up's business
+                self.ignored["command-answer"] += 1
+                self._last_good_ns = rx_raw_ns
+                return out
             record = nmea.decode(item.text)
         else:
             assert isinstance(item, UbxFrame)
             self.frames["ubx"] += 1
             record = ubx.decode(item.msg_class, item.msg_id, item.payload)
         if isinstance(record, Rejected):
-            return self._reject(record)
+            return out + self._reject(record)
         self._last_good_ns = rx_raw_ns
         records = record if isinstance(record, tuple) else (record,)
-        out: list[object] = []
         for r in records:
             out += self._record(r, rx_raw_ns)
         return out
@@ -152,6 +173,8 @@ class GnssReceiver:
             return []
         if isinstance(r, nmea.TextRecord):
             self._last_text = r.text
+        if isinstance(r, ubx.UbxSurvey) and self.setup is not None:
+            self.setup.on_survey(r)
         out = self._epochs(self._assembler.add(r, rx_raw_ns))
         out += self._side_events(r, rx_raw_ns)
         return out
@@ -188,9 +211,23 @@ class GnssReceiver:
         for epoch in epochs:
             self.epochs += 1
             self.last_epoch = epoch
+            out += self._antenna(getattr(epoch, "antenna_status", None), getattr(epoch, "antenna_power", None),
+                                 epoch.rx_raw_ns)
             out.append(epoch)
             out += self._set_state(_state_of(epoch), f"epoch {epoch.utc_text or 'without time'}", epoch.rx_raw_ns)
         return out
+
+    def _antenna(self, status: str | None, power: str | None, at_ns: int) -> list[object]:
+        """The receiver's antenna supervisor (u-blox MON-HW / MON-RF): open or short circuit is a fault."""
+        if status is None or status == self.antenna:
+            return []
+        was, self.antenna = self.antenna, status
+        if status in ANTENNA_TEXT:
+            text = f"{self.name}: {ANTENNA_TEXT[status]}" + (" (antenna power off)" if power == "off" else "")
+            return [ReceiverFault(self.name, ANTENNA, True, text, at_ns)]
+        if was in ANTENNA_TEXT:
+            return [ReceiverFault(self.name, ANTENNA, False, f"{self.name}: antenna {status}", at_ns)]
+        return []
 
     def _reject(self, rejected: Rejected) -> list[object]:
         key = f"{rejected.what}:{rejected.reason}"

@@ -72,6 +72,8 @@ KEYS: dict[str, tuple[int, str]] = {
     "CFG-MSGOUT-UBX_NAV_TIMEUTC_UART1": (0x2091005C, "U1"),
     "CFG-MSGOUT-UBX_NAV_TIMEGPS_UART1": (0x20910048, "U1"),
     "CFG-MSGOUT-UBX_NAV_TIMELS_UART1": (0x20910061, "U1"),
+    "CFG-MSGOUT-UBX_NAV_TIMEGAL_UART1": (0x20910057, "U1"),
+    "CFG-MSGOUT-UBX_NAV_TIMEBDS_UART1": (0x20910052, "U1"),
     "CFG-MSGOUT-UBX_NAV_SAT_UART1": (0x20910016, "U1"),
     "CFG-MSGOUT-UBX_TIM_TP_UART1": (0x2091017E, "U1"),
     "CFG-MSGOUT-UBX_TIM_SVIN_UART1": (0x20910098, "U1"),
@@ -106,7 +108,7 @@ LINK_KEYS = ("CFG-UART1-BAUDRATE",)  # change the line itself: sent alone and la
 # Messages the appliance may ask for: name -> (class, id).  NMEA sentences are class 0xF0 (standard messages).
 MESSAGES: dict[str, tuple[int, int]] = {
     "NAV-PVT": (0x01, 0x07), "NAV-STATUS": (0x01, 0x03), "NAV-TIMEUTC": (0x01, 0x21), "NAV-TIMEGPS": (0x01, 0x20),
-    "NAV-TIMELS": (0x01, 0x26), "NAV-SAT": (0x01, 0x35), "TIM-TP": (0x0D, 0x01), "TIM-SVIN": (0x0D, 0x04),
+    "NAV-TIMELS": (0x01, 0x26), "NAV-TIMEGAL": (0x01, 0x25), "NAV-TIMEBDS": (0x01, 0x24), "NAV-SAT": (0x01, 0x35), "TIM-TP": (0x0D, 0x01), "TIM-SVIN": (0x0D, 0x04),
     "MON-HW": (0x0A, 0x09), "MON-RF": (0x0A, 0x38),
     "GGA": (NMEA_CLASS, 0x00), "GLL": (NMEA_CLASS, 0x01), "GSA": (NMEA_CLASS, 0x02), "GSV": (NMEA_CLASS, 0x03),
     "RMC": (NMEA_CLASS, 0x04), "VTG": (NMEA_CLASS, 0x05), "ZDA": (NMEA_CLASS, 0x08),

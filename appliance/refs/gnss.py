@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
+from typing import Any
 
 from appliance.events import (
     Alarm,
@@ -24,8 +25,11 @@ from appliance.events import (
     GnssEpoch,
     PairedSecond,
     PpsEdge,
+    ReceiverBaud,
+    ReceiverFault,
     ReceiverState,
     ReceiverStateChanged,
+    ReceiverWrite,
     SatInfo,
     TimeLabel,
     TimePulseInfo,
@@ -76,6 +80,15 @@ class GnssReference(Driver):
     def tick(self, clock: ClockView) -> Iterator[object]:
         yield from self._events(self.receiver.tick(clock.raw_ns), clock)
 
+    def status(self) -> dict[str, Any]:
+        """The receiver in this reference's row: its state, what it is, how it is set up, its antenna."""
+        snap = self.receiver.snapshot()
+        setup = snap.setup or {}
+        return {"receiver_state": snap.state.value, "model": setup.get("model", ""),
+                "firmware": setup.get("firmware", ""), "setup": setup.get("state", "off"),
+                "setup_detail": setup.get("detail", ""), "timing_mode": setup.get("mode", ""),
+                "antenna": snap.antenna or ""}
+
     def set_cable_delay(self, delay_ns: int) -> float:
         """An operator's audited change of the cable delay, from the next paired second on.  Returns how far it moves
         the reference's free phase (the offset is served time at the corrected edge minus the label: a longer delay
@@ -118,6 +131,10 @@ class GnssReference(Driver):
             if ev.satellites:
                 self.satellites = ev.satellites
             yield from self._guarded(self.guard.on_epoch(ev))
+        elif isinstance(ev, (ReceiverWrite, ReceiverBaud, ReceiverFault)):
+            # every receiver's line and faults, standby or not: ``ref`` is the reference's name
+            yield replace(ev, ref=self.spec.name)
+            return
         if self.watched:
             yield ev  # a standby receiver's own events stay here (its leap news: the watched one's are used)
 

@@ -22,6 +22,7 @@ from appliance.events import Position
 from appliance.gnss.guard import ReferenceGuard
 from appliance.gnss.pairing import PpsPairer
 from appliance.gnss.receiver import GnssReceiver
+from appliance.gnss.setup import ReceiverSetup, plan_from
 from appliance.refs.gnss import GnssReference
 from appliance.refs.model import Reference, RefSpec
 from appliance.refs.selector import ReferenceSelector, SelectorPolicy
@@ -139,13 +140,15 @@ def reference_drivers(config: Config, specs: list[RefSpec], table: Callable[[], 
     for spec in specs:
         if spec.name == "gnss":
             receiver = GnssReceiver(table, device=device, epoch_idle_ns=g.epoch_idle_ms * NS_PER_MS,
-                                    no_data_timeout_ns=g.no_data_timeout_s * NS_PER_S)
+                                    no_data_timeout_ns=g.no_data_timeout_s * NS_PER_S,
+                                    setup=receiver_setup(config, spec.name, g))
             pairer = PpsPairer(g.label_max_age_ms * NS_PER_MS, g.cable_delay_ns)
             drivers.append(GnssReference(spec, receiver, pairer, integrity_guard(config)))
         elif spec.kind == "gnss":
             receiver = GnssReceiver(table, name=spec.name, device=r.gnss2_device or "simulated",
                                     epoch_idle_ns=g.epoch_idle_ms * NS_PER_MS,
-                                    no_data_timeout_ns=g.no_data_timeout_s * NS_PER_S)
+                                    no_data_timeout_ns=g.no_data_timeout_s * NS_PER_S,
+                                    setup=receiver_setup(config, spec.name, g))
             drivers.append(GnssReference(spec, receiver, PpsPairer(g.label_max_age_ms * NS_PER_MS, 0)))
         elif spec.kind == "ptp":
             drivers.append(PtpReference(spec))
@@ -157,6 +160,13 @@ def reference_drivers(config: Config, specs: list[RefSpec], table: Callable[[], 
             pps = ExternalPps(spec.name, cable_delay_ns=r.pps_in_cable_delay_ns, uncertainty_ns=spec.accuracy_ns)
             drivers.append(PpsReference(spec, pps))
     return drivers
+
+
+def receiver_setup(config: Config, name: str, g: Any) -> ReceiverSetup:
+    """A receiver's set-up from its settings: the family (or auto), the plan, and whether to configure at all."""
+    text = config.integrity.position.strip()
+    plan = plan_from(g, config.integrity, parse_position(text) if text else None)
+    return ReceiverSetup(name, plan, family=g.receiver, configure=g.configure, line_baud=g.baud)
 
 
 def integrity_guard(config: Config) -> ReferenceGuard:

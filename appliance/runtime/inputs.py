@@ -21,7 +21,8 @@ Deliver = Callable[[str, object], None]  # (reference name, what its edge read),
 Post = Callable[..., Any]  # loop.call_soon_threadsafe
 
 
-def receivers(config: Config, deliver: Deliver, post: Post, second: bool) -> list[Any]:
+def receivers(config: Config, deliver: Deliver, post: Post, second: bool,
+              add_line: Callable[[str, Any], None] | None = None) -> list[Any]:
     """The receivers' serial readers and PPS readers; their bytes, device events and edges go to "gnss"/"gnss2"."""
     from appliance.edge.pps_linux import PpsReader
     from appliance.edge.serial_reader import SerialReader
@@ -32,8 +33,11 @@ def receivers(config: Config, deliver: Deliver, post: Post, second: bool) -> lis
         lines.append(("gnss2", r.gnss2_device, r.gnss2_baud, r.gnss2_pps_device))
     parts: list[Any] = []
     for ref, device, baud, pps_path in lines:
-        parts.append(SerialReader(device, baud, _bytes_to(ref, deliver, post), _to(ref, deliver, post),
-                                  max_backoff_s=g.reconnect_max_s))
+        reader = SerialReader(device, baud, _bytes_to(ref, deliver, post), _to(ref, deliver, post),
+                              max_backoff_s=g.reconnect_max_s)
+        parts.append(reader)
+        if add_line is not None:
+            add_line(ref, reader)  # the receiver's set-up commands go out on its line
         if pps_path:
             parts.append(PpsReader(pps_path, _to(ref, deliver, post),
                                    on_error=functools.partial(log.warning, "PPS %s: %s", pps_path)))

@@ -96,7 +96,8 @@ def _platform(config: Config, scheduler: Any, table: leap.LeapTable, warm: bool,
 
     if config.gnss.device:
         runtime = hardware(config, scheduler, table, save)
-        for part in inputs.receivers(config, runtime.deliver, loop.call_soon_threadsafe, second_receiver(config)):
+        for part in inputs.receivers(config, runtime.deliver, loop.call_soon_threadsafe, second_receiver(config),
+                                      runtime.add_line):
             runtime.add(part)
         return runtime
     if config.clock.backend not in ("auto", "simulated"):

@@ -75,6 +75,8 @@ def simulated(config: Config, scheduler: Scheduler, table: leap.LeapTable,
     platform = Platform("simulated", world.raw_ns, backend, "simulated", served_at_host=served_at_host,
                         sim_time_error=time_error_ns, world=world)
     runtime = late.runtime = assemble(config, scheduler, platform, table, save_state)
+    for index, slot in enumerate(world.receivers):  # the set-up's commands reach the simulated receivers
+        runtime.add_line("gnss" if index == 0 else f"gnss{index + 1}", world.line(index))
     r = config.references
     if s.ptp_upstream:
         world.upstreams["ptp"] = SimUpstream("ptp", scheduler, world.raw_ns, s.seed, NS_PER_S, s.ptp_noise_ns,

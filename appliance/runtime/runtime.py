@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from appliance import __version__, leap, readmodel
 from appliance.clock.learned import LearnedState
-from appliance.events import Alarm
+from appliance.events import Alarm, ReceiverBaud, ReceiverWrite
 from appliance.outputs.ntp import publish
 from appliance.protocol.clockmap import ClockMap
 from appliance.readmodel import EdgeStatus
@@ -37,6 +37,14 @@ from appliance.units import NS_PER_MS, NS_PER_S
 log = logging.getLogger("appliance")
 Listener = Callable[[object], None]
 Auditor = Callable[[str, str, str, dict[str, Any]], Any]  # kind, actor, text, detail
+
+
+class ReceiverLine(Protocol):
+    """A receiver's line as the core's commands see it."""
+
+    def write(self, data: bytes) -> None: ...
+
+    def set_baud(self, baud: int) -> None: ...
 
 
 class Part(Protocol):
@@ -74,6 +82,7 @@ class Runtime:
         self.listeners: list[Listener] = []
         self._outputs: list[Callable[[], dict[str, Any]]] = []
         self._inputs: dict[str, Callable[[], dict[str, Any]]] = {}
+        self._lines: dict[str, ReceiverLine] = {}  # reference -> its receiver's line, for what the core sends
         self._clock_consumers: list[ClockConsumer] = []
         self._second_consumers: list[SecondConsumer] = []
         self._auditor: Auditor | None = None
@@ -96,6 +105,10 @@ class Runtime:
     def add_output(self, status: Callable[[], dict[str, Any]]) -> None:
         """An output's status: a dict of output name -> its state and counters (one output may show as several)."""
         self._outputs.append(status)
+
+    def add_line(self, ref: str, line: ReceiverLine) -> None:
+        """Where a receiver's set-up commands and speed changes go (its serial line, or the simulated receiver)."""
+        self._lines[ref] = line
 
     def add_input(self, ref: str, status: Callable[[], dict[str, Any]]) -> None:
         """What a reference's input edge reports, shown in that reference's row."""
@@ -195,6 +208,16 @@ class Runtime:
                     reading = self.router.reading(effect.now)
                     for consumer in self._second_consumers:
                         consumer.on_second(reading)
+            elif isinstance(effect, ReceiverWrite):
+                line = self._lines.get(effect.ref)
+                if line is not None:
+                    line.write(effect.data)
+                else:
+                    log.debug("receiver %s: no line to send %s on", effect.ref, effect.what)
+            elif isinstance(effect, ReceiverBaud):
+                line = self._lines.get(effect.ref)
+                if line is not None:
+                    line.set_baud(effect.baud)
             elif isinstance(effect, AuditCommand) and self._auditor is not None:
                 self._auditor(effect.kind, effect.actor, effect.text, effect.detail)
 

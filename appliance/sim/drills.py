@@ -23,6 +23,12 @@ WORLD_ACTIONS = {
     "spoof-system": "spoof one constellation: VALUE is name:ns, e.g. beidou:400",
     "fake-sky": "a spoofer's own constellation replaces the real sky",
     "stop-attacks": "end every attack: the true sky returns",
+    "antenna-open": "cut the antenna cable (the receiver reports an open circuit)",
+    "antenna-short": "short the antenna cable (the receiver reports a short circuit)",
+    "antenna-ok": "repair the antenna cable",
+    "receiver-firmware": "the receiver comes back with firmware VALUE (default TIM 2.24): a restart",
+    "receiver-mute": "the receiver stops answering commands (its data still flows)",
+    "receiver-unmute": "the receiver answers commands again",
     "ptp-off": "the simulated upstream PTP grandmaster goes silent", "ptp-on": "it comes back",
     "ptp-offset": "the upstream PTP grandmaster's time is off by VALUE ns (default 5000)",
     "ntp-off": "the simulated NTP upstream servers go silent", "ntp-on": "they come back",
@@ -41,6 +47,8 @@ def apply(world: Any, action: str, value: str = "") -> str:
         return _upstream(world, action, value)
     if action in ("block-sky", "clear-sky", "receiver-off", "receiver-on", "receiver-reset"):
         return _receiver(world, action)
+    if action.startswith("antenna-") or action in ("receiver-firmware", "receiver-mute", "receiver-unmute"):
+        return _hardware(world, action, value)
     return _attack(world, action, value)
 
 
@@ -83,6 +91,20 @@ def _receiver(world: Any, action: str) -> str:
         slot.powered = action == "receiver-on"
     else:
         slot.receiver.reset(world.true_ns(), 30)
+    return action
+
+
+def _hardware(world: Any, action: str, value: str) -> str:
+    """The receiver's hardware: its antenna cable, its firmware, whether it answers commands."""
+    rx = world.receivers[0].receiver
+    if action.startswith("antenna-"):
+        rx.conditions.antenna_status = action.removeprefix("antenna-")  # no antenna, no sky (until repaired)
+        return action
+    if action == "receiver-firmware":
+        firmware = value or "TIM 2.24"
+        rx.change_firmware(firmware, world.true_ns())
+        return f"receiver restarted with firmware {firmware}"
+    rx.mute = action == "receiver-mute"
     return action
 
 

@@ -3,12 +3,15 @@
 I/O edge.  Opens a pty pair, links the slave's path to ``link`` (as udev would name a receiver), and each host second
 writes the burst a receiver sends shortly after its pulse.  ``appliance run --set gnss.device=LINK`` reads it exactly as
 it reads a UART.  If nobody reads, the kernel buffer fills and old bytes are flushed, as on an unread serial port.
+What the appliance writes (set-up commands, polls) is read between bursts and answered at once, as the receiver
+family chosen would (u-blox generation 9 or 8, Unicore, or a plain NMEA receiver that answers nothing).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import select
 import signal
 import termios
 import time
@@ -23,9 +26,10 @@ log = logging.getLogger("appliance.sim.pty")
 
 
 class PtyReceiver:
-    def __init__(self, link: str, seed: int, table: leap.LeapTable, burst_delay_ms: int = 80):
+    def __init__(self, link: str, seed: int, table: leap.LeapTable, burst_delay_ms: int = 80,
+                 family: str = "ublox9"):
         self.link = Path(link)
-        self.receiver = SimReceiver(seed, table)
+        self.receiver = SimReceiver(seed, table, family=family)
         self.table = table
         self._delay_ns = burst_delay_ms * 1_000_000
         self._master, slave = os.openpty()
@@ -56,12 +60,35 @@ class PtyReceiver:
         while not stopping["now"] and (seconds is None or written < seconds):
             tai_now = leap.posix_to_tai_ns(time.time_ns(), self.table)
             second = (tai_now - self._delay_ns) // NS_PER_S * NS_PER_S + NS_PER_S
-            sleep_s = (second + self._delay_ns - tai_now) / NS_PER_S
-            time.sleep(max(0.0, sleep_s))
+            self._listen_until(leap.tai_to_posix_ns(second + self._delay_ns, self.table)[0], stopping)
             if stopping["now"]:
                 break
             self._write(self.receiver.burst(second))
             written += 1
+
+    def _listen_until(self, posix_ns: int, stopping: dict[str, bool]) -> None:
+        """Answer what the appliance writes until the host clock reaches ``posix_ns``."""
+        while not stopping["now"]:
+            left_s = (posix_ns - time.time_ns()) / NS_PER_S
+            if left_s <= 0:
+                return
+            try:
+                ready, _, _ = select.select([self._master], [], [], left_s)
+            except InterruptedError:
+                continue
+            if not ready:
+                return
+            try:
+                data = os.read(self._master, 4096)
+            except BlockingIOError:
+                continue
+            except OSError:
+                time.sleep(min(left_s, 0.05))  # nobody has the line open: nothing to hear
+                continue
+            if data:
+                reply = self.receiver.accept(data, leap.posix_to_tai_ns(time.time_ns(), self.table))
+                if reply:
+                    self._write(reply)
 
     def _write(self, data: bytes) -> None:
         try:

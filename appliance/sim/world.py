@@ -38,6 +38,22 @@ class ReceiverSlot:
     sequence: int = 0
 
 
+ANSWER_DELAY_NS = 15 * NS_PER_MS  # a receiver's answer to a command, as on a 115200 baud line
+
+
+@dataclass
+class SimLine:
+    world: SimWorld
+    slot: ReceiverSlot
+
+    def write(self, data: bytes) -> None:
+        if self.slot.powered:  # a receiver without power hears nothing
+            self.world._answer(self.slot, data)
+
+    def set_baud(self, baud: int) -> None:
+        self.slot.receiver.line_baud = baud
+
+
 class SimWorld:
     def __init__(self, scheduler: Scheduler, seed: int, oscillator: str, table: leap.LeapTable,
                  on_bytes: Callable[[bytes, int], None], on_edge: Callable[[PpsEdge], None],
@@ -75,6 +91,17 @@ class SimWorld:
     def counter_ns(self, true_ns: int) -> int:
         """The oscillator's reading without its white phase noise: for mapping host time onto served time."""
         return true_ns + round(self.oscillator.phase_error_ns(true_ns))
+
+    def line(self, index: int) -> SimLine:
+        """Receiver ``index``'s serial line as the appliance's set-up sees it: what it writes reaches the simulated
+        receiver, whose answers come back on the line a few milliseconds later."""
+        return SimLine(self, self.receivers[index])
+
+    def _answer(self, slot: ReceiverSlot, data: bytes) -> None:
+        reply = slot.receiver.accept(data, self.true_ns())
+        if reply:
+            at = self.true_ns() + ANSWER_DELAY_NS
+            self.scheduler.call_at(at, functools.partial(self._deliver, slot, reply, at))
 
     def add_receiver(self, seed: int, on_bytes: Callable[[bytes, int], None], on_edge: Callable[[PpsEdge], None],
                      ) -> ReceiverSlot:
