@@ -256,7 +256,7 @@ class EpochAssembler:
         elif isinstance(r, ubx.UbxSignalsUsed):
             cur.sig_used.update(r.used)
         elif isinstance(r, ubx.UbxDop):
-            cur.hdop = r.hdop
+            cur.hdop = r.hdop if r.hdop is not None else cur.hdop
 
     def _absorb_fix(self, r: ubx.UbxFix) -> None:
         cur = self._cur

@@ -46,7 +46,7 @@ _POWER_RANK = {"off": 2, "on": 1, "unknown": 0}
 # Where an ECEF position can be for a fixed timing antenna: the Earth's surface, give or take a few tens of km
 # (the polar radius is 6,356.8 km, the equatorial 6,378.1 km).
 EARTH_RADIUS_RANGE_M = (6_300_000.0, 6_450_000.0)
-PDOP_NONE = 9999  # NAV-SOL pDOP 99.99: no DOP (a timing receiver on a fixed position solves for time alone)
+DOP_NONE = 9999  # NAV-SOL / NAV-DOP 99.99: no DOP (a timing receiver on a fixed position solves for time alone)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +86,7 @@ class UbxPosition:
 @dataclass(frozen=True, slots=True)
 class UbxDop:
     itow_ms: int
-    hdop: float
+    hdop: float | None  # None for 99.99: no DOP (a timing receiver on a fixed position solves for time alone)
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,7 +321,7 @@ def _nav_posllh(p: bytes) -> UbxPosition:
 
 def _nav_dop(p: bytes) -> UbxDop:
     itow, _g, _p, _t, _v, hdop = struct.unpack_from("<IHHHHH", p)
-    return UbxDop(itow, hdop / 100.0)
+    return UbxDop(itow, hdop / 100.0 if hdop < DOP_NONE else None)
 
 
 def _nav_timegps(p: bytes) -> UbxGpsTime:
@@ -377,7 +377,7 @@ def _nav_sol(p: bytes) -> UbxSolution:
     position = _ecef_position(x, y, z) if fix_ok else None
     fix = UbxFix("NAV-SOL", itow, mode, fix_ok, gps_fix == 5 and fix_ok, num_sv, position)
     return UbxSolution(itow, ftow, week, bool(flags & 0x04), bool(flags & 0x08), bool(flags & 0x02), (x, y, z), pacc,
-                       (vx, vy, vz), pdop / 100.0 if pdop < PDOP_NONE else None, fix)
+                       (vx, vy, vz), pdop / 100.0 if pdop < DOP_NONE else None, fix)
 
 
 def _ecef_position(x_cm: int, y_cm: int, z_cm: int) -> Position | None:

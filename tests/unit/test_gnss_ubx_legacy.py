@@ -157,8 +157,9 @@ def test_nav_sol_round_trips():
     assert (sol.week, sol.ecef_cm, sol.fix.num_sv, sol.fix.mode) == (2300, GRENOBLE_ECEF_CM, 9, FixMode.FIX_3D)
 
 
-def test_nav_dop_round_trips():
+def test_nav_dop_round_trips_and_99_99_is_no_dop():
     assert ubx.decode(0x01, 0x04, ubx.encode_payload("NAV-DOP", itow_ms=ITOW, hdop=62)) == ubx.UbxDop(ITOW, 0.62)
+    assert ubx.decode(0x01, 0x04, ubx.encode_payload("NAV-DOP", itow_ms=ITOW, hdop=9999)) == ubx.UbxDop(ITOW, None)
 
 
 def test_nav_sat_round_trips():
