@@ -588,9 +588,16 @@ def _enc_nav_svinfo(f: dict[str, Any]) -> bytes:
     return out
 
 
+def _enc_tim_svin(f: dict[str, Any]) -> bytes:
+    x, y, z = f.get("mean_ecef_cm", (0, 0, 0))
+    return struct.pack("<IiiiIIBBxx", f.get("duration_s", 0), x, y, z, f.get("variance_mm2", 0),
+                       f.get("observations", 0), f.get("valid", 0), f.get("active", 0))
+
+
 _ENCODERS: dict[str, Callable[[dict[str, Any]], bytes]] = {
     "TIM-TP": _enc_tim_tp, "NAV-TIMELS": _enc_nav_timels, "NAV-STATUS": _enc_nav_status,
     "NAV-TIMEGPS": _enc_nav_timegps, "NAV-TIMEGAL": _enc_nav_system_time, "NAV-TIMEBDS": _enc_nav_system_time,
     "MON-HW": _enc_mon_hw, "MON-RF": _enc_mon_rf, "NAV-PVT": _enc_nav_pvt, "NAV-TIMEUTC": _enc_nav_timeutc,
     "NAV-SOL": _enc_nav_sol, "NAV-DOP": _enc_nav_dop, "NAV-SAT": _enc_nav_sat, "NAV-SVINFO": _enc_nav_svinfo,
+    "TIM-SVIN": _enc_tim_svin,
 }
