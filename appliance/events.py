@@ -63,7 +63,7 @@ class SatInfo:
 class Position:
     lat_deg: float
     lon_deg: float
-    alt_m: float | None = None  # above mean sea level where the receiver says so
+    alt_m: float | None = None  # above mean sea level where the receiver says so (u-blox NAV-SOL: the ellipsoid)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +161,10 @@ class GnssEpoch:
     # GPS puts it (GPS's own entry is then 0), or minus ``tai_ns`` when GPS did not report.  Positive: that system
     # says the epoch is later.  Only systems reporting a valid time of week and week; () when none did.
     system_offsets_ns: tuple[tuple[Constellation, int], ...] = ()
+    # The receiver's antenna supervisor (u-blox MON-HW aStatus/aPower, MON-RF antStatus/antPower): "ok", "short",
+    # "open" or "unknown"; power "on", "off" or "unknown".  None when the receiver did not say this epoch.
+    antenna_status: str | None = None
+    antenna_power: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

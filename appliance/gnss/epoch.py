@@ -7,6 +7,11 @@ UBX navigation records name their epoch by GPS time of week (iTOW, shared by eve
 which keeps an epoch whole across a leap second, where UTC time of day and iTOW stop moving together.  NMEA and UBX
 describing the same second (a timing receiver sends both) merge into one epoch.  Per-system times (NAV-TIMEGPS,
 NAV-TIMEGAL, NAV-TIMEBDS) become offsets between the systems, for the integrity checks.
+
+A receiver that states no UTC at all (an older u-blox sending NAV-SOL, NAV-TIMEGPS, NAV-SVINFO and NAV-DOP, no
+NAV-PVT and no NMEA) still labels its epochs: NAV-TIMEGPS with a valid time of week, week and leap seconds gives
+UTC = GPS time - leapS.  A time the receiver states in UTC (NMEA, NAV-TIMEUTC, NAV-PVT) outranks it, and it in turn
+outranks a time of day derived from iTOW alone.
 """
 
 from __future__ import annotations
@@ -17,11 +22,21 @@ from dataclasses import dataclass, field
 from appliance import leap
 from appliance.events import Constellation, FixMode, GnssEpoch, Position, SatInfo
 from appliance.gnss import nmea, ubx
+from appliance.units import NS_PER_MS
 
 C = Constellation
 DAY_MS = 86_400_000
 WEEK_MS = 7 * DAY_MS
 SYSTEM_ORDER = tuple(ubx.SYSTEM_TIMES)  # GPS first: the reference of the offsets
+GPS_EPOCH_DAYS = leap.days_from_civil(1980, 1, 6)  # GPS week 0 began at 1980-01-06T00:00:00 UTC
+GPS_MINUS_TAI_S = -19  # IS-GPS-200: GPS time = TAI - 19 s
+# How firmly a record names its epoch's UTC: stated by the receiver in UTC, computed from GPS time and the
+# receiver's leap seconds, or derived from iTOW with an offset learnt earlier.
+STATED, FROM_GPS_TIME, DERIVED = 2, 1, 0
+# Position ranks (lower wins): UBX fixes in height above mean sea level, NMEA GGA/GNS, NMEA RMC/GLL (no height),
+# then NAV-SOL, whose height is above the ellipsoid: it is used only where nothing states a height above mean sea
+# level, so that one receiver's positions do not jump by the geoid separation from epoch to epoch.
+RANK_UBX, RANK_GGA, RANK_NO_HEIGHT, RANK_ELLIPSOIDAL = 0, 1, 2, 3
 
 
 def utc_text(date: tuple[int, int, int], tod_ms: int) -> str:
@@ -43,6 +58,28 @@ def _states_time(record: object) -> bool:
     return isinstance(record, (nmea.TimeRecord, ubx.UbxUtc))
 
 
+def _time_rank(record: object) -> int:
+    if _states_time(record):
+        return STATED
+    return FROM_GPS_TIME if isinstance(record, ubx.UbxGpsTime) else DERIVED
+
+
+def gps_time_utc(week: int, itow_ms: int, leap_s: int,
+                 table: leap.LeapTable) -> tuple[tuple[int, int, int], int]:
+    """(date, time of day in ms) of a GPS week and time of week, UTC = GPS time - the receiver's GPS-UTC ``leap_s``.
+
+    Subtracting whole seconds cannot name an inserted 23:59:60 (it reads the next 00:00:00 or repeats 23:59:59,
+    whichever leapS the receiver reports during it): where the leap table puts the instant inside an inserted
+    second and the receiver's leapS is that leap second's old or new value, the label is 23:59:60."""
+    gps_tai_ns = ubx.system_time_tai_ns(C.GPS, week, itow_ms * NS_PER_MS)
+    if table.inserted_second_start_tai_ns(gps_tai_ns) is not None:
+        if table.tai_utc_at_tai_ns(gps_tai_ns) + GPS_MINUS_TAI_S - leap_s in (0, -1):
+            utc = leap.tai_to_utc(gps_tai_ns, table)
+            return (utc.year, utc.month, utc.day), DAY_MS + utc.nanosecond // NS_PER_MS
+    days, tod_ms = divmod(week * WEEK_MS + itow_ms - leap_s * 1000, DAY_MS)
+    return leap.civil_from_days(GPS_EPOCH_DAYS + days), tod_ms
+
+
 def next_date(date: tuple[int, int, int]) -> tuple[int, int, int]:
     year, month, day = date
     leap_year = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
@@ -57,6 +94,7 @@ class _Building:
     tod_ms: int | None = None
     date: tuple[int, int, int] | None = None
     itow_ms: int | None = None  # u-blox iTOW of the epoch, once a UBX navigation record has named it
+    time_rank: int = DERIVED  # how firmly tod_ms/date were named (STATED, FROM_GPS_TIME, DERIVED)
     rx_raw_ns: int = 0
     valid_votes: list[bool] = field(default_factory=list)
     nmea_modes: list[FixMode] = field(default_factory=list)  # GGA/GNS: they state the dimension
@@ -69,10 +107,13 @@ class _Building:
     ubx_sats: tuple[SatInfo, ...] | None = None
     sig_used: set[tuple[Constellation, int]] = field(default_factory=set)  # NAV-SIG: used on any signal
     gga_count: int | None = None
+    fix_count: int | None = None  # NAV-PVT / NAV-SOL numSV: the receiver's count when it lists no satellites
     hdop: float | None = None
     jam_indicator: int | None = None
     jamming_state: int | None = None
     spoofing_state: int | None = None
+    antenna_status: str | None = None
+    antenna_power: str | None = None
     system_tai_ns: dict[Constellation, int] = field(default_factory=dict)  # where each system puts the epoch
     sources: list[str] = field(default_factory=list)
 
@@ -91,6 +132,7 @@ class EpochAssembler:
         self._itow_to_tod_ms: int | None = None  # UTC time of day minus GPS time of week, mod one day
         self._last_mode = FixMode.UNKNOWN
         self._last_view: dict[tuple[Constellation, int], SatInfo] = {}  # the sky persists between GSV reports
+        self._last_ubx_sats: tuple[SatInfo, ...] = ()  # ... and between NAV-SAT / NAV-SVINFO reports
         self._last_used: set[tuple[Constellation, int]] = set()
         self._last_used_count: int | None = None
 
@@ -105,10 +147,13 @@ class EpochAssembler:
             cur.rx_raw_ns = rx_raw_ns
         if itow is not None:
             cur.itow_ms = itow
-        # A time derived from iTOW is only a guess at UTC (wrong during 23:59:60); a stated time replaces it.
-        if key is not None and (cur.tod_ms is None or _states_time(record)):
+        # A time derived from iTOW is only a guess at UTC (wrong during 23:59:60); a stated time replaces it, and
+        # so does GPS time with the receiver's leap seconds, short of a stated time.
+        rank = _time_rank(record)
+        if key is not None and (cur.tod_ms is None or rank >= max(cur.time_rank, FROM_GPS_TIME)):
             cur.tod_ms = key[0]
             cur.date = key[1] or cur.date
+            cur.time_rank = rank
         self._absorb(record)
         if isinstance(record, ubx.UbxEndOfEpoch):
             out += self.flush()
@@ -155,6 +200,9 @@ class EpochAssembler:
         if isinstance(record, ubx.UbxGpsTime) and record.leap_valid:
             # Refreshed on every report, so that after a leap second iTOW keeps naming the epoch NMEA states.
             self._itow_to_tod_ms = (-record.leap_s * 1000) % DAY_MS
+            if record.tow_valid and record.week_valid:
+                date, tod_ms = gps_time_utc(record.week, record.itow_ms, record.leap_s, self._table())
+                return tod_ms, date
         itow = getattr(record, "itow_ms", None)
         if itow is not None and self._itow_to_tod_ms is not None and not isinstance(record, ubx.UbxEndOfEpoch):
             tod = (itow + self._itow_to_tod_ms) % DAY_MS
@@ -189,26 +237,40 @@ class EpochAssembler:
         elif isinstance(r, ubx.UbxUtc):
             cur.valid_votes.append(r.valid)
         elif isinstance(r, ubx.UbxFix):
-            if cur.ubx_fix is None or r.kind == "NAV-PVT":
-                cur.ubx_fix = r
-            if r.position is not None:
-                cur.positions[0] = r.position
-            if r.spoofing_state is not None:
-                cur.spoofing_state = r.spoofing_state
+            self._absorb_fix(r)
+        elif isinstance(r, ubx.UbxSolution):
+            self._absorb_fix(r.fix)
         elif isinstance(r, (ubx.UbxGpsTime, ubx.UbxSystemTime)):
+            if isinstance(r, ubx.UbxGpsTime) and r.tow_valid and r.week_valid and r.leap_valid:
+                cur.valid_votes.append(True)  # it vouches for the UTC it gives (GPS time - leapS)
             at_ns = ubx.epoch_time_tai_ns(r)
             if at_ns is not None:
                 cur.system_tai_ns[C.GPS if isinstance(r, ubx.UbxGpsTime) else r.constellation] = at_ns
         elif isinstance(r, ubx.UbxHardware):
             cur.jam_indicator, cur.jamming_state = r.jam_indicator, r.jamming_state
+            cur.antenna_status, cur.antenna_power = r.antenna_status, r.antenna_power
         elif isinstance(r, ubx.UbxPosition):
-            cur.positions.setdefault(0, r.position)
-        elif isinstance(r, ubx.UbxSats):
+            cur.positions.setdefault(RANK_UBX, r.position)
+        elif isinstance(r, (ubx.UbxSats, ubx.UbxSvInfo)):
             cur.ubx_sats = r.sats
         elif isinstance(r, ubx.UbxSignalsUsed):
             cur.sig_used.update(r.used)
         elif isinstance(r, ubx.UbxDop):
-            cur.hdop = r.hdop
+            cur.hdop = r.hdop if r.hdop is not None else cur.hdop
+
+    def _absorb_fix(self, r: ubx.UbxFix) -> None:
+        cur = self._cur
+        if cur.ubx_fix is None or r.kind == "NAV-PVT":
+            cur.ubx_fix = r
+        if r.position is not None:
+            if r.kind == "NAV-SOL":
+                cur.positions.setdefault(RANK_ELLIPSOIDAL, r.position)
+            else:
+                cur.positions[RANK_UBX] = r.position
+        if r.num_sv is not None and (cur.fix_count is None or r.kind == "NAV-PVT"):
+            cur.fix_count = r.num_sv
+        if r.spoofing_state is not None:
+            cur.spoofing_state = r.spoofing_state
 
     def _absorb_time(self, r: nmea.TimeRecord) -> None:
         cur = self._cur
@@ -217,7 +279,7 @@ class EpochAssembler:
         if r.mode is not None:
             (cur.status_modes if r.kind in ("RMC", "GLL") else cur.nmea_modes).append(r.mode)
         if r.position is not None:
-            rank = 1 if r.position.alt_m is not None else 2
+            rank = RANK_GGA if r.position.alt_m is not None else RANK_NO_HEIGHT
             cur.positions.setdefault(rank, r.position)
         if r.kind == "GGA" and r.num_sats is not None:
             cur.gga_count = r.num_sats
@@ -233,8 +295,9 @@ class EpochAssembler:
         mode = self._mode(cur)
         sats = self._satellites(cur)
         listed = cur.used or cur.sig_used or cur.ubx_sats is not None
-        if listed or cur.gga_count is not None:
-            used_count = sum(1 for s in sats if s.used) if listed else cur.gga_count
+        stated_count = cur.gga_count if cur.gga_count is not None else cur.fix_count
+        if listed or stated_count is not None:
+            used_count = sum(1 for s in sats if s.used) if listed else stated_count
         else:
             used_count = self._last_used_count  # said nothing about the sky: keep the last word, as for satellites
         self._last_used_count = used_count
@@ -243,7 +306,8 @@ class EpochAssembler:
         time_only = bool(cur.ubx_fix and cur.ubx_fix.time_only)
         return GnssEpoch(text, tai, valid, mode, position, sats, used_count, cur.hdop, cur.rx_raw_ns,
                          tuple(dict.fromkeys(cur.sources)), time_only, cur.jam_indicator, cur.jamming_state,
-                         cur.spoofing_state, _system_offsets_ns(cur.system_tai_ns, tai))
+                         cur.spoofing_state, _system_offsets_ns(cur.system_tai_ns, tai), cur.antenna_status,
+                         cur.antenna_power)
 
     def _to_tai(self, date: tuple[int, int, int], tod_ms: int) -> int | None:
         seconds, millis = divmod(tod_ms, 1000)
@@ -278,8 +342,12 @@ class EpochAssembler:
     def _satellites(self, cur: _Building) -> tuple[SatInfo, ...]:
         if cur.view:
             self._last_view = dict(cur.view)
+        if cur.ubx_sats is not None:
+            self._last_ubx_sats = tuple(SatInfo(s.constellation, s.prn, s.elevation_deg, s.azimuth_deg, s.cn0_dbhz)
+                                        for s in cur.ubx_sats)  # in use is said per epoch, as GSA says it
         merged = dict(cur.view) if cur.view or cur.ubx_sats else dict(self._last_view)
-        for sat in cur.ubx_sats or ():
+        ubx_sats = cur.ubx_sats if cur.ubx_sats is not None else () if cur.view else self._last_ubx_sats
+        for sat in ubx_sats:
             merged[(sat.constellation, sat.prn)] = sat
         # Binary NAV-SAT states "used" per satellite from the navigation solution itself; where a receiver sends
         # it, its NMEA GSA (which can lag by an epoch) does not add to it.  NAV-SAT only speaks for a satellite's

@@ -186,7 +186,10 @@ class GnssReceiver:
         if isinstance(r, ubx.UbxLeap) and r.current_valid:
             return [self._leap_info(r)]
         if isinstance(r, ubx.UbxGpsTime) and r.leap_valid:
-            return [LeapInfo(r.leap_s + GPS_TAI_OFFSET_S)]
+            return [LeapInfo(r.leap_s + GPS_TAI_OFFSET_S)] + self._label(r, rx_raw_ns)
+        return self._label(r, rx_raw_ns)
+
+    def _label(self, r: object, rx_raw_ns: int) -> list[object]:
         valid = _says_valid(r)
         tai = self._assembler.current_tai_ns()
         if valid is None or tai is None or self._label_sent_for == tai:
@@ -256,4 +259,6 @@ def _says_valid(r: object) -> bool | None:
         return bool(r.valid)
     if isinstance(r, ubx.UbxUtc):
         return r.valid
+    if isinstance(r, ubx.UbxGpsTime) and r.tow_valid and r.week_valid and r.leap_valid:
+        return True  # UTC = GPS time - leapS (the epoch assembler): what a receiver without UTC messages offers
     return None

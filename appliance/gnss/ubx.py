@@ -2,17 +2,21 @@
 
 Pure core.  Field layouts follow the u-blox M8/F9 interface descriptions (UBX-13003221, UBX-18010854): NAV-PVT,
 NAV-STATUS, NAV-POSLLH, NAV-DOP, NAV-TIMEUTC, NAV-TIMEGPS, NAV-TIMEGAL, NAV-TIMEBDS, NAV-TIMELS, NAV-SAT, NAV-SIG,
-NAV-EOE, MON-HW, TIM-TP and TIM-SVIN.  Each layout is a ``struct`` format, so a short payload is a clear rejection
+NAV-EOE, MON-HW, MON-RF, TIM-TP and TIM-SVIN, and the older NAV-SOL and NAV-SVINFO that u-blox 5 to 8 receivers send
+where later ones send NAV-PVT and NAV-SAT.  Each layout is a ``struct`` format, so a short payload is a clear rejection
 rather than an index error.  Each system's time of week converts to TAI here, where its week numbering is known.
 """
 
 from __future__ import annotations
 
+import math
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from appliance.events import Constellation, FixMode, Position, Rejected, SatInfo
+from appliance.gnss.survey import ecef_to_geodetic
 from appliance.units import NS_PER_MS, NS_PER_S
 
 C = Constellation
@@ -27,6 +31,22 @@ GNSS_IDS = {0: C.GPS, 1: C.SBAS, 2: C.GALILEO, 3: C.BEIDOU, 5: C.QZSS, 6: C.GLON
 # NAV-STATUS / NAV-PVT gpsFix: 0 none, 1 dead reckoning only, 2 2D, 3 3D, 4 GNSS+DR, 5 time only.
 _FIX = {0: FixMode.NO_FIX, 1: FixMode.NO_FIX, 2: FixMode.FIX_2D, 3: FixMode.FIX_3D, 4: FixMode.FIX_3D,
         5: FixMode.FIX_3D}
+# NAV-SVINFO's one-byte svid (u-blox 8 / M8 receiver description, appendix "Satellite Numbering"): first svid, last
+# svid, system, and that system's number of the first.  Not the NMEA numbering (where 33-64 are SBAS): in UBX, 33-64
+# are BeiDou B6-B37.  IMES (173-182) and a GLONASS satellite whose slot is not yet known (255) have no number here.
+SVIDS = ((1, 32, C.GPS, 1), (33, 64, C.BEIDOU, 6), (65, 96, C.GLONASS, 1), (120, 158, C.SBAS, 120),
+         (159, 163, C.BEIDOU, 1), (193, 202, C.QZSS, 1), (211, 246, C.GALILEO, 1))
+# MON-HW aStatus and MON-RF antStatus: 0 init, 1 don't know, 2 ok, 3 short, 4 open; aPower/antPower: 0 off, 1 on,
+# 2 don't know.
+ANTENNA_STATUS = {2: "ok", 3: "short", 4: "open"}
+ANTENNA_POWER = {0: "off", 1: "on"}
+# Which of several RF blocks' antenna reports speaks (MON-RF): a fault in any block, then one that knows.
+_STATUS_RANK = {"short": 3, "open": 2, "ok": 1, "unknown": 0}
+_POWER_RANK = {"off": 2, "on": 1, "unknown": 0}
+# Where an ECEF position can be for a fixed timing antenna: the Earth's surface, give or take a few tens of km
+# (the polar radius is 6,356.8 km, the equatorial 6,378.1 km).
+EARTH_RADIUS_RANGE_M = (6_300_000.0, 6_450_000.0)
+DOP_NONE = 9999  # NAV-SOL / NAV-DOP 99.99: no DOP (a timing receiver on a fixed position solves for time alone)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +86,7 @@ class UbxPosition:
 @dataclass(frozen=True, slots=True)
 class UbxDop:
     itow_ms: int
-    hdop: float
+    hdop: float | None  # None for 99.99: no DOP (a timing receiver on a fixed position solves for time alone)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,10 +121,13 @@ class UbxSystemTime:
 
 @dataclass(frozen=True, slots=True)
 class UbxHardware:
-    """MON-HW: the receiver's own interference monitor.  No iTOW: it belongs to the epoch being assembled."""
+    """MON-HW or MON-RF: the receiver's own interference and antenna supervisor.  No iTOW: it belongs to the epoch
+    being assembled."""
 
     jam_indicator: int  # jamInd: 0 no CW jamming .. 255 strong
     jamming_state: int  # 0 unknown or disabled, 1 ok, 2 warning, 3 critical
+    antenna_status: str | None = None  # "ok", "short", "open" or "unknown" (initialising, or no supervisor)
+    antenna_power: str | None = None  # "on", "off" or "unknown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +145,37 @@ class UbxLeap:
 class UbxSats:
     itow_ms: int
     sats: tuple[SatInfo, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class UbxSvInfo:
+    """NAV-SVINFO (u-blox 5 to 8; NAV-SAT replaces it): the satellites of every channel, in the one-byte svid
+    numbering.  ``chip_gen`` is globalFlags' chip generation (0 Antaris, 1 u-blox 5, 2 u-blox 6, 3 u-blox 7,
+    4 u-blox 8 / M8)."""
+
+    itow_ms: int
+    sats: tuple[SatInfo, ...]
+    chip_gen: int
+
+
+@dataclass(frozen=True, slots=True)
+class UbxSolution:
+    """NAV-SOL (u-blox 5 to 8; NAV-PVT replaces it): the navigation solution in ECEF, with its GPS week and time of
+    week but no UTC.  ``fix`` is what it says as the fix records of later receivers say it; its position is
+    geodetic on WGS-84 with the *ellipsoidal* height (NAV-SOL carries no geoid model, so no height above mean sea
+    level)."""
+
+    itow_ms: int
+    ftow_ns: int  # signed: the solution is at itow_ms + ftow_ns of the GPS week
+    week: int
+    week_valid: bool  # WKNSET
+    tow_valid: bool  # TOWSET
+    diff_soln: bool  # DiffSoln: differential corrections applied
+    ecef_cm: tuple[int, int, int]
+    pacc_cm: int
+    velocity_cm_s: tuple[int, int, int]
+    pdop: float | None  # None where the receiver has none (99.99, e.g. in fixed-position timing mode)
+    fix: UbxFix
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,11 +225,11 @@ class UbxIgnored:
 
 
 UbxRecord = (UbxUtc | UbxFix | UbxPosition | UbxDop | UbxGpsTime | UbxSystemTime | UbxHardware | UbxLeap | UbxSats
-             | UbxSignalsUsed | UbxTimePulse | UbxSurvey | UbxEndOfEpoch | UbxIgnored)
+             | UbxSvInfo | UbxSolution | UbxSignalsUsed | UbxTimePulse | UbxSurvey | UbxEndOfEpoch | UbxIgnored)
 
 NAMES = {
     (0x01, 0x01): "NAV-POSECEF", (0x01, 0x02): "NAV-POSLLH", (0x01, 0x03): "NAV-STATUS", (0x01, 0x04): "NAV-DOP",
-    (0x01, 0x07): "NAV-PVT", (0x01, 0x11): "NAV-VELECEF", (0x01, 0x20): "NAV-TIMEGPS", (0x01, 0x21): "NAV-TIMEUTC",
+    (0x01, 0x06): "NAV-SOL", (0x01, 0x07): "NAV-PVT", (0x01, 0x30): "NAV-SVINFO", (0x01, 0x11): "NAV-VELECEF", (0x01, 0x20): "NAV-TIMEGPS", (0x01, 0x21): "NAV-TIMEUTC",
     (0x01, 0x22): "NAV-CLOCK", (0x01, 0x24): "NAV-TIMEBDS", (0x01, 0x25): "NAV-TIMEGAL", (0x01, 0x26): "NAV-TIMELS",
     (0x01, 0x35): "NAV-SAT", (0x01, 0x3B): "NAV-SVIN", (0x01, 0x43): "NAV-SIG", (0x01, 0x61): "NAV-EOE",
     (0x0A, 0x09): "MON-HW", (0x0A, 0x38): "MON-RF", (0x0D, 0x01): "TIM-TP", (0x0D, 0x04): "TIM-SVIN",
@@ -267,7 +321,7 @@ def _nav_posllh(p: bytes) -> UbxPosition:
 
 def _nav_dop(p: bytes) -> UbxDop:
     itow, _g, _p, _t, _v, hdop = struct.unpack_from("<IHHHHH", p)
-    return UbxDop(itow, hdop / 100.0)
+    return UbxDop(itow, hdop / 100.0 if hdop < DOP_NONE else None)
 
 
 def _nav_timegps(p: bytes) -> UbxGpsTime:
@@ -286,19 +340,87 @@ def _nav_system_time(kind: str, system: Constellation) -> Callable[[bytes], UbxS
     return decode_time
 
 
+def antenna_status_name(code: int) -> str:
+    """MON-HW aStatus / MON-RF antStatus -> "ok", "short", "open" or "unknown" (initialising or no supervisor)."""
+    return ANTENNA_STATUS.get(code, "unknown")
+
+
+def antenna_power_name(code: int) -> str:
+    """MON-HW aPower / MON-RF antPower -> "on", "off" or "unknown"."""
+    return ANTENNA_POWER.get(code, "unknown")
+
+
 def _mon_hw(p: bytes) -> UbxHardware:
-    flags, jam_ind = p[22], p[45]
-    return UbxHardware(jam_ind, (flags >> 2) & 0x03)
+    a_status, a_power, flags = struct.unpack_from("<BBB", p, 20)
+    jam_ind = p[45]
+    return UbxHardware(jam_ind, (flags >> 2) & 0x03, antenna_status_name(a_status), antenna_power_name(a_power))
 
 
 def _mon_rf(p: bytes) -> UbxHardware:
-    """MON-RF (F9 generation, where MON-HW is deprecated): one block per RF band; the worst band speaks."""
+    """MON-RF (F9 generation, where MON-HW is deprecated): one block per RF band; the worst band speaks, for the
+    antenna a fault in any band, then a band whose supervisor knows."""
     _version, blocks = struct.unpack_from("<BB", p)
     if len(p) < 4 + 24 * blocks or blocks == 0:
         raise ValueError(f"MON-RF announces {blocks} blocks in {len(p)} bytes")
-    states = [p[4 + 24 * i + 1] & 0x03 for i in range(blocks)]
-    jams = [p[4 + 24 * i + 16] for i in range(blocks)]
-    return UbxHardware(max(jams), max(states))
+    # blockId, flags (jammingState), antStatus, antPower, then jamInd at offset 16 of each 24-byte block.
+    blocks_fields = [struct.unpack_from("<BBBB12xB", p, 4 + 24 * i) for i in range(blocks)]
+    status = max((antenna_status_name(b[2]) for b in blocks_fields), key=_STATUS_RANK.__getitem__)
+    power = max((antenna_power_name(b[3]) for b in blocks_fields), key=_POWER_RANK.__getitem__)
+    return UbxHardware(max(b[4] for b in blocks_fields), max(b[1] & 0x03 for b in blocks_fields), status, power)
+
+
+def _nav_sol(p: bytes) -> UbxSolution:
+    (itow, ftow, week, gps_fix, flags, x, y, z, pacc, vx, vy, vz, _sacc, pdop,
+     num_sv) = struct.unpack_from("<IihBBiiiIiiiIHxB4x", p)
+    fix_ok = bool(flags & 0x01)  # GPSfixOK: the fix is within the DOP and accuracy masks
+    mode = _FIX.get(gps_fix, FixMode.NO_FIX) if fix_ok else FixMode.NO_FIX
+    position = _ecef_position(x, y, z) if fix_ok else None
+    fix = UbxFix("NAV-SOL", itow, mode, fix_ok, gps_fix == 5 and fix_ok, num_sv, position)
+    return UbxSolution(itow, ftow, week, bool(flags & 0x04), bool(flags & 0x08), bool(flags & 0x02), (x, y, z), pacc,
+                       (vx, vy, vz), pdop / 100.0 if pdop < DOP_NONE else None, fix)
+
+
+def _ecef_position(x_cm: int, y_cm: int, z_cm: int) -> Position | None:
+    """ECEF (cm) -> latitude, longitude and ellipsoidal height; None where no antenna can be (a receiver that
+    zeroes its solution, say)."""
+    x_m, y_m, z_m = x_cm / 100.0, y_cm / 100.0, z_cm / 100.0
+    low_m, high_m = EARTH_RADIUS_RANGE_M
+    if not low_m <= math.sqrt(x_m * x_m + y_m * y_m + z_m * z_m) <= high_m:
+        return None
+    lat_deg, lon_deg, height_m = ecef_to_geodetic(x_m, y_m, z_m)
+    return Position(lat_deg, lon_deg, height_m)
+
+
+def svid_to_sat(svid: int) -> tuple[Constellation, int] | None:
+    """NAV-SVINFO's one-byte svid -> (system, that system's own number), None for a number the table leaves out."""
+    for first, last, system, number in SVIDS:
+        if first <= svid <= last:
+            return system, number + svid - first
+    return None
+
+
+def sat_to_svid(system: Constellation, prn: int) -> int | None:
+    """The inverse of ``svid_to_sat``; None for a satellite the one-byte numbering cannot name (BeiDou above B37)."""
+    for first, last, sv_system, number in SVIDS:
+        if sv_system is system and number <= prn <= number + last - first:
+            return first + prn - number
+    return None
+
+
+def _nav_svinfo(p: bytes) -> UbxSvInfo:
+    itow, num_ch, global_flags = struct.unpack_from("<IBB", p)
+    if len(p) < 8 + 12 * num_ch:
+        raise ValueError(f"NAV-SVINFO announces {num_ch} channels in {len(p)} bytes")
+    sats = []
+    for i in range(num_ch):
+        _chn, svid, flags, _quality, cno, elev, azim, _pr_res = struct.unpack_from("<BBBBBbhi", p, 8 + 12 * i)
+        sat = svid_to_sat(svid)
+        if sat is None:
+            continue
+        el = elev if -90 <= elev <= 90 else None
+        az = azim if 0 <= azim <= 360 and el is not None else None
+        sats.append(SatInfo(sat[0], sat[1], el, az, cno or None, bool(flags & 0x01)))  # svUsed
+    return UbxSvInfo(itow, tuple(sats), global_flags & 0x07)
 
 
 def _nav_timels(p: bytes) -> UbxLeap:
@@ -357,40 +479,125 @@ _DECODERS = {
     (0x01, 0x20): _nav_timegps, (0x01, 0x21): _nav_timeutc, (0x01, 0x26): _nav_timels, (0x01, 0x35): _nav_sat,
     (0x01, 0x43): _nav_sig, (0x01, 0x61): _nav_eoe, (0x0D, 0x01): _tim_tp, (0x0D, 0x04): _tim_svin,
     (0x01, 0x24): _nav_system_time("NAV-TIMEBDS", C.BEIDOU), (0x01, 0x25): _nav_system_time("NAV-TIMEGAL", C.GALILEO),
-    (0x0A, 0x09): _mon_hw, (0x0A, 0x38): _mon_rf,
+    (0x0A, 0x09): _mon_hw, (0x0A, 0x38): _mon_rf, (0x01, 0x06): _nav_sol, (0x01, 0x30): _nav_svinfo,
 }
 _MIN_LEN = {
     (0x01, 0x02): 28, (0x01, 0x03): 16, (0x01, 0x04): 18, (0x01, 0x07): 92, (0x01, 0x20): 16, (0x01, 0x21): 20,
     (0x01, 0x26): 24, (0x01, 0x35): 8, (0x01, 0x43): 8, (0x01, 0x61): 4, (0x0D, 0x01): 16, (0x0D, 0x04): 28,
-    (0x01, 0x24): 20, (0x01, 0x25): 20, (0x0A, 0x09): 60, (0x0A, 0x38): 4,
+    (0x01, 0x24): 20, (0x01, 0x25): 20, (0x0A, 0x09): 60, (0x0A, 0x38): 4, (0x01, 0x06): 52, (0x01, 0x30): 8,
 }
 
 
-def encode_payload(kind: str, **fields: int) -> bytes:
-    """Build the payloads the simulated receiver sends (TIM-TP, NAV-TIMELS, NAV-STATUS, NAV-TIMEGPS, NAV-TIMEGAL,
-    NAV-TIMEBDS, MON-HW), field names as in the records above."""
-    if kind == "TIM-TP":
-        return struct.pack("<IIiHBB", fields["tow_ms"], fields.get("tow_sub", 0), fields["qerr_ps"],
-                           fields["week"], fields.get("flags", 0x03), fields.get("ref", 0))
-    if kind == "NAV-TIMELS":
-        valid = fields.get("valid", 0x03)
-        return struct.pack("<IB3xBbBbiHH3xB", fields["itow_ms"], 0, 2, fields["current_ls"], 2,
-                           fields.get("change", 0), fields.get("time_to_event_s", 0), fields.get("wn", 0),
-                           fields.get("dn", 0), valid)
-    if kind == "NAV-STATUS":
-        flags2 = fields.get("flags2", (fields.get("spoofing_state", 1) & 0x03) << 3)
-        return struct.pack("<IBBBBII", fields["itow_ms"], fields["gps_fix"], fields.get("flags", 0x0D), 0, flags2, 0, 0)
-    if kind == "NAV-TIMEGPS":
-        return struct.pack("<IihbBI", fields["itow_ms"], fields.get("ftow_ns", 0), fields["week"],
-                           fields.get("leap_s", 0), fields.get("valid", 0x07), fields.get("tacc_ns", 0))
-    if kind in ("NAV-TIMEGAL", "NAV-TIMEBDS"):
-        return struct.pack("<IIihbBI", fields["itow_ms"], fields["tow_s"], fields.get("ftow_ns", 0), fields["week"],
-                           fields.get("leap_s", 0), fields.get("valid", 0x07), fields.get("tacc_ns", 0))
-    if kind == "MON-HW":
-        # pinSel..pinVal, noisePerMS, agcCnt, aStatus (2 ok), aPower (1 on), flags, reserved, usedMask, VP[17],
-        # jamInd, reserved[2], pinIrq, pullH, pullL: 60 bytes.
-        flags = (fields.get("jamming_state", 1) & 0x03) << 2
-        return struct.pack("<IIIIHHBBBBI17sBxxIII", 0, 0, 0, 0, fields.get("noise_per_ms", 80),
-                           fields.get("agc_cnt", 5000), 2, 1, flags, 0, 0, bytes(17), fields.get("jam_indicator", 0),
-                           0, 0, 0)
-    raise ValueError(f"no encoder for {kind}")
+def encode_payload(kind: str, **fields: Any) -> bytes:
+    """Build the payloads the simulated receiver sends, field names as in the records above (integers in the
+    message's own units; satellites as ``sats``, a sequence of per-satellite tuples in the message's block order)."""
+    encoder = _ENCODERS.get(kind)
+    if encoder is None:
+        raise ValueError(f"no encoder for {kind}")
+    return encoder(fields)
+
+
+def _enc_tim_tp(f: dict[str, Any]) -> bytes:
+    return struct.pack("<IIiHBB", f["tow_ms"], f.get("tow_sub", 0), f["qerr_ps"], f["week"], f.get("flags", 0x03),
+                       f.get("ref", 0))
+
+
+def _enc_nav_timels(f: dict[str, Any]) -> bytes:
+    return struct.pack("<IB3xBbBbiHH3xB", f["itow_ms"], 0, 2, f["current_ls"], 2, f.get("change", 0),
+                       f.get("time_to_event_s", 0), f.get("wn", 0), f.get("dn", 0), f.get("valid", 0x03))
+
+
+def _enc_nav_status(f: dict[str, Any]) -> bytes:
+    flags2 = f.get("flags2", (f.get("spoofing_state", 1) & 0x03) << 3)
+    return struct.pack("<IBBBBII", f["itow_ms"], f["gps_fix"], f.get("flags", 0x0D), 0, flags2, 0, 0)
+
+
+def _enc_nav_timegps(f: dict[str, Any]) -> bytes:
+    return struct.pack("<IihbBI", f["itow_ms"], f.get("ftow_ns", 0), f["week"], f.get("leap_s", 0),
+                       f.get("valid", 0x07), f.get("tacc_ns", 0))
+
+
+def _enc_nav_system_time(f: dict[str, Any]) -> bytes:
+    return struct.pack("<IIihbBI", f["itow_ms"], f["tow_s"], f.get("ftow_ns", 0), f["week"], f.get("leap_s", 0),
+                       f.get("valid", 0x07), f.get("tacc_ns", 0))
+
+
+def _enc_mon_hw(f: dict[str, Any]) -> bytes:
+    # pinSel..pinVal, noisePerMS, agcCnt, aStatus (2 ok), aPower (1 on), flags, reserved, usedMask, VP[17], jamInd,
+    # reserved[2], pinIrq, pullH, pullL: 60 bytes.
+    flags = (f.get("jamming_state", 1) & 0x03) << 2
+    return struct.pack("<IIIIHHBBBBI17sBxxIII", 0, 0, 0, 0, f.get("noise_per_ms", 80), f.get("agc_cnt", 5000),
+                       f.get("a_status", 2), f.get("a_power", 1), flags, 0, 0, bytes(17), f.get("jam_indicator", 0),
+                       0, 0, 0)
+
+
+def _enc_mon_rf(f: dict[str, Any]) -> bytes:
+    """``blocks``: (jamming_state, ant_status, ant_power, jam_indicator) per RF block; one ok block by default."""
+    blocks: Sequence[tuple[int, int, int, int]] = f.get("blocks", ((1, 2, 1, 0),))
+    out = struct.pack("<BB2x", 0, len(blocks))
+    for block_id, (jamming_state, ant_status, ant_power, jam_ind) in enumerate(blocks):
+        out += struct.pack("<BBBBI4xHHBbBbB3x", block_id, jamming_state & 0x03, ant_status, ant_power, 0,
+                           f.get("noise_per_ms", 80), f.get("agc_cnt", 5000), jam_ind, 0, 128, 0, 128)
+    return out
+
+
+def _enc_nav_pvt(f: dict[str, Any]) -> bytes:
+    year, month, day = f["date"]
+    hour, minute, second = f["hms"]
+    return struct.pack("<IHBBBBBBIiBBBBiiiiIIiiiiiIIHB5xihH", f["itow_ms"], year, month, day, hour, minute, second,
+                       f.get("valid", 0x07), f.get("tacc_ns", 20), f.get("nano_ns", 0), f["fix_type"],
+                       f.get("flags", 0x01), 0, f.get("num_sv", 0), f.get("lon_e7", 0), f.get("lat_e7", 0),
+                       f.get("height_mm", 0), f.get("hmsl_mm", 0), f.get("hacc_mm", 500), f.get("vacc_mm", 800),
+                       0, 0, 0, 0, 0, 100, 0, f.get("pdop", 112), 0, 0, 0, 0)
+
+
+def _enc_nav_timeutc(f: dict[str, Any]) -> bytes:
+    year, month, day = f["date"]
+    hour, minute, second = f["hms"]
+    return struct.pack("<IIiHBBBBBB", f["itow_ms"], f.get("tacc_ns", 20), f.get("nano_ns", 0), year, month, day,
+                       hour, minute, second, f.get("valid", 0x07))
+
+
+def _enc_nav_sol(f: dict[str, Any]) -> bytes:
+    x, y, z = f.get("ecef_cm", (0, 0, 0))
+    return struct.pack("<IihBBiiiIiiiIHxB4x", f["itow_ms"], f.get("ftow_ns", 0), f["week"], f["gps_fix"],
+                       f.get("flags", 0x0D), x, y, z, f.get("pacc_cm", 100), 0, 0, 0, f.get("sacc_cm_s", 10),
+                       f.get("pdop", 112), f.get("num_sv", 0))
+
+
+def _enc_nav_dop(f: dict[str, Any]) -> bytes:
+    return struct.pack("<IHHHHHHH", f["itow_ms"], f.get("gdop", 130), f.get("pdop", 112), f.get("tdop", 60),
+                       f.get("vdop", 94), f["hdop"], f.get("ndop", 45), f.get("edop", 43))
+
+
+def _enc_nav_sat(f: dict[str, Any]) -> bytes:
+    """``sats``: (gnss_id, sv_id, cno, elev, azim, flags) each; flags bit 3 is svUsed."""
+    sats: Sequence[tuple[int, int, int, int, int, int]] = f.get("sats", ())
+    out = struct.pack("<IBB2x", f["itow_ms"], 1, len(sats))
+    for gnss_id, sv_id, cno, elev, azim, flags in sats:
+        out += struct.pack("<BBBbhhI", gnss_id, sv_id, cno, elev, azim, 0, flags)
+    return out
+
+
+def _enc_nav_svinfo(f: dict[str, Any]) -> bytes:
+    """``sats``: (svid, flags, quality, cno, elev, azim) each; flags bit 0 is svUsed.  Channels numbered in order."""
+    sats: Sequence[tuple[int, int, int, int, int, int]] = f.get("sats", ())
+    out = struct.pack("<IBB2x", f["itow_ms"], len(sats), f.get("chip_gen", 4))
+    for chn, (svid, flags, quality, cno, elev, azim) in enumerate(sats):
+        out += struct.pack("<BBBBBbhi", chn, svid, flags, quality, cno, elev, azim, 0)
+    return out
+
+
+def _enc_tim_svin(f: dict[str, Any]) -> bytes:
+    x, y, z = f.get("mean_ecef_cm", (0, 0, 0))
+    return struct.pack("<IiiiIIBBxx", f.get("duration_s", 0), x, y, z, f.get("variance_mm2", 0),
+                       f.get("observations", 0), f.get("valid", 0), f.get("active", 0))
+
+
+_ENCODERS: dict[str, Callable[[dict[str, Any]], bytes]] = {
+    "TIM-TP": _enc_tim_tp, "NAV-TIMELS": _enc_nav_timels, "NAV-STATUS": _enc_nav_status,
+    "NAV-TIMEGPS": _enc_nav_timegps, "NAV-TIMEGAL": _enc_nav_system_time, "NAV-TIMEBDS": _enc_nav_system_time,
+    "MON-HW": _enc_mon_hw, "MON-RF": _enc_mon_rf, "NAV-PVT": _enc_nav_pvt, "NAV-TIMEUTC": _enc_nav_timeutc,
+    "NAV-SOL": _enc_nav_sol, "NAV-DOP": _enc_nav_dop, "NAV-SAT": _enc_nav_sat, "NAV-SVINFO": _enc_nav_svinfo,
+    "TIM-SVIN": _enc_tim_svin,
+}

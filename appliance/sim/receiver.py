@@ -2,11 +2,14 @@
 
 Pure: every method takes the true instant it describes; the caller (an in-process driver under the scheduler, or the
 pseudo-terminal writer) decides when to call it.  It models a multi-constellation timing receiver such as a u-blox
-ZED-F9T: NMEA 4.11 (RMC, GGA, GSA per system, GSV per constellation, ZDA) plus UBX TIM-TP (the next pulse's
-quantization error), NAV-TIMEGPS/GAL/BDS (each system's time of the epoch), NAV-TIMELS (leap second announcements),
-NAV-STATUS (fix and spoofing flag) and MON-HW (jamming indicator).  The PPS edge is quantized to the receiver's 48 MHz
-clock, producing the familiar +-10 ns sawtooth that TIM-TP's qErr describes; u-blox's sign convention holds:
-``qErr = ideal - actual``, so adding qErr to a measured edge removes the sawtooth.
+ZED-F9T.  By default it sends NMEA 4.11 (RMC, GGA, GSA per system, GSV per constellation, ZDA) plus UBX TIM-TP (the
+next pulse's quantization error), NAV-TIMEGPS/GAL/BDS (each system's time of the epoch), NAV-TIMELS (leap second
+announcements), NAV-STATUS (fix and spoofing flag) and MON-HW (jamming indicator, antenna); ``messages`` chooses
+another set (``MESSAGE_SETS`` names the ones real receivers send: a configured F9T, an older u-blox 8 without NAV-PVT,
+NMEA alone, a u-blox out of the box), and ``time_only`` puts it in fixed-position timing mode.  ``sim/messages.py``
+says what each message contains.  The PPS edge is quantized to the receiver's 48 MHz clock, producing the familiar
++-10 ns sawtooth that TIM-TP's qErr describes; u-blox's sign convention holds: ``qErr = ideal - actual``, so adding
+qErr to a measured edge removes the sawtooth.
 
 Scenarios stage attacks by changing ``SimReceiver.conditions`` while it runs: time steps and slow pushes, position
 pushes, meaconing, a spoofer's own sky or a single transmitter's uniform C/N0, jamming, one constellation spoofed,
@@ -17,38 +20,44 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from appliance import leap
 from appliance.events import Constellation, SatInfo
-from appliance.gnss.framer import nmea_sentence_bytes, ubx_frame_bytes
-from appliance.gnss.ubx import GPS_EPOCH_TAI_S, WEEK_S, encode_payload, tai_ns_to_system_time
+from appliance.gnss.framer import ubx_frame_bytes
+from appliance.gnss.ubx import GPS_EPOCH_TAI_S, WEEK_S, encode_payload
+from appliance.sim.messages import MESSAGE_ORDER, MESSAGES, Report, SimPosition
 from appliance.sim.sky import Sky
 from appliance.units import NS_PER_S, PS_PER_NS
 
+__all__ = ["MESSAGE_SETS", "SimPosition", "SimReceiver", "SkyConditions"]
+
 NOISE_CHUNK = 4096
 TICK_UNITS = 125_000  # one period of a 48 MHz receiver clock, in sixths of a picosecond
-SYSTEM_IDS = {Constellation.GPS: 1, Constellation.GLONASS: 2, Constellation.GALILEO: 3, Constellation.BEIDOU: 4}
-GSV_TALKERS = {Constellation.GPS: ("GP", "1"), Constellation.GLONASS: ("GL", "1"),
-               Constellation.GALILEO: ("GA", "7"), Constellation.BEIDOU: ("GB", "1")}
-# System time frames sent each second, GPS first.
-SYSTEM_TIME_FRAMES = ((Constellation.GPS, 0x20, "NAV-TIMEGPS"), (Constellation.GALILEO, 0x25, "NAV-TIMEGAL"),
-                      (Constellation.BEIDOU, 0x24, "NAV-TIMEBDS"))
-SYSTEM_MINUS_GPS_LEAP_S = {Constellation.GPS: 0, Constellation.GALILEO: 0, Constellation.BEIDOU: -14}
 WGS84_A_M = 6_378_137.0
 WGS84_E2 = 6.694_379_990_14e-3
 UNIFORM_CN0_SPREAD_DB = 0.45  # one transmitter: every satellite within this of its level
 CACHED_SKIES = 4
-I4_LIMIT = 2**31 - 1
 
-
-@dataclass(frozen=True)
-class SimPosition:
-    lat_deg: float = 46.2044
-    lon_deg: float = 6.1432
-    alt_m: float = 375.0
+# The message sets real receivers send each second, by the receiver's own message names.
+MESSAGE_SETS: dict[str, frozenset[str]] = {
+    # What the simulator has always sent: a ZED-F9T with NMEA and the UBX timing messages.
+    "default": frozenset({"RMC", "GGA", "GSA", "GSV", "ZDA", "TIM-TP", "NAV-TIMEGPS", "NAV-TIMEGAL", "NAV-TIMEBDS",
+                          "NAV-TIMELS", "NAV-STATUS", "MON-HW"}),
+    # A generation-9 timing receiver (ZED-F9T) configured for UBX alone; MON-RF replaces the deprecated MON-HW.
+    "ubx-gen9": frozenset({"NAV-PVT", "NAV-SAT", "NAV-TIMEUTC", "NAV-TIMELS", "NAV-STATUS", "TIM-TP", "MON-RF"}),
+    # An older u-blox 8 / M8T: NAV-SOL and NAV-SVINFO where later receivers send NAV-PVT and NAV-SAT; no NMEA.
+    "ubx-m8-legacy": frozenset({"NAV-SOL", "NAV-TIMEGPS", "NAV-SVINFO", "NAV-DOP", "NAV-TIMEUTC", "TIM-TP",
+                                "MON-HW"}),
+    # An NMEA-only receiver.
+    "nmea": frozenset({"RMC", "GGA", "GSA", "GSV", "ZDA"}),
+    # A u-blox as it leaves the factory: the NMEA sentences it sends unconfigured, no UBX, no ZDA.
+    "factory-ublox": frozenset({"RMC", "VTG", "GGA", "GSA", "GSV", "GLL"}),
+}
+MESSAGE_NAMES = frozenset(MESSAGE_ORDER)
 
 FAKE_SKY_SEED = 4242  # the spoofer's constellation (fake-sky), unless that is the real sky's own seed
 
@@ -68,6 +77,8 @@ class SkyConditions:
     cn0_offset_db: float = 0.0  # added to every C/N0 (jamming: negative); below 20 dB-Hz a satellite is lost
     jam_indicator: int = 0  # MON-HW jamInd the receiver reports
     jamming_state: int = 1  # MON-HW jammingState (1 ok)
+    antenna_status: int = 2  # MON-HW aStatus / MON-RF antStatus: 2 ok, 3 short, 4 open
+    antenna_power: int = 1  # MON-HW aPower / MON-RF antPower: 1 on, 0 off
     spoofing_state: int = 1  # NAV-STATUS spoofDetState (1 no spoofing indicated)
     # One system's signals carry an extra time error (ns): its own time shows it, the combined solution moves by the
     # used-satellite-weighted mean.
@@ -76,10 +87,21 @@ class SkyConditions:
 
 
 class SimReceiver:
+    """``messages``: the names of the messages each burst carries (``MESSAGE_SETS["default"]`` when None; see
+    ``MESSAGE_ORDER`` for every name).  ``time_only``: fixed-position timing mode, where NAV-PVT, NAV-STATUS and
+    NAV-SOL report a time-only fix (gpsFix 5) and GGA keeps reporting the position, as a u-blox timing receiver
+    does."""
+
     def __init__(self, seed: int, table: leap.LeapTable, position: SimPosition | None = None,
-                 white_noise_ns: float = 2.0, receiver_clock_ppb: float = 420.0):
+                 white_noise_ns: float = 2.0, receiver_clock_ppb: float = 420.0,
+                 messages: Iterable[str] | None = None, time_only: bool = False):
         self.table = table
         self.position = position or SimPosition()
+        self.messages: set[str] = set(MESSAGE_SETS["default"] if messages is None else messages)
+        unknown = self.messages - MESSAGE_NAMES
+        if unknown:
+            raise ValueError(f"unknown message {', '.join(sorted(unknown))}; known: {', '.join(MESSAGE_ORDER)}")
+        self.time_only = time_only
         self.sky = Sky(seed)
         self.conditions = SkyConditions()
         self._seed = seed
@@ -200,21 +222,33 @@ class SimReceiver:
 
     # --- the messages after the pulse ---------------------------------------------------------------------
     def burst(self, second_tai_ns: int) -> bytes:
-        """Everything the receiver sends after the pulse of ``second_tai_ns``: NMEA and UBX for it, TIM-TP for the
-        next.  Every UBX frame of the burst carries the iTOW of the labelled second, so they all join its epoch."""
+        """Everything the receiver sends after the pulse of ``second_tai_ns``: the messages of ``self.messages`` for
+        it, TIM-TP for the next.  Every UBX frame of the burst carries the iTOW of the labelled second, so they all
+        join its epoch."""
+        report = self.report(second_tai_ns)
+        out: list[bytes] = []
+        for name in MESSAGE_ORDER:
+            if name not in self.messages:
+                continue
+            if name == "TIM-TP":
+                out.append(self._tim_tp(second_tai_ns + NS_PER_S, report.fix))
+                continue
+            said = MESSAGES[name](report)
+            out += said if isinstance(said, list) else [said]
+        return b"".join(out)
+
+    def report(self, second_tai_ns: int) -> Report:
+        """What the receiver knows about the second it labels after the pulse of ``second_tai_ns``."""
         common_ns = self._common_error_ns(second_tai_ns)
         label_tai_ns = second_tai_ns + _whole_seconds_ns(common_ns + self._system_share_ns(second_tai_ns))
-        utc = leap.tai_to_utc(label_tai_ns, self.table)
-        fix = self.has_fix(second_tai_ns)
-        sats = self.satellites(second_tai_ns)
-        position = self._reported_position()
-        out = [self._rmc(utc, fix, position), self._gga(utc, fix, sats, position)]
-        out += self._gsa(sats, fix) + self._gsv(sats) + [self._zda(utc)]
-        out.append(self._tim_tp(second_tai_ns + NS_PER_S, fix))
-        out += self._system_times(label_tai_ns, second_tai_ns + common_ns, fix)
-        out.append(self._timels(label_tai_ns))
-        out += [self._nav_status(label_tai_ns, fix), self._mon_hw()]
-        return b"".join(out)
+        c = self.conditions
+        # NAV-TIMEGPS flags its leapS valid in every set but the default one, whose bytes predate the flag: the
+        # appliance hears leap seconds there from NAV-TIMELS alone, once a second, as existing runs expect.
+        gps_leap_valid = self.messages != MESSAGE_SETS["default"]
+        return Report(label_tai_ns, second_tai_ns + common_ns, leap.tai_to_utc(label_tai_ns, self.table),
+                      self.has_fix(second_tai_ns), self.time_only, self.satellites(second_tai_ns),
+                      self._reported_position(), self.table, c.system_offsets_ns, c.spoofing_state, c.jam_indicator,
+                      c.jamming_state, c.antenna_status, c.antenna_power, gps_leap_valid)
 
     def _reported_position(self) -> SimPosition:
         """The antenna's position plus the pushed offset (north, east, up), on the WGS 84 ellipsoid's local radii."""
@@ -229,52 +263,6 @@ class SimReceiver:
         return SimPosition(p.lat_deg + math.degrees(north_m / meridian_m),
                            p.lon_deg + math.degrees(east_m / parallel_m), p.alt_m + up_m)
 
-    def _hms(self, utc: leap.UtcTime) -> str:
-        return f"{utc.hour:02d}{utc.minute:02d}{utc.second:02d}.00"
-
-    def _latlon(self, p: SimPosition) -> str:
-        lat, lon = abs(p.lat_deg), abs(p.lon_deg)
-        lat_s = f"{int(lat):02d}{(lat - int(lat)) * 60:08.5f},{'N' if p.lat_deg >= 0 else 'S'}"
-        lon_s = f"{int(lon):03d}{(lon - int(lon)) * 60:08.5f},{'E' if p.lon_deg >= 0 else 'W'}"
-        return f"{lat_s},{lon_s}"
-
-    def _rmc(self, utc: leap.UtcTime, fix: bool, position: SimPosition) -> bytes:
-        date = f"{utc.day:02d}{utc.month:02d}{utc.year % 100:02d}"
-        body = (f"GNRMC,{self._hms(utc)},A,{self._latlon(position)},0.010,,{date},,,A,V" if fix
-                else f"GNRMC,{self._hms(utc)},V,,,,,,,{date},,,N,V")
-        return nmea_sentence_bytes(body)
-
-    def _gga(self, utc: leap.UtcTime, fix: bool, sats: tuple[SatInfo, ...], position: SimPosition) -> bytes:
-        if not fix:
-            return nmea_sentence_bytes(f"GNGGA,{self._hms(utc)},,,,,0,00,99.99,,,,,,")
-        used = min(12, sum(1 for s in sats if s.used))
-        return nmea_sentence_bytes(f"GNGGA,{self._hms(utc)},{self._latlon(position)},1,{used:02d},0.62,"
-                                   f"{position.alt_m:.1f},M,47.0,M,,")
-
-    def _gsa(self, sats: tuple[SatInfo, ...], fix: bool) -> list[bytes]:
-        out = []
-        for const, system in SYSTEM_IDS.items():
-            prns = [f"{s.prn:02d}" for s in sats if s.constellation is const and s.used][:12] if fix else []
-            fields = ",".join(prns + [""] * (12 - len(prns)))
-            out.append(nmea_sentence_bytes(f"GNGSA,A,{3 if fix else 1},{fields},1.12,0.62,0.94,{system}"))
-        return out
-
-    def _gsv(self, sats: tuple[SatInfo, ...]) -> list[bytes]:
-        out = []
-        for const, (talker, signal) in GSV_TALKERS.items():
-            mine = [s for s in sats if s.constellation is const]
-            parts = max(1, math.ceil(len(mine) / 4))
-            for part in range(parts):
-                blocks = ",".join(f"{s.prn:02d},{s.elevation_deg:02d},{s.azimuth_deg:03d},"
-                                  f"{'' if s.cn0_dbhz is None else f'{s.cn0_dbhz:02d}'}"
-                                  for s in mine[part * 4:part * 4 + 4])
-                sep = "," if blocks else ""
-                out.append(nmea_sentence_bytes(f"{talker}GSV,{parts},{part + 1},{len(mine):02d}{sep}{blocks},{signal}"))
-        return out
-
-    def _zda(self, utc: leap.UtcTime) -> bytes:
-        return nmea_sentence_bytes(f"GNZDA,{self._hms(utc)},{utc.day:02d},{utc.month:02d},{utc.year:04d},00,00")
-
     def _tim_tp(self, next_second_tai_ns: int, fix: bool) -> bytes:
         gps_s = next_second_tai_ns // NS_PER_S - GPS_EPOCH_TAI_S
         week, tow_s = divmod(gps_s, WEEK_S)
@@ -282,60 +270,6 @@ class SimReceiver:
         payload = encode_payload("TIM-TP", tow_ms=tow_s * 1000, qerr_ps=self.qerr_ps(next_second_tai_ns),
                                  week=week, flags=flags)
         return ubx_frame_bytes(0x0D, 0x01, payload)
-
-    def _system_times(self, label_tai_ns: int, common_tai_ns: int, fix: bool) -> list[bytes]:
-        """NAV-TIMEGPS/GAL/BDS: where each system's solution puts the epoch, ``common_tai_ns`` (the truth plus the
-        error all systems share) plus that system's own offset; time of week and week valid only with a fix.
-
-        leapS is filled but not flagged valid, so the appliance hears leap seconds once a second, from NAV-TIMELS, as
-        before: flagged, NAV-TIMEGPS would add a LeapInfo event every second and hand the epoch assembler an
-        iTOW-to-UTC mapping, changing what existing simulation runs see.  GPS's iTOW is the labelled second's, so
-        its fraction (fTOW) carries the whole offset, saturating at the I4 field's +-2.1 s."""
-        week, itow_ms = _week_itow_ms(label_tai_ns)
-        gps_utc_s = self.table.tai_utc_at_tai_ns(label_tai_ns) - 19
-        valid, tacc_ns = (0x03, 10) if fix else (0x00, 0)
-        out = []
-        for system, msg_id, kind in SYSTEM_TIME_FRAMES:
-            at_ns = common_tai_ns + self.conditions.system_offsets_ns.get(system, 0)
-            leap_s = gps_utc_s + SYSTEM_MINUS_GPS_LEAP_S[system]
-            if system is Constellation.GPS:  # iTOW is GPS's own time of week: the rest goes in the fraction
-                ftow_ns = max(-I4_LIMIT, min(I4_LIMIT, at_ns - label_tai_ns))
-                payload = encode_payload(kind, itow_ms=itow_ms, ftow_ns=ftow_ns, week=week, leap_s=leap_s,
-                                         valid=valid, tacc_ns=tacc_ns)
-            else:
-                sys_week, tow_s, ftow_ns = tai_ns_to_system_time(system, at_ns)
-                payload = encode_payload(kind, itow_ms=itow_ms, tow_s=tow_s, ftow_ns=ftow_ns, week=sys_week,
-                                         leap_s=leap_s, valid=valid, tacc_ns=tacc_ns)
-            out.append(ubx_frame_bytes(0x01, msg_id, payload))
-        return out
-
-    def _nav_status(self, label_tai_ns: int, fix: bool) -> bytes:
-        payload = encode_payload("NAV-STATUS", itow_ms=_week_itow_ms(label_tai_ns)[1], gps_fix=3 if fix else 0,
-                                 flags=0x0D if fix else 0x0C, spoofing_state=self.conditions.spoofing_state)
-        return ubx_frame_bytes(0x01, 0x03, payload)
-
-    def _mon_hw(self) -> bytes:
-        c = self.conditions
-        return ubx_frame_bytes(0x0A, 0x09, encode_payload("MON-HW", jam_indicator=c.jam_indicator,
-                                                          jamming_state=c.jamming_state))
-
-    def _timels(self, label_tai_ns: int) -> bytes:
-        itow_ms = _week_itow_ms(label_tai_ns)[1]
-        current_ls = self.table.tai_utc_at_tai_ns(label_tai_ns) - 19
-        change = self.table.next_change_after(label_tai_ns)
-        if change is None:
-            payload = encode_payload("NAV-TIMELS", itow_ms=itow_ms, current_ls=current_ls, valid=0x01)
-        else:
-            at_ns, delta = change
-            payload = encode_payload("NAV-TIMELS", itow_ms=itow_ms, current_ls=current_ls, change=delta,
-                                     time_to_event_s=(at_ns - label_tai_ns) // NS_PER_S, valid=0x03)
-        return ubx_frame_bytes(0x01, 0x26, payload)
-
-
-def _week_itow_ms(label_tai_ns: int) -> tuple[int, int]:
-    """GPS week and time of week (ms) of a labelled second: the iTOW every UBX frame of its burst carries."""
-    week, tow_s = divmod(label_tai_ns // NS_PER_S - GPS_EPOCH_TAI_S, WEEK_S)
-    return week, tow_s * 1000
 
 
 def _whole_seconds_ns(error_ns: int) -> int:

@@ -15,7 +15,8 @@ from pathlib import Path
 from appliance.gnss.nmea import parse_tod_ms
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "gnss"
-CAPTURES = ("beidou-bd", "bundg_zeus_9", "u-blox-m8t-time", "ublox-neo-m9n-nmea", "ublox-zed-f9t-ubx_nmea_l5")
+CAPTURES = ("beidou-bd", "bundg_zeus_9", "u-blox-m8t-time", "ublox-neo-m9n-nmea", "ublox-zed-f9t-ubx_nmea_l5",
+            "ublox-8-time", "ublox-neo-m8t-s")
 # Sentences that name their epoch; GLL carries its time in field 5, the others in field 1.
 _TIMED = re.compile(rb"^[$!][A-Z]{2}(RMC|GGA|GNS|ZDA|GLL),([^*]*)")
 
@@ -47,6 +48,12 @@ def satellite_level(sky: dict) -> bool:
     """A SKY listing each satellite once (gpsd's NAV-SIG SKY lists one entry per signal)."""
     sats = sky.get("satellites")
     return bool(sats) and len({(s.get("gnssid"), s.get("svid")) for s in sats}) == len(sats)
+
+
+def satellite_keys(sky: dict) -> set[tuple[int, int, bool]]:
+    """(gnssid, svid, used) of each satellite a SKY lists: gpsd numbers systems as UBX gnssId does (0 GPS, 1 SBAS,
+    2 Galileo, 3 BeiDou, 5 QZSS, 6 GLONASS) and satellites by the system's own number."""
+    return {(s["gnssid"], s["svid"], bool(s.get("used"))) for s in sky.get("satellites", ())}
 
 
 @cache

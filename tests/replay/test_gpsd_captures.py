@@ -10,7 +10,7 @@ from collections import Counter
 from functools import cache
 
 import pytest
-from tests.replay.gpsd_reference import CAPTURES, DATA_DIR, load, satellite_level, tod_ms_of
+from tests.replay.gpsd_reference import CAPTURES, DATA_DIR, load, satellite_keys, satellite_level, tod_ms_of
 
 from appliance import leap
 from appliance.events import (Constellation, FixMode, GnssEpoch, LeapInfo, ReceiverState, TimeLabel,
@@ -22,6 +22,7 @@ from appliance.gnss.replay import ReplayResult, read_capture, replay_bytes
 
 DEG_TOLERANCE = 1e-6
 M8T, F9T, ZEUS = "u-blox-m8t-time", "ublox-zed-f9t-ubx_nmea_l5", "bundg_zeus_9"
+UBLOX8, M8T_S = "ublox-8-time", "ublox-neo-m8t-s"  # NAV-SOL, NAV-TIMEGPS, NAV-SVINFO: no NAV-PVT, no NMEA
 
 
 @cache
@@ -215,11 +216,11 @@ def test_m8t_qerr_arrives_as_time_pulse_info():
     assert [e.qerr_ps for e in events if isinstance(e, TimePulseInfo)] == expected
 
 
-@pytest.mark.parametrize("name", [M8T, F9T])
+@pytest.mark.parametrize("name", [M8T, F9T, M8T_S])
 def test_timing_receivers_report_tai_utc_37(name):
     events, rx = receiver_events(name)
     leaps = [e for e in events if isinstance(e, LeapInfo)]
-    expected_kinds = {M8T: {"UbxLeap", "UbxGpsTime"}, F9T: {"UbxGpsTime"}}[name]  # NAV-TIMELS, NAV-TIMEGPS
+    expected_kinds = {M8T: {"UbxLeap", "UbxGpsTime"}, F9T: {"UbxGpsTime"}, M8T_S: {"UbxGpsTime"}}[name]
     assert set(leaps) == {LeapInfo(37)}
     assert len(leaps) == len(expected_kinds) * rx.epochs
 
@@ -232,13 +233,86 @@ def test_m8t_epochs_are_valid_time_only_fixes():
     assert rx.state is ReceiverState.TIME_ONLY
 
 
-@pytest.mark.parametrize("name", [M8T, F9T])
+@pytest.mark.parametrize("name", [M8T, F9T, M8T_S])
 def test_timing_receivers_label_every_epoch_once(name):
     events, _ = receiver_events(name)
     labels = [e for e in events if isinstance(e, TimeLabel)]
     epochs = [e for e in events if isinstance(e, GnssEpoch)]
     assert [(label.tai_ns, label.utc_text) for label in labels] == [(e.tai_ns, e.utc_text) for e in epochs]
     assert all(label.valid for label in labels)
+
+
+# --- u-blox receivers that state no UTC ----------------------------------------------------------------------------
+@pytest.mark.parametrize("name, count", [(UBLOX8, 89), (M8T_S, 29)])
+def test_legacy_ublox_epochs_are_gpsds_epochs_one_for_one(name, count):
+    """No NAV-PVT and no NMEA: each epoch's UTC comes from NAV-TIMEGPS (GPS time - leapS), its fix from NAV-SOL.
+    Our epochs are gpsd's TPVs, in order, time for time and fix mode for fix mode."""
+    epochs, reference = replayed(name).epochs, load(name).tpv
+    assert len(epochs) == len(reference) == count
+    assert [(e.utc_text, int(e.fix_mode)) for e in epochs] == [(time, tpv["mode"]) for time, tpv in reference.items()]
+
+
+def test_ublox8_last_epoch_lost_its_gps_time_and_goes_unlabelled():
+    """The capture ends inside the last epoch's NAV-TIMEGPS.  gpsd still reports that epoch's time: it resolves
+    NAV-SOL's own GPS week and time of week with the leap seconds the previous NAV-TIMEGPS gave.  We name the epoch
+    too (iTOW with the last GPS-UTC offset), so the epochs agree, but nothing in it vouched for UTC: it is not
+    time-valid and gets no TimeLabel, since a label nobody vouched for must not steer the clock.  89 epochs, 88
+    labels."""
+    events, rx = receiver_events(UBLOX8)
+    epochs = [e for e in events if isinstance(e, GnssEpoch)]
+    labels = [e for e in events if isinstance(e, TimeLabel)]
+    assert [e.time_valid for e in epochs] == [True] * 88 + [False]
+    assert [(label.tai_ns, label.utc_text) for label in labels] == [(e.tai_ns, e.utc_text) for e in epochs[:-1]]
+    assert epochs[-1].utc_text == list(load(UBLOX8).tpv)[-1] == "2017-12-01T17:24:05.000Z"
+    assert "UbxGpsTime" not in epochs[-1].sources and "UbxSolution" in epochs[-1].sources
+    assert all(label.valid and label.source == "UbxGpsTime" for label in labels)
+    assert rx.state is ReceiverState.FIX_2D
+
+
+def test_m8t_on_its_fixed_position_is_time_only_where_gpsd_says_status_time():
+    """NAV-SOL gpsFix 5: gpsd reports mode 3 with status 7 (STATUS_TIME); we report a 3D time-only fix, and the
+    receiver's state is time-only."""
+    events, rx = receiver_events(M8T_S)
+    epochs = [e for e in events if isinstance(e, GnssEpoch)]
+    assert {tpv["status"] for tpv in load(M8T_S).tpv.values()} == {7}
+    assert all(e.time_only and e.fix_mode == FixMode.FIX_3D and e.time_valid for e in epochs)
+    assert rx.state is ReceiverState.TIME_ONLY
+
+
+@pytest.mark.parametrize("name", [UBLOX8, M8T_S])
+def test_legacy_ublox_heights_are_gpsds_height_above_the_ellipsoid(name):
+    """NAV-SOL gives ECEF only.  gpsd's ``alt``/``altMSL`` subtract its own geoid model from the ellipsoidal height
+    (``altHAE``); we carry no geoid model, so the height we report is gpsd's altHAE (to the millimetre), tens of
+    metres from its altMSL (the geoid lies 48.6 m above the ellipsoid at Grenoble, 22.2 m below it in Oregon)."""
+    ours = dated_epochs(name)
+    separations = set()
+    for time, tpv in load(name).tpv.items():
+        epoch = ours[tod_ms_of(time)]
+        assert abs(epoch.position.alt_m - tpv["altHAE"]) < 1e-3, time
+        separations.add(round(tpv["altHAE"] - tpv["altMSL"], 1))
+    assert separations == {UBLOX8: {48.6}, M8T_S: {-22.2}}[name]
+
+
+@pytest.mark.parametrize("name", [UBLOX8, M8T_S])
+def test_legacy_ublox_sky_is_gpsds_satellite_for_satellite(name):
+    """NAV-SVINFO's one-byte svid (GPS, SBAS 120-158, QZSS 193-197, GLONASS 65-96 here) decodes to the same
+    systems, satellites and used flags as gpsd's SKY, and the sky stands between reports (every 10 s here)."""
+    gnss_ids = {system: gnss_id for gnss_id, system in ubx.GNSS_IDS.items()}
+    ours = dated_epochs(name)
+    for tod_ms, sky in load(name).sky.items():
+        mine = {(gnss_ids[s.constellation], s.prn, s.used) for s in ours[tod_ms].satellites}
+        assert mine == satellite_keys(sky) and len(ours[tod_ms].satellites) == sky["nSat"]
+    first_report = min(load(name).sky)
+    assert all(len(e.satellites) == (0 if tod_ms < first_report else len(ours[first_report].satellites))
+               for tod_ms, e in ours.items() if tod_ms < first_report + 10_000)
+
+
+def test_legacy_ublox_dop_is_the_receivers_where_gpsd_computes_its_own():
+    """Our HDOP is NAV-DOP's.  The NEO-M8T on its fixed position sends 99.99, u-blox's "no DOP": we report none,
+    where gpsd's SKY computes DOPs of its own from NAV-SVINFO's geometry (0.59 and so on)."""
+    assert {e.hdop for e in replayed(M8T_S).epochs} == {None}
+    assert {sky["hdop"] for sky in load(M8T_S).sky.values()} == {0.59}
+    assert {e.hdop for e in replayed(M8T).epochs} == {None}  # the same receiver family in the same mode
 
 
 # --- what each capture costs us --------------------------------------------------------------------------------
@@ -249,6 +323,8 @@ EXPECTED_COUNTS = {
     "u-blox-m8t-time": ({"ubx": 1511}, {"bytes:noise": 1, "ubx:truncated": 1}),
     "ublox-neo-m9n-nmea": ({"nmea": 1403}, {}),
     "ublox-zed-f9t-ubx_nmea_l5": ({"ubx": 83, "nmea": 252}, {}),
+    "ublox-8-time": ({"ubx": 284}, {"ubx:truncated": 1}),  # ends inside the last epoch's NAV-TIMEGPS
+    "ublox-neo-m8t-s": ({"ubx": 153}, {}),
 }
 
 

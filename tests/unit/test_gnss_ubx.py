@@ -177,15 +177,15 @@ def mon_hw(flags: int, jam_ind: int) -> bytes:
 
 
 def test_mon_hw_jamming_indicator_and_state():
-    assert ubx.decode(0x0A, 0x09, mon_hw(0x0D, 187)) == ubx.UbxHardware(187, 3)  # rtcCalib + jammingState 3
-    assert ubx.decode(0x0A, 0x09, mon_hw(0x01, 4)) == ubx.UbxHardware(4, 0)
+    assert ubx.decode(0x0A, 0x09, mon_hw(0x0D, 187)) == ubx.UbxHardware(187, 3, "ok", "on")  # jammingState 3
+    assert ubx.decode(0x0A, 0x09, mon_hw(0x01, 4)) == ubx.UbxHardware(4, 0, "ok", "on")
 
 
 @pytest.mark.parametrize("jam, state", [(0, 1), (200, 3), (255, 2)])
 def test_mon_hw_round_trips_through_the_simulator_encoder(jam, state):
     payload = ubx.encode_payload("MON-HW", jam_indicator=jam, jamming_state=state)
     assert len(payload) == 60
-    assert ubx.decode(0x0A, 0x09, payload) == ubx.UbxHardware(jam, state)
+    assert ubx.decode(0x0A, 0x09, payload) == ubx.UbxHardware(jam, state, "ok", "on")
 
 
 def test_nav_timegps_round_trips_through_the_simulator_encoder():
@@ -247,7 +247,8 @@ def test_epoch_time_needs_a_valid_time_of_week_and_week():
 
 MIN_LENGTHS = {(0x01, 0x02): 28, (0x01, 0x03): 16, (0x01, 0x04): 18, (0x01, 0x07): 92, (0x01, 0x20): 16,
                (0x01, 0x21): 20, (0x01, 0x24): 20, (0x01, 0x25): 20, (0x01, 0x26): 24, (0x01, 0x35): 8,
-               (0x01, 0x43): 8, (0x01, 0x61): 4, (0x0A, 0x09): 60, (0x0D, 0x01): 16, (0x0D, 0x04): 28}
+               (0x01, 0x43): 8, (0x01, 0x61): 4, (0x0A, 0x09): 60, (0x0D, 0x01): 16, (0x0D, 0x04): 28,
+               (0x01, 0x06): 52, (0x01, 0x30): 8, (0x0A, 0x38): 4}
 
 
 @pytest.mark.parametrize("class_id", sorted(MIN_LENGTHS))
@@ -279,6 +280,6 @@ def test_mon_rf_reports_the_worst_band() -> None:
         return bytes(b)
 
     payload = struct.pack("<BB2x", 0, 2) + block(0, 1, 12) + block(1, 2, 140)
-    assert decode(0x0A, 0x38, payload) == UbxHardware(140, 2)
+    assert decode(0x0A, 0x38, payload) == UbxHardware(140, 2, "unknown", "off")  # antStatus 0 (init), antPower 0
     short = struct.pack("<BB2x", 0, 3) + block(0, 1, 12)
     assert decode(0x0A, 0x38, short).__class__.__name__ == "Rejected"
