@@ -150,11 +150,7 @@ class GnssReceiver:
             out += self.setup.on_frame(item, rx_raw_ns)
         if isinstance(item, NmeaFrame):
             self.frames["nmea"] += 1
-            if item.text.startswith(("$command,", "#")):  # a Unicore answer: the set-up's business
-                self.ignored["command-answer"] += 1
-                self._last_good_ns = rx_raw_ns
-                return out
-            record = nmea.decode(item.text)
+            record = nmea.decode(item.text)  # a Unicore answer or log is ignored by name: the set-up's business
         else:
             assert isinstance(item, UbxFrame)
             self.frames["ubx"] += 1

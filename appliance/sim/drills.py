@@ -98,7 +98,8 @@ def _hardware(world: Any, action: str, value: str) -> str:
     """The receiver's hardware: its antenna cable, its firmware, whether it answers commands."""
     rx = world.receivers[0].receiver
     if action.startswith("antenna-"):
-        rx.conditions.antenna_status = action.removeprefix("antenna-")  # no antenna, no sky (until repaired)
+        # MON-HW aStatus / MON-RF antStatus: 2 ok, 3 short, 4 open; no antenna, no sky (until repaired)
+        rx.conditions.antenna_status = {"antenna-ok": 2, "antenna-short": 3, "antenna-open": 4}[action]
         return action
     if action == "receiver-firmware":
         firmware = value or "TIM 2.24"

@@ -50,6 +50,16 @@ class SimPosition:
 
 
 @dataclass(frozen=True)
+class SurveyReport:
+    """A survey-in under way or done (TIM-SVIN)."""
+
+    duration_s: int
+    variance_mm2: int
+    valid: bool
+    active: bool
+
+
+@dataclass(frozen=True)
 class Report:
     """What the receiver knows about the second it labels ``label_tai_ns``."""
 
@@ -68,6 +78,7 @@ class Report:
     antenna_status: int  # MON-HW aStatus / MON-RF antStatus code (2 ok, 3 short, 4 open)
     antenna_power: int  # aPower / antPower code (0 off, 1 on)
     gps_leap_valid: bool  # whether NAV-TIMEGPS flags its leapS valid
+    survey: SurveyReport | None = None  # the receiver's own survey-in, when one was asked for
 
     @property
     def week_itow_ms(self) -> tuple[int, int]:
@@ -274,6 +285,13 @@ def nav_timels(r: Report) -> bytes:
 
 def tim_svin(r: Report) -> bytes:
     """In fixed-position mode, a completed survey-in at the antenna's position; otherwise none running."""
+    if r.survey is not None:
+        s = r.survey
+        x, y, z = _ecef_cm(r.position)
+        payload = encode_payload("TIM-SVIN", duration_s=s.duration_s, mean_ecef_cm=(x, y, z),
+                                 variance_mm2=s.variance_mm2, observations=s.duration_s, valid=int(s.valid),
+                                 active=int(s.active))
+        return ubx_frame_bytes(0x0D, 0x04, payload)
     x, y, z = _ecef_cm(r.position) if r.time_only else (0, 0, 0)
     payload = encode_payload("TIM-SVIN", duration_s=SURVEY_S if r.time_only else 0, mean_ecef_cm=(x, y, z),
                              variance_mm2=2_500 if r.time_only else 0, observations=SURVEY_S if r.time_only else 0,

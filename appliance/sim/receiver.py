@@ -11,6 +11,12 @@ says what each message contains.  The PPS edge is quantized to the receiver's 48
 +-10 ns sawtooth that TIM-TP's qErr describes; u-blox's sign convention holds: ``qErr = ideal - actual``, so adding
 qErr to a measured edge removes the sawtooth.
 
+The receiver also has a command side (``family``): a u-blox of generation 9 or 8 (``sim/ubxdevice.py``) or a Unicore
+board (``sim/unicoredevice.py``) that answers what the appliance writes (``accept``).  Its configuration is what the
+burst sends: the messages it enables, and its timing mode: survey-in (reported by TIM-SVIN, time-only fixes once the
+survey has its duration and accuracy) or a fixed position (time-only fixes at once).  It starts as set up before (the
+default message set, navigation mode); a reset brings back what its own memory keeps (factory settings unless saved).
+
 Scenarios stage attacks by changing ``SimReceiver.conditions`` while it runs: time steps and slow pushes, position
 pushes, meaconing, a spoofer's own sky or a single transmitter's uniform C/N0, jamming, one constellation spoofed,
 and receiver resets.  Time errors follow one sign: positive puts the receiver's second (its pulse) late.
@@ -22,6 +28,7 @@ import math
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -29,7 +36,7 @@ from appliance import leap
 from appliance.events import Constellation, SatInfo
 from appliance.gnss.framer import ubx_frame_bytes
 from appliance.gnss.ubx import GPS_EPOCH_TAI_S, WEEK_S, encode_payload
-from appliance.sim.messages import MESSAGE_ORDER, MESSAGES, Report, SimPosition
+from appliance.sim.messages import MESSAGE_ORDER, MESSAGES, Report, SimPosition, SurveyReport
 from appliance.sim.sky import Sky
 from appliance.units import NS_PER_S, PS_PER_NS
 
@@ -41,6 +48,7 @@ WGS84_A_M = 6_378_137.0
 WGS84_E2 = 6.694_379_990_14e-3
 UNIFORM_CN0_SPREAD_DB = 0.45  # one transmitter: every satellite within this of its level
 CACHED_SKIES = 4
+SURVEY_SCATTER_M = 3.0  # rms scatter of one fix in a survey-in; the mean's shrinks with the fixes averaged
 
 # The message sets real receivers send each second, by the receiver's own message names.
 MESSAGE_SETS: dict[str, frozenset[str]] = {
@@ -94,10 +102,17 @@ class SimReceiver:
 
     def __init__(self, seed: int, table: leap.LeapTable, position: SimPosition | None = None,
                  white_noise_ns: float = 2.0, receiver_clock_ppb: float = 420.0,
-                 messages: Iterable[str] | None = None, time_only: bool = False):
+                 messages: Iterable[str] | None = None, time_only: bool = False, family: str = "ublox9"):
         self.table = table
         self.position = position or SimPosition()
-        self.messages: set[str] = set(MESSAGE_SETS["default"] if messages is None else messages)
+        self.family = family
+        self.device = _device(family)
+        first = MESSAGE_SETS["nmea"] if family in ("unicore", "nmea") else MESSAGE_SETS["default"]
+        self.messages: set[str] = set(first if messages is None else messages)
+        self.line_baud: int | None = None  # the appliance's line speed (not modelled: bytes are not re-timed)
+        self.mute = False  # a receiver that stops answering commands (its data still flows)
+        self._device_said = self._device_state()
+        self._survey_since_ns: int | None = None
         unknown = self.messages - MESSAGE_NAMES
         if unknown:
             raise ValueError(f"unknown message {', '.join(sorted(unknown))}; known: {', '.join(MESSAGE_ORDER)}")
@@ -117,11 +132,68 @@ class SimReceiver:
     # --- the pulse -------------------------------------------------------------------------------------------
     def has_fix(self, second_tai_ns: int) -> bool:
         resetting = self._no_fix_ns is not None and self._no_fix_ns[0] <= second_tai_ns < self._no_fix_ns[1]
-        return not self.conditions.blocked and not resetting
+        antenna_fault = self.conditions.antenna_status in (3, 4)  # short or open: no signal reaches the receiver
+        return not self.conditions.blocked and not resetting and not antenna_fault
 
     def reset(self, at_true_ns: int, ttff_s: int = 30) -> None:
-        """The receiver restarts at ``at_true_ns``: no fix, and no pulse, until its first fix ``ttff_s`` later."""
+        """The receiver restarts at ``at_true_ns``: no fix, and no pulse, until its first fix ``ttff_s`` later; its
+        configuration is what its memory kept (the factory's, unless saved to battery-backed RAM or flash)."""
         self._no_fix_ns = (at_true_ns, at_true_ns + ttff_s * NS_PER_S)
+        if self.device is not None:
+            self.device.reset()
+            self._follow_device(at_true_ns)
+
+    def change_firmware(self, firmware: str, at_true_ns: int) -> None:
+        """The receiver comes back from an update with another firmware: a restart."""
+        if self.device is not None:
+            self.device.firmware = firmware
+            if hasattr(self.device, "version"):  # a Unicore board reports its version as a whole
+                self.device.version = type(self.device.version)(**{**vars_of(self.device.version),
+                                                                   "firmware": firmware})
+        self.reset(at_true_ns, 30)
+
+    # --- the command side -------------------------------------------------------------------------------------
+    def accept(self, data: bytes, true_ns: int) -> bytes:
+        """What the appliance wrote to the receiver; the receiver's answers (nothing from an NMEA-only receiver or a
+        mute one)."""
+        if self.device is None or self.mute:
+            return b""
+        reply = self.device.accept(data)
+        self._follow_device(true_ns)
+        return bytes(reply)
+
+    def _device_state(self) -> tuple[object, ...]:
+        d = self.device
+        if d is None:
+            return ()
+        return (frozenset(d.messages), d.timing_mode, d.survey_min_s, d.survey_acc_limit_m)
+
+    def _follow_device(self, true_ns: int) -> None:
+        """Send what the device's configuration now says, once it says something new."""
+        said = self._device_state()
+        if said == self._device_said:
+            return
+        old, self._device_said = self._device_said, said
+        d = self.device
+        assert d is not None
+        if not old or old[0] != said[0]:
+            self.messages = {m for m in d.messages if m in MESSAGE_NAMES}
+        if not old or old[1:] != said[1:]:
+            self._survey_since_ns = true_ns if d.timing_mode == "survey" else None
+            self.time_only = d.timing_mode == "fixed"
+
+    def survey(self, second_tai_ns: int) -> SurveyReport | None:
+        """The receiver's survey-in at this second: its duration, the scatter of its mean (shrinking as fixes
+        accumulate), and whether it is done (then its fixes are time only)."""
+        d, since = self.device, self._survey_since_ns
+        if d is None or since is None or d.timing_mode != "survey":
+            return None
+        duration_s = max(0, (second_tai_ns - since) // NS_PER_S)
+        std_m = SURVEY_SCATTER_M / math.sqrt(1 + duration_s / 60)
+        done = duration_s >= d.survey_min_s and std_m <= d.survey_acc_limit_m
+        if done and not self.time_only:
+            self.time_only = True
+        return SurveyReport(duration_s, round((std_m * 1000) ** 2), done, not done)
 
     def time_error_ns(self, second_tai_ns: int) -> int:
         """Where the attacks put the receiver's second (positive: late): step + push + meaconing delay + the
@@ -245,10 +317,11 @@ class SimReceiver:
         # NAV-TIMEGPS flags its leapS valid in every set but the default one, whose bytes predate the flag: the
         # appliance hears leap seconds there from NAV-TIMELS alone, once a second, as existing runs expect.
         gps_leap_valid = self.messages != MESSAGE_SETS["default"]
+        survey = self.survey(second_tai_ns)
         return Report(label_tai_ns, second_tai_ns + common_ns, leap.tai_to_utc(label_tai_ns, self.table),
                       self.has_fix(second_tai_ns), self.time_only, self.satellites(second_tai_ns),
                       self._reported_position(), self.table, c.system_offsets_ns, c.spoofing_state, c.jam_indicator,
-                      c.jamming_state, c.antenna_status, c.antenna_power, gps_leap_valid)
+                      c.jamming_state, c.antenna_status, c.antenna_power, gps_leap_valid, survey)
 
     def _reported_position(self) -> SimPosition:
         """The antenna's position plus the pushed offset (north, east, up), on the WGS 84 ellipsoid's local radii."""
@@ -270,6 +343,26 @@ class SimReceiver:
         payload = encode_payload("TIM-TP", tow_ms=tow_s * 1000, qerr_ps=self.qerr_ps(next_second_tai_ns),
                                  week=week, flags=flags)
         return ubx_frame_bytes(0x0D, 0x01, payload)
+
+
+def _device(family: str) -> Any:
+    if family in ("ublox9", "ublox8"):
+        from appliance.sim.ubxdevice import SimUblox
+
+        return SimUblox(9 if family == "ublox9" else 8)
+    if family == "unicore":
+        from appliance.sim.unicoredevice import SimUnicore
+
+        return SimUnicore()
+    if family == "nmea":
+        return None
+    raise ValueError(f"receiver family {family!r}: expected ublox9, ublox8, unicore or nmea")
+
+
+def vars_of(obj: Any) -> dict[str, Any]:
+    import dataclasses
+
+    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
 
 
 def _whole_seconds_ns(error_ns: int) -> int:

@@ -48,7 +48,7 @@ class SimLine:
 
     def write(self, data: bytes) -> None:
         if self.slot.powered:  # a receiver without power hears nothing
-            self.world._answer(self.slot, data)
+            self.world.answer(self.slot, data)
 
     def set_baud(self, baud: int) -> None:
         self.slot.receiver.line_baud = baud
@@ -97,7 +97,8 @@ class SimWorld:
         receiver, whose answers come back on the line a few milliseconds later."""
         return SimLine(self, self.receivers[index])
 
-    def _answer(self, slot: ReceiverSlot, data: bytes) -> None:
+    def answer(self, slot: ReceiverSlot, data: bytes) -> None:
+        """What the appliance wrote reaches the receiver; its answer comes back on the line."""
         reply = slot.receiver.accept(data, self.true_ns())
         if reply:
             at = self.true_ns() + ANSWER_DELAY_NS

@@ -20,7 +20,7 @@ FIXED = ReceiverPlan(mode="fixed", fixed_lat_deg=46.2044123456, fixed_lon_deg=-6
 M8_PLAN = ReceiverPlan(constellations=("gps", "galileo", "glonass"), baud=38400, survey_min_s=300,
                        survey_acc_limit_m=2.0)
 FACTORY_NMEA = {"GGA", "GLL", "GSA", "GSV", "RMC", "VTG"}
-APPLIANCE_READS = {"NAV-PVT", "NAV-STATUS", "NAV-TIMEUTC", "NAV-TIMEGPS", "NAV-TIMELS", "NAV-SAT", "TIM-TP",
+APPLIANCE_READS = {"NAV-PVT", "NAV-STATUS", "NAV-TIMEUTC", "NAV-TIMEGPS", "NAV-TIMEGAL", "NAV-TIMEBDS", "NAV-TIMELS", "NAV-SAT", "TIM-TP",
                    "TIM-SVIN", "RMC", "GGA", "GSA", "GSV", "ZDA"}
 
 
