@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 from appliance import leap
 from appliance.events import Constellation, FixMode, GnssEpoch, Position, SatInfo
@@ -58,10 +59,16 @@ def _states_time(record: object) -> bool:
     return isinstance(record, (nmea.TimeRecord, ubx.UbxUtc))
 
 
+def _gives_utc(record: object) -> TypeGuard[ubx.UbxGpsTime]:
+    """NAV-TIMEGPS with a valid time of week, week and leap seconds: UTC = GPS time - leapS."""
+    return (isinstance(record, ubx.UbxGpsTime) and record.tow_valid and record.week_valid
+            and record.leap_valid)
+
+
 def _time_rank(record: object) -> int:
     if _states_time(record):
         return STATED
-    return FROM_GPS_TIME if isinstance(record, ubx.UbxGpsTime) else DERIVED
+    return FROM_GPS_TIME if _gives_utc(record) else DERIVED
 
 
 def gps_time_utc(week: int, itow_ms: int, leap_s: int,
@@ -200,9 +207,9 @@ class EpochAssembler:
         if isinstance(record, ubx.UbxGpsTime) and record.leap_valid:
             # Refreshed on every report, so that after a leap second iTOW keeps naming the epoch NMEA states.
             self._itow_to_tod_ms = (-record.leap_s * 1000) % DAY_MS
-            if record.tow_valid and record.week_valid:
-                date, tod_ms = gps_time_utc(record.week, record.itow_ms, record.leap_s, self._table())
-                return tod_ms, date
+        if _gives_utc(record):
+            date, tod_ms = gps_time_utc(record.week, record.itow_ms, record.leap_s, self._table())
+            return tod_ms, date
         itow = getattr(record, "itow_ms", None)
         if itow is not None and self._itow_to_tod_ms is not None and not isinstance(record, ubx.UbxEndOfEpoch):
             tod = (itow + self._itow_to_tod_ms) % DAY_MS
@@ -241,7 +248,7 @@ class EpochAssembler:
         elif isinstance(r, ubx.UbxSolution):
             self._absorb_fix(r.fix)
         elif isinstance(r, (ubx.UbxGpsTime, ubx.UbxSystemTime)):
-            if isinstance(r, ubx.UbxGpsTime) and r.tow_valid and r.week_valid and r.leap_valid:
+            if _gives_utc(r):
                 cur.valid_votes.append(True)  # it vouches for the UTC it gives (GPS time - leapS)
             at_ns = ubx.epoch_time_tai_ns(r)
             if at_ns is not None:
