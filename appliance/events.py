@@ -109,6 +109,15 @@ class ReceiverBaud:
 
 
 @dataclass(frozen=True, slots=True)
+class ReceiverNews:
+    """What the set-up found or did to a receiver (its identity, the set-up's outcome): logged and audited."""
+
+    ref: str
+    text: str
+    at_ns: int
+
+
+@dataclass(frozen=True, slots=True)
 class ReceiverFault:
     """A receiver's own fault raised or cleared: antenna, set-up, answering, restart (``code`` from the alarm
     catalogue; the router joins every receiver's into one alarm per code)."""

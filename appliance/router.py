@@ -43,6 +43,7 @@ from appliance.events import (
     Position,
     ReceiverBaud,
     ReceiverFault,
+    ReceiverNews,
     ReceiverState,
     ReceiverStateChanged,
     ReceiverWrite,
@@ -399,6 +400,8 @@ class Router:
             else:
                 log.info("receiver %s: %s -> %s (%s)", self.gnss.receiver.name, ev.old.value, ev.new.value, ev.reason)
             self._receiver_alarms(ev, now)
+        elif isinstance(ev, ReceiverNews):
+            log.info("receiver %s: %s", ev.ref, ev.text)
         elif isinstance(ev, ClockStateChanged):
             log.info("clock: %s -> %s (%s)", ev.old, ev.new, ev.reason)
             self._set_clock_alarms(ev.new, ev.reason, now)

@@ -252,6 +252,9 @@ class SimSettings:
       minimum=-1e9, maximum=1e9)
     gnss2: bool = S("bool", False, "The simulated world also has a second receiver on its own antenna (a reference "
       "named gnss2)")
+    receiver: str = S("enum", "ublox9", "Which receiver the simulated world has, for the commands it answers: u-blox "
+      "generation 9 (ZED-F9T), u-blox M8T, Unicore UM980, or an NMEA receiver that answers nothing",
+      choices=("ublox9", "ublox8", "unicore", "nmea"))
     ntp_upstream: bool = S("bool", False, "The simulated world also has NTP upstream servers (a reference named ntp, "
       "one estimate per references.ntp_interval_s)")
     ntp_noise_ns: float = S("float", 200_000.0, "Simulated NTP upstream: rms noise of an estimate",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from appliance.events import (Alarm, ClockStateChanged, DeviceEvent, ReceiverStateChanged, StepClock)
+from appliance.events import (Alarm, ClockStateChanged, DeviceEvent, ReceiverNews, ReceiverStateChanged, StepClock)
 from appliance.gnss.guard import IntegrityChanged
 
 
@@ -52,6 +52,8 @@ def entry_for(event: object) -> Entry | None:
     if isinstance(event, StepClock):
         return Entry("clock.step", "system", f"clock stepped by {event.delta_ns:+d} ns (first lock)",
                      {"delta_ns": event.delta_ns})
+    if isinstance(event, ReceiverNews):
+        return Entry("reference.receiver", "system", f"receiver {event.ref}: {event.text}", {"reference": event.ref})
     if isinstance(event, DeviceEvent):
         return Entry("reference.device", "system", f"receiver device {event.device} "
                      f"{'connected' if event.connected else 'lost'}: {event.reason}",

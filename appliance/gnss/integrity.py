@@ -549,7 +549,9 @@ class IntegrityMonitor:
                  spoofing_state: int | None = None) -> Verdict:
         """One receiver epoch; ``jam_indicator`` (MON-HW jamInd) and ``spoofing_state`` (NAV-STATUS) when sent."""
         d = self.d
-        measured = epoch.position if epoch.fix_mode >= FixMode.FIX_2D and not epoch.time_only else None
+        # A timing receiver in fixed-position mode (time-only fixes) reports the position it was given: compared with
+        # home all the same (a changed fixed position moves the time it serves), and surveyed when home is unknown.
+        measured = epoch.position if epoch.fix_mode >= FixMode.FIX_2D else None
         if measured is not None and epoch.fix_mode == FixMode.FIX_3D and self._verdict.level is Level.OK:
             self.survey.update(at_ns, measured)  # only a sound sky is surveyed
         home = self.survey.home if self.survey.state == SurveyIn.FIXED else None

@@ -213,7 +213,12 @@ class GnssReceiver:
             out += self._antenna(getattr(epoch, "antenna_status", None), getattr(epoch, "antenna_power", None),
                                  epoch.rx_raw_ns)
             out.append(epoch)
-            out += self._set_state(_state_of(epoch), f"epoch {epoch.utc_text or 'without time'}", epoch.rx_raw_ns)
+            state = _state_of(epoch)
+            if (state is ReceiverState.NO_FIX and epoch.time_valid and self.setup is not None
+                    and self.setup.fixed_position_mode()):
+                # A timing receiver on its fixed position keeps valid time with too few satellites for a fix.
+                state = ReceiverState.TIME_ONLY
+            out += self._set_state(state, f"epoch {epoch.utc_text or 'without time'}", epoch.rx_raw_ns)
         return out
 
     def _antenna(self, status: str | None, power: str | None, at_ns: int) -> list[object]:

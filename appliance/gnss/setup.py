@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from appliance.events import ReceiverBaud, ReceiverFault, ReceiverWrite
+from appliance.events import ReceiverBaud, ReceiverFault, ReceiverNews, ReceiverWrite
 from appliance.gnss import ubxcfg, unicore
 from appliance.gnss.framer import NmeaFrame, UbxFrame, ubx_frame_bytes
 from appliance.gnss.plan import ReceiverPlan
@@ -88,6 +88,7 @@ class _Progress:
     refused: list[str] = field(default_factory=list)  # keys or messages the receiver refused or read back wrong
     unanswered: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what the plan had to leave out for this receiver
+    keys: int = 0  # generation 9: keys set (and ACKed)
 
 
 class ReceiverSetup:
@@ -232,6 +233,7 @@ class ReceiverSetup:
                                now_ns)
         self.identity = ident
         self._probes = 0
+        out.append(ReceiverNews(self.name, f"receiver is {ident.text()}", now_ns))
         out += self._fault(UNANSWERED, False, "the receiver answers", now_ns)
         if not self.configure:
             self.state, self.detail = "done", f"{ident.text()}: left as it is (gnss.configure = false)"
@@ -381,6 +383,8 @@ class ReceiverSetup:
         out: list[object] = []
         if ok:
             self.progress.done += 1
+            if step.answer == "ack" and step.match == VALSET:
+                self.progress.keys += len(step.keys)
         elif step.answer == "ack" and step.match == VALSET and len(step.keys) > 1:
             # which key? each one alone, in place of the chunk
             singles = [_Step(_keys_text([kv]), ubx_frame_bytes(*VALSET, ubxcfg.valset_payload([kv], self.plan.store)),
@@ -414,10 +418,12 @@ class ReceiverSetup:
             out += self._fault(SETUP, True, f"{self.name}: {self.detail}", now_ns)
         else:
             self.state = "done"
-            self.detail = f"{ident}: set up ({p.done} commands answered, every key read back)" + "".join(
+            self.detail = f"{ident}: set up ({p.done} commands answered" + (
+                f", {p.keys} keys set and read back)" if p.keys else ", every setting read back)") + "".join(
                 f"; {note}" for note in p.notes)
             out += self._fault(SETUP, False, self.detail, now_ns)
         out += self._fault(RESTARTED, False, self.detail, now_ns)
+        out.append(ReceiverNews(self.name, self.detail, now_ns))
         self._done_ns = now_ns
         self._schedule_health(now_ns)
         return out
@@ -493,6 +499,13 @@ class ReceiverSetup:
                 "active": survey.active, "valid": survey.valid, "duration_s": survey.duration_s,
                 "observations": survey.observations, "std_m": round(survey.variance_mm2 ** 0.5 / 1000, 3)},
         }
+
+    def fixed_position_mode(self) -> bool:
+        """Whether the receiver is known to time from a fixed position: set up so, or its own survey-in is done."""
+        if not self.configure or self.state not in ("done", "incomplete"):
+            return False
+        s = self.survey
+        return self.plan.mode == "fixed" or (s is not None and s.valid and not s.active)
 
     def mode_text(self) -> str:
         """The receiver's timing mode as set (and, in survey-in, how far it has got)."""

@@ -27,6 +27,7 @@ from appliance.events import (
     PpsEdge,
     ReceiverBaud,
     ReceiverFault,
+    ReceiverNews,
     ReceiverState,
     ReceiverStateChanged,
     ReceiverWrite,
@@ -131,7 +132,7 @@ class GnssReference(Driver):
             if ev.satellites:
                 self.satellites = ev.satellites
             yield from self._guarded(self.guard.on_epoch(ev))
-        elif isinstance(ev, (ReceiverWrite, ReceiverBaud, ReceiverFault)):
+        elif isinstance(ev, (ReceiverWrite, ReceiverBaud, ReceiverFault, ReceiverNews)):
             # every receiver's line and faults, standby or not: ``ref`` is the reference's name
             yield replace(ev, ref=self.spec.name)
             return

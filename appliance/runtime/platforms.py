@@ -56,7 +56,8 @@ def simulated(config: Config, scheduler: Scheduler, table: leap.LeapTable,
     from appliance.sim.world import SimWorld
 
     late, s = _Late(), config.sim
-    world = SimWorld(scheduler, s.seed, config.clock.oscillator, world_table or table, *late.to("gnss"))
+    world = SimWorld(scheduler, s.seed, config.clock.oscillator, world_table or table, *late.to("gnss"),
+                     family=s.receiver)
     if second_receiver(config):
         world.add_receiver(s.seed + 1, *late.to("gnss2"))
     error_ns = 0 if warm else s.initial_clock_error_ns

@@ -57,12 +57,13 @@ class SimLine:
 class SimWorld:
     def __init__(self, scheduler: Scheduler, seed: int, oscillator: str, table: leap.LeapTable,
                  on_bytes: Callable[[bytes, int], None], on_edge: Callable[[PpsEdge], None],
-                 burst_delay_ns: int = 80 * NS_PER_MS, chunks: int = 3):
+                 burst_delay_ns: int = 80 * NS_PER_MS, chunks: int = 3, family: str = "ublox9"):
         self.scheduler = scheduler
         self.start_true_ns = scheduler.now_ns()
         self.table = table
         self.oscillator = SimOscillator(OSCILLATORS[oscillator], seed, start_true_ns=self.start_true_ns)
-        self.receivers = [ReceiverSlot(SimReceiver(seed, table), on_bytes, on_edge, "sim-pps", burst_delay_ns,
+        self.family = family  # every receiver's command side: u-blox 9 or 8, Unicore, or NMEA only
+        self.receivers = [ReceiverSlot(SimReceiver(seed, table, family=family), on_bytes, on_edge, "sim-pps", burst_delay_ns,
                                        max(1, chunks))]
         self._timer: TimerHandle | None = None
         self.upstreams: dict[str, Any] = {}  # name -> SimUpstream (PTP, NTP): other references the world offers
@@ -108,7 +109,7 @@ class SimWorld:
                      ) -> ReceiverSlot:
         """Another receiver on an antenna of its own, its burst 20 ms after the first's, in one piece."""
         n = len(self.receivers) + 1
-        slot = ReceiverSlot(SimReceiver(seed, self.table), on_bytes, on_edge, f"sim-pps{n}",
+        slot = ReceiverSlot(SimReceiver(seed, self.table, family=self.family), on_bytes, on_edge, f"sim-pps{n}",
                             self.receivers[0].burst_delay_ns + 20 * NS_PER_MS * (n - 1), 1)
         self.receivers.append(slot)
         return slot
