@@ -367,7 +367,10 @@ def _setup_lines(setup: dict[str, Any] | None, antenna: str | None) -> list[str]
                                  f"firmware {setup['firmware']}" if setup.get("firmware") else "",
                                  f"protocol {setup['protocol']}" if setup.get("protocol") else "") if x)
     state = setup.get("state", "")
-    lines = [f"Receiver model  : {what or 'unknown'}   set-up {state}"
+    if not setup.get("model"):
+        what = {"nmea": "an NMEA receiver (it does not say what it is)", "off": "an NMEA receiver (gnss.receiver = nmea)"
+                }.get(state, what or "unknown")
+    lines = [f"Receiver model  : {what}   set-up {state}"
              + (f" ({setup['commands_answered']}/{setup['commands']} answered)" if setup.get("commands") else "")
              + (f"   antenna {antenna}" if antenna else "")]
     if setup.get("detail"):

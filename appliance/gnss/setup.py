@@ -418,8 +418,10 @@ class ReceiverSetup:
             out += self._fault(SETUP, True, f"{self.name}: {self.detail}", now_ns)
         else:
             self.state = "done"
-            self.detail = f"{ident}: set up ({p.done} commands answered" + (
-                f", {p.keys} keys set and read back)" if p.keys else ", every setting read back)") + "".join(
+            family = self.identity.family if self.identity else self.family_setting
+            checked = (f", {p.keys} keys set and read back)" if p.keys else
+                       ", each answered OK)" if family == "unicore" else ", every setting read back)")
+            self.detail = f"{ident}: set up ({p.done} commands answered{checked}" + "".join(
                 f"; {note}" for note in p.notes)
             out += self._fault(SETUP, False, self.detail, now_ns)
         out += self._fault(RESTARTED, False, self.detail, now_ns)
