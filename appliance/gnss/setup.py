@@ -514,8 +514,10 @@ class ReceiverSetup:
         if self.state in ("off", "nmea") or not self.configure:
             return "as the receiver is (not configured)"
         if self.plan.mode == "fixed":
-            return (f"fixed position {self.plan.fixed_lat_deg:.6f}, {self.plan.fixed_lon_deg:.6f}, "
-                    f"{self.plan.fixed_height_m:.1f} m (ellipsoid)")
+            where = f"fixed position {self.plan.fixed_lat_deg:.6f}, {self.plan.fixed_lon_deg:.6f}, "
+            if self.geoid_separation_m is None:
+                return where + f"{self.plan.fixed_height_m:.1f} m above sea level (waiting for the geoid separation)"
+            return where + f"{self.plan.fixed_height_m + self.geoid_separation_m:.1f} m (ellipsoid)"
         s = self.survey
         if s is None:
             return f"survey-in (at least {self.plan.survey_min_s} s, to {self.plan.survey_acc_limit_m:g} m)"
