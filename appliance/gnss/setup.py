@@ -399,6 +399,8 @@ class ReceiverSetup:
         return out + self._send_next(now_ns)
 
     def _follow(self, baud: int) -> list[object]:
+        if baud != self.line_baud:
+            self.progress.notes.append(f"moved from {self.line_baud} to {baud} baud")
         self.line_baud = baud
         return [ReceiverBaud(self.name, baud)]
 

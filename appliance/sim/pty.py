@@ -4,7 +4,10 @@ I/O edge.  Opens a pty pair, links the slave's path to ``link`` (as udev would n
 writes the burst a receiver sends shortly after its pulse.  ``appliance run --set gnss.device=LINK`` reads it exactly as
 it reads a UART.  If nobody reads, the kernel buffer fills and old bytes are flushed, as on an unread serial port.
 What the appliance writes (set-up commands, polls) is read between bursts and answered at once, as the receiver
-family chosen would (u-blox generation 9 or 8, Unicore, or a plain NMEA receiver that answers nothing).
+family chosen would (u-blox generation 9 or 8, Unicore, or a plain NMEA receiver that answers nothing).  The line
+speed the appliance set on its end (the pty's termios speed) must match the receiver's own, as on a UART: at another
+speed the receiver hears nothing and is heard as nothing (a real line would carry noise), so the appliance's hunt
+for the receiver's speed, and its move to ``gnss.baud``, run as they would on hardware.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from appliance.sim.receiver import SimReceiver
 from appliance.units import NS_PER_S
 
 log = logging.getLogger("appliance.sim.pty")
+_SPEEDS = {getattr(termios, f"B{b}"): b for b in (1200, 2400, 4800, 9600, 19200, 38400, 57600, 115200, 230400,
+                                                   460800, 921600) if hasattr(termios, f"B{b}")}
 
 
 class PtyReceiver:
@@ -63,7 +68,9 @@ class PtyReceiver:
             self._listen_until(leap.tai_to_posix_ns(second + self._delay_ns, self.table)[0], stopping)
             if stopping["now"]:
                 break
-            self._write(self.receiver.burst(second))
+            burst = self.receiver.burst(second)
+            if self.hears():
+                self._write(burst)
             written += 1
 
     def _listen_until(self, posix_ns: int, stopping: dict[str, bool]) -> None:
@@ -85,10 +92,24 @@ class PtyReceiver:
             except OSError:
                 time.sleep(min(left_s, 0.05))  # nobody has the line open: nothing to hear
                 continue
-            if data:
+            if data and self.hears():
                 reply = self.receiver.accept(data, leap.posix_to_tai_ns(time.time_ns(), self.table))
                 if reply:
                     self._write(reply)
+
+    def _line_baud(self) -> int | None:
+        """The speed the appliance set on its end of the line (None when it cannot be read)."""
+        try:
+            speed = termios.tcgetattr(self._slave)[5]  # ospeed
+        except termios.error:
+            return None
+        return _SPEEDS.get(speed)
+
+    def hears(self) -> bool:
+        """Whether the line's speed is the receiver's own (an NMEA receiver without a command side: any speed)."""
+        device = self.receiver.device
+        line = self._line_baud()
+        return device is None or line is None or line == device.baud
 
     def _write(self, data: bytes) -> None:
         try:
