@@ -361,7 +361,7 @@ def merge(base: Config, overrides: Mapping[str, Any], origin: str, from_text: bo
     read by ``config_receivers.expand``."""
     collected: list[str] = [] if problems is None else problems
     values, origins = dict(base.values), dict(base.origins)
-    layer = receivers_of.expand(overrides, origin, from_text, receivers_of.count(values), check_value, collected)
+    layer = receivers_of.expand(overrides, from_text, receivers_of.count(values), check_value, collected)
     for number in sorted(layer.declared):
         have = receivers_of.count(values)
         if number == have + 1:

@@ -124,11 +124,11 @@ class Layer:
 Check = Callable[[Setting, Any, bool], tuple[Any, str | None]]
 
 
-def expand(overrides: Mapping[str, Any], origin: str, from_text: bool, have: int, check: Check,
-           problems: list[str]) -> Layer:
+def expand(overrides: Mapping[str, Any], from_text: bool, have: int, check: Check, problems: list[str]) -> Layer:
     """One layer's flat names with its ``[[gnss]]`` array spread out and its old names read as what they became.
     ``have`` is how many receivers the layers before it made; ``from_text`` marks the ``--set`` pairs, the only
-    place a ``gnssN.*`` name may be written (a file writes the N-th ``[[gnss]]`` table)."""
+    place a ``gnssN.*`` name may be written (a file writes the N-th ``[[gnss]]`` table); ``check`` is the loader's
+    ``check_value`` (handed in: ``config.py`` imports this module)."""
     layer = Layer()
     old: dict[str, Any] = {}
     for name, value in overrides.items():
