@@ -197,7 +197,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     config = load_config(args)
     _setup_logging(config.log.level)
-    for note in config.notes:
+    for note in (*config.old_names, *config.notes):
         logging.getLogger("appliance").warning("%s", note)
     return run(config)
 
@@ -427,20 +427,25 @@ def cmd_check_config(args: argparse.Namespace) -> int:
             for error in errors:
                 print(f"appliance: config: {args.file}: {error}", file=sys.stderr)
             return EXIT_CONFIG
-    for note in config.notes:
+    for note in (*config.old_names, *config.notes):
         print(f"{args.file}: warning: {note}", file=sys.stderr)
     changed = config.changed_from_default()
     print(f"{args.file}: OK ({len(changed)} setting(s) differ from the default)")
     for name, value in sorted(changed.items()):
-        print(f"  {name} = {cfg.shown(cfg.BY_NAME[name], value)!r}")
+        print(f"  {name} = {cfg.shown(cfg.setting_of(name) or cfg.BY_NAME[name], value)!r}")
+    if len(config.receivers) > 1:
+        print(f"  {len(config.receivers)} GNSS receivers: " + ", ".join(
+            f"{rx.number} {rx.name} ({rx.device or 'simulated'}, priority {rx.priority})" for rx in config.receivers))
     return 0
 
 
 def cmd_config(args: argparse.Namespace) -> int:
     config = load_config(args)
+    for note in config.old_names:
+        print(f"appliance: config: warning: {note}", file=sys.stderr)
     rows = [{"name": s.name, "type": s.type, "default": s.default, "value": cfg.shown(s, config[s.name]),
              "origin": config.origins.get(s.name, "default"), "restart": s.restart, "allowed": s.allowed(),
-             "help": s.help} for s in cfg.SETTINGS]
+             "help": s.help} for s in cfg.settings_of(config)]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

@@ -20,13 +20,16 @@ from typing import Any, Generic, TypeVar
 
 import tomli_w
 
+from appliance import config_receivers as receivers_of
+from appliance.config_receivers import OLD_NAMES
 from appliance.settings import (BY_NAME, SETTINGS, STANDARD_BAUDS, AuditSettings, ClockSettings,
                                 ControlSettings, GnssSettings, IntegritySettings, IrigOutSettings, LogSettings,
-                                NtpSettings, PpsOutSettings, PtpSettings, QualitySettings, ReferencesSettings,
-                                SerialOutSettings, Setting, SimSettings, SnmpSettings, TopSettings, WebSettings)
+                                NtpSettings, PpsOutSettings, PtpSettings, QualitySettings, ReceiverSettings,
+                                ReferencesSettings, SerialOutSettings, Setting, SimSettings, SnmpSettings,
+                                TopSettings, WebSettings)
 
-__all__ = ["BY_NAME", "SETTINGS", "STANDARD_BAUDS", "Config", "ConfigError", "Setting", "check_value", "defaults",
-           "load", "merge"]
+__all__ = ["BY_NAME", "OLD_NAMES", "SETTINGS", "STANDARD_BAUDS", "Config", "ConfigError", "ReceiverSettings",
+           "Setting", "check_value", "defaults", "load", "merge", "setting_of", "settings_of"]
 T = TypeVar("T")
 MASK = "********"  # what a set secret shows as, to every role
 _short = reprlib.Repr()  # a value in a message: bounded in length and nesting, whatever was sent
@@ -61,13 +64,17 @@ class _Section(Generic[T]):
 @dataclass(frozen=True)
 class Config:
     """A checked configuration: every setting has a value of its declared type.  Read it by section
-    (``config.clock.max_frequency_ppb``), or by dotted name where the name is data (``config[name]``)."""
+    (``config.clock.max_frequency_ppb``), or by dotted name where the name is data (``config[name]``).  The GNSS
+    receivers are ``config.receivers``; the first is also ``config.gnss``, and receivers 2 to N sit in ``values``
+    under ``gnss2.*`` ... (``config_receivers.py``)."""
 
     values: Mapping[str, Any]
     origins: Mapping[str, str] = field(default_factory=dict)  # name -> "default" | file path | "--set"
     # Problems of the settings saved from the console, which were set aside (not applied) so the appliance starts
     # anyway; the appliance raises an alarm with them.
     notes: tuple[str, ...] = ()
+    # What each name from before the [[gnss]] array was read as (logged at start, shown by check-config).
+    old_names: tuple[str, ...] = ()
 
     gnss = _Section(GnssSettings)
     clock = _Section(ClockSettings)
@@ -90,6 +97,14 @@ class Config:
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
 
+    @property
+    def receivers(self) -> tuple[ReceiverSettings, ...]:
+        """Every GNSS receiver, in the order of the [[gnss]] array (the first is the one ``config.gnss`` reads)."""
+        cache: dict[str, Any] = self.__dict__.setdefault("_sections", {})
+        if "[[gnss]]" not in cache:
+            cache["[[gnss]]"] = receivers_of.resolve(self.values)
+        return cache["[[gnss]]"]  # type: ignore[no-any-return]
+
     def section(self, prefix: str) -> dict[str, Any]:
         """The ``prefix.*`` settings by their name within the section (``ptp.domain`` -> ``domain``)."""
         return {k[len(prefix) + 1:]: v for k, v in self.values.items() if k.startswith(prefix + ".")}
@@ -102,7 +117,25 @@ class Config:
         return Path(explicit).expanduser() if explicit else self.state_path() / "control.sock"
 
     def changed_from_default(self) -> dict[str, Any]:
-        return {k: v for k, v in self.values.items() if v != BY_NAME[k].default}
+        return {k: v for k, v in self.values.items() if v != _row(k).default}
+
+
+def setting_of(name: str) -> Setting | None:
+    """The row of a setting of the table, or of receiver 2 to N (``gnss2.device``); None for anything else."""
+    return BY_NAME.get(name) or receivers_of.setting_row(name)
+
+
+def _row(name: str) -> Setting:
+    row = setting_of(name)
+    assert row is not None, name
+    return row
+
+
+def settings_of(config: Config) -> list[Setting]:
+    """Every row of this configuration: the table's, with those of its receivers after the first (start-only) after
+    the first's (``gnss.*``)."""
+    after = max(i for i, s in enumerate(SETTINGS) if s.name.startswith("gnss.")) + 1
+    return [*SETTINGS[:after], *receivers_of.extra_rows(config.values), *SETTINGS[after:]]
 
 
 def defaults() -> Config:
@@ -191,6 +224,10 @@ def _coerce(setting: Setting, value: Any, from_text: bool) -> Any:
         parse_position(value)
     if setting.name.endswith("constellations"):
         parse_constellations(value)
+    if setting.name.startswith("gnss") and setting.name.endswith(".name"):
+        problem = receivers_of.name_problem(value)
+        if problem:
+            raise ValueError(problem)
     return value
 
 
@@ -281,7 +318,16 @@ def close_names(name: str, limit: int = 3) -> list[str]:
     spelling of its last part within its section or of the whole dotted name, or a last part that one begins with
     the other (``gnss.devise``, ``gnsss.device``, ``state_dri``, ``gnss.baudrate``); else the same last part in
     another section (``gnss.port`` -> ``ntp.port``).  A guess from the section's prefix alone (``gnss.bogus`` ->
-    ``gnss.baud``) would mislead more than it helps."""
+    ``gnss.baud``) would mislead more than it helps.  A name from before the [[gnss]] array gets the name it
+    became; a misspelt setting of receiver N (``gnss2.devise``) gets receiver N's."""
+    if name in OLD_NAMES:
+        number, key = OLD_NAMES[name]
+        return [receivers_of.prefix(number) + key]
+    parts = receivers_of.split_name(name.strip().lower())
+    if parts is not None:
+        number, key = parts
+        within = [n.partition(".")[2] for n in close_names("gnss." + key, limit) if n.startswith("gnss.")]
+        return [receivers_of.prefix(number) + k for k in within if k in receivers_of.RECEIVER_KEYS]
     names = [s.name for s in SETTINGS]
     wanted = name.strip().lower()
     section, _, leaf = wanted.rpartition(".")
@@ -301,18 +347,36 @@ def _unknown(name: str) -> str:
         return f"{name}: a section, not a setting; name one of its settings ({name}.*: `appliance config list`)"
     close = close_names(name) if len(name) <= 80 else []
     hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+    parts = receivers_of.split_name(name)
+    if parts is not None:
+        return (f"{name}: unknown setting of [[gnss]] receiver {parts[0]}{hint}; a receiver takes "
+                f"{', '.join(receivers_of.RECEIVER_KEYS)}")
     return f"{name}: unknown setting{hint}; `appliance config list` shows them all"
 
 
 def merge(base: Config, overrides: Mapping[str, Any], origin: str, from_text: bool = False,
           problems: list[str] | None = None) -> Config:
-    """Overlay ``overrides`` on ``base``; problems are appended to ``problems`` (raised if it is None)."""
+    """Overlay ``overrides`` on ``base``; problems are appended to ``problems`` (raised if it is None).  A
+    ``[[gnss]]`` array, ``gnssN.*`` names (``from_text``: the --set pairs) and the names from before the array are
+    read by ``config_receivers.expand``."""
     collected: list[str] = [] if problems is None else problems
     values, origins = dict(base.values), dict(base.origins)
-    for name, raw in overrides.items():
-        setting = BY_NAME.get(name)
+    layer = receivers_of.expand(overrides, from_text, receivers_of.count(values), check_value, collected)
+    for number in sorted(layer.declared):
+        have = receivers_of.count(values)
+        if number == have + 1:
+            added = receivers_of.defaults_of(number)
+            values.update(added)
+            origins.update(dict.fromkeys(added, "default"))
+        elif number > have + 1:
+            collected.append(f"gnss{number}.*: there is no receiver {have + 1} to come before receiver {number}; "
+                             f"receivers are added in order (gnss{have + 1}.* next)")
+    for name, raw in layer.values.items():
+        setting = setting_of(name)
         if setting is None:
             collected.append(_unknown(_short.repr(name)[1:-1] if len(name) > 80 else name))
+            continue
+        if name not in values:  # a receiver that could not be added (said above)
             continue
         value, problem = check_value(setting, raw, from_text)
         if problem:
@@ -321,7 +385,7 @@ def merge(base: Config, overrides: Mapping[str, Any], origin: str, from_text: bo
         values[name], origins[name] = value, origin
     if problems is None and collected:
         raise ConfigError(collected)
-    return Config(values, origins, base.notes)
+    return Config(values, origins, base.notes, base.old_names + tuple(layer.messages))
 
 
 def parse_set_pairs(pairs: Iterable[str], problems: list[str]) -> dict[str, str]:
@@ -359,6 +423,7 @@ def load(path: str | None = None, set_pairs: Iterable[str] = ()) -> Config:
             config = merge(config, load_text(text, path, problems), path, problems=problems)
     overrides = parse_set_pairs(set_pairs, problems)
     config = merge(config, overrides, "--set", from_text=True, problems=problems)
+    problems += receivers_of.problems_of(config.values)
     if problems:
         raise ConfigError(problems)
     return with_console_settings(config, set(overrides))
@@ -378,25 +443,38 @@ def with_console_settings(config: Config, overridden: set[str]) -> Config:
         return dataclasses.replace(config, notes=(f"console setting ignored: {console}: cannot read: {exc}",))
     notes: list[str] = []
     saved = {k: v for k, v in load_text(text, str(console), notes).items() if k not in overridden}
-    for name in [k for k in saved if k in BY_NAME and BY_NAME[k].start_only]:
-        notes.append(f"{console}: {start_only_problem(BY_NAME[name])}")  # written by an older release, or by hand
+    if isinstance(saved.get("gnss"), list):  # by hand: receivers are made by the configuration file or --set
+        notes.append(f"{console}: gnss: the [[gnss]] receivers are set only in the configuration file or with --set")
+        del saved["gnss"]
+    for name in [k for k in saved if (row := setting_of(k)) is not None and row.start_only]:
+        notes.append(f"{console}: {start_only_problem(_row(name))}")  # written by an older release, or by hand
         del saved[name]
     merged = merge(config, saved, "console", problems=notes)
     return dataclasses.replace(merged, notes=tuple(f"console setting ignored: {n}" for n in notes))
 
 
 def to_toml(config: Config, only_changed: bool = False) -> str:
-    """Render a configuration as TOML grouped by part (for `config list --toml` and the deploy default)."""
+    """Render a configuration as TOML grouped by part (for `config list --toml` and the deploy default); with more
+    than one receiver, ``gnss.*`` is the first ``[[gnss]]`` table and each other receiver a table after it."""
     groups: dict[str, list[str]] = {}
-    for s in SETTINGS:
+    for s in settings_of(config):
         value = config.values[s.name]
-        if only_changed and value == s.default:
-            continue
         part, _, key = s.name.rpartition(".")
-        groups.setdefault(part, []).append(f"# {s.help}\n{key} = {_toml_value(value)}")
+        lines = groups.setdefault(part, [])
+        if not (only_changed and value == s.default):
+            lines.append(f"# {s.help}\n{key} = {_toml_value(value)}")
+    several = receivers_of.count(config.values) > 1
     chunks = ["\n".join(groups.pop("", []))] if "" in groups else []
-    chunks += [f"[{part}]\n" + "\n".join(lines) for part, lines in groups.items()]
+    chunks += [_table(part, lines, several) for part, lines in groups.items() if lines or receivers_of.split_name(
+        part + ".device") is not None or (several and part == "gnss")]
     return "\n\n".join(c for c in chunks if c) + "\n"
+
+
+def _table(part: str, lines: list[str], several: bool) -> str:
+    """A part's TOML table: ``[part]``, or a ``[[gnss]]`` table for a receiver when there are several."""
+    if several and (part == "gnss" or receivers_of.split_name(part + ".device") is not None):
+        return "[[gnss]]\n" + "\n".join(lines)
+    return f"[{part}]\n" + "\n".join(lines)
 
 
 CONSOLE_FILE = "console-settings.toml"

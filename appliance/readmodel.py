@@ -15,9 +15,10 @@ from appliance.alarms import AlarmRow, diagnose_no_fix
 from appliance.events import SatInfo
 from appliance.router import Now, Router
 from appliance.gnss.guard import GuardStatus
+from appliance.refs.gnss import GnssReference
 from appliance.refs.selector import RefView
-from appliance.status import (ClockStatus, OutputsStatus, PpsStatus, ReferenceRow, ReferencesStatus, TimeStatus,
-                              judge, summarize)
+from appliance.status import (ClockStatus, OutputsStatus, PpsStatus, ReceiverRow, ReferenceRow, ReferencesStatus,
+                              TimeStatus, judge, summarize)
 from appliance.units import NS_PER_S
 
 
@@ -66,7 +67,7 @@ def build(router: Router, now: Now, edges: EdgeStatus) -> TimeStatus:
     return TimeStatus(at, leap.tai_to_utc(at, table).iso_ms(), edges.mode, edges.version, edges.started_at_tai_ns,
                       receiver, sats, summarize(sats), pps, leap_status, clock, alarms,
                       outputs=edges.outputs, integrity=integrity, references=references,
-                      verdict=verdict)
+                      verdict=verdict, receivers=_receivers(router))
 
 
 def _diagnosed(rows: tuple[AlarmRow, ...], sats: tuple[SatInfo, ...], integrity: GuardStatus
@@ -95,6 +96,25 @@ def _references(router: Router, now: Now, edges: EdgeStatus) -> ReferencesStatus
     p = selector.policy
     return ReferencesStatus(selector.active, selector.pinned, p.revertive, p.wait_to_restore_s, p.step_limit_ns,
                             p.slew_ns_per_s, selector.switches, tuple(selector.disagreements), tuple(rows))
+
+
+def _receivers(router: Router) -> tuple[ReceiverRow, ...]:
+    """Every GNSS receiver, in the order of the [[gnss]] array (the order of their drivers)."""
+    served = router.clock.backend.served_ns
+    rows = []
+    gnss = [ref for ref in router.references.values() if isinstance(ref, GnssReference)]
+    for number, ref in enumerate(gnss, 1):
+        snap = ref.receiver.snapshot()
+        epoch = snap.last_epoch
+        used = None if epoch is None else (epoch.used_count if epoch.used_count is not None and not epoch.satellites
+                                           else sum(1 for sat in epoch.satellites if sat.used))
+        since = snap.state_since_ns
+        rows.append(ReceiverRow(number, ref.spec.name, snap.device, snap.state.value,
+                                None if since is None else served(since), ref.watched, ref.spec.priority,
+                                ref.pairer.cable_delay_ns, ref.pps_source, ref.pps_edges, ref.pairer.paired, used,
+                                0 if epoch is None else len(epoch.satellites), sum(snap.frames.values()),
+                                sum(snap.rejected.values()), snap.reconnects, snap.device_error))
+    return tuple(rows)
 
 
 def vars_of(view: RefView) -> dict[str, Any]:

@@ -256,8 +256,10 @@ class Router:
             self.gnss.guard.set_home(Position(*parse_position(text)) if text else None)
             log.warning("antenna position %s: the position check measures from it", text or "cleared: surveying in")
             return True
-        if name == "gnss.label_max_age_ms":
-            self.gnss.pairer.label_max_age_ns = int(value) * NS_PER_MS
+        if name == "gnss.label_max_age_ms":  # a line setting: every receiver's
+            for ref in self.references.values():
+                if isinstance(ref, GnssReference):
+                    ref.pairer.label_max_age_ns = int(value) * NS_PER_MS
             return True
         return False
 

@@ -77,19 +77,22 @@ def S(kind: str, default: Any, help: str, *, restart: bool = True, minimum: floa
 
 @dataclass(frozen=True)
 class GnssSettings:
-    """``gnss.*``: the GNSS receiver (the first; a second one is configured under ``references``)."""
+    """``gnss.*``: the GNSS receiver; with several (a ``[[gnss]]`` array), the first, whose line settings apply to
+    all of them."""
 
+    name: str = S("str", "", "Name of the receiver's reference (in status, SNMP, metrics and `appliance reference`); "
+      "empty: gnss for the first receiver, gnss2, gnss3 ... for the others", start_only=True)
     device: str = S("path", "", "Serial device of the GNSS receiver (e.g. /dev/ttyS0); empty: simulated receiver")
     baud: int = S("int", 9600, "Serial line speed of the receiver", choices=STANDARD_BAUDS)
     pps_device: str = S("path", "", "Kernel PPS source paired with the receiver (e.g. /dev/pps0); empty: none")
-    epoch_idle_ms: int = S("int", 300, "Quiet time after which a receiver epoch is considered complete",
-      minimum=20, maximum=2000)
-    no_data_timeout_s: int = S("int", 5, "Seconds without a decodable sentence before the receiver is NO_DATA",
-      minimum=1, maximum=300)
-    label_max_age_ms: int = S("int", 900, "Latest a time label may follow its PPS edge and still name its second",
-      minimum=100, maximum=990, restart=False)
-    reconnect_max_s: float = S("float", 30.0, "Longest back-off between attempts to reopen a lost receiver",
-      minimum=0.1, maximum=3600)
+    epoch_idle_ms: int = S("int", 300, "Quiet time after which a receiver epoch is considered complete (every "
+      "receiver)", minimum=20, maximum=2000)
+    no_data_timeout_s: int = S("int", 5, "Seconds without a decodable sentence before a receiver is NO_DATA (every "
+      "receiver)", minimum=1, maximum=300)
+    label_max_age_ms: int = S("int", 900, "Latest a time label may follow its PPS edge and still name its second "
+      "(every receiver)", minimum=100, maximum=990, restart=False)
+    reconnect_max_s: float = S("float", 30.0, "Longest back-off between attempts to reopen a lost receiver (every "
+      "receiver)", minimum=0.1, maximum=3600)
     cable_delay_ns: int = S("int", 0, "Antenna cable and receiver delay compensated on every PPS edge",
       minimum=-1_000_000, maximum=1_000_000, restart=False)
     accuracy_ns: int = S("int", 20, "Time accuracy of receiver, antenna and cabling (part of the error bound)",
@@ -108,6 +111,26 @@ class GnssSettings:
       empty_ok=True)
     pulse_length_ms: int = S("int", 100, "Length of the receiver's 1 Hz time pulse (rising edge on the second)",
       minimum=1, maximum=900)
+    priority: int = S("int", 1, "Priority of the receiver's reference (1 is the highest; receivers of equal "
+      "priority are hot standbys: the clock does not leave one it is on while it is good)", minimum=1, maximum=99)
+    position: str = S("position", "", "Antenna position of the receiver as \"lat_deg,lon_deg,alt_m\" (WGS-84, "
+      "height above mean sea level), for its timing mode and the simulated antenna; empty: integrity.position for "
+      "the first receiver, a survey-in for the others")
+
+
+# The [[gnss]] array (config_receivers.py): its first entry is gnss.* above; each other one (gnss2.*, gnss3.* ...
+# with --set) has every setting of a receiver but these, which are set in the first entry and apply to all.
+RECEIVER_SHARED = ("epoch_idle_ms", "no_data_timeout_s", "label_max_age_ms", "reconnect_max_s")
+MAX_RECEIVERS = 16
+
+
+@dataclass(frozen=True)
+class ReceiverSettings(GnssSettings):
+    """One receiver of the ``[[gnss]]`` array as the runtime reads it: its own settings with ``name`` and
+    ``position`` resolved (gnss, gnss2 ...; the first receiver's position defaults to integrity.position), the
+    shared ones from the first, and ``number``, its place in the array from 1."""
+
+    number: int = 1
 
 
 @dataclass(frozen=True)
@@ -179,7 +202,7 @@ class IntegritySettings:
 
 @dataclass(frozen=True)
 class ReferencesSettings:
-    """``references.*``: time references beyond the first receiver, and how one is chosen."""
+    """``references.*``: time references beyond the GNSS receivers, and how one is chosen."""
 
     revertive: bool = S("bool", True, "Return to a higher-priority reference once it has been qualified for "
       "references.wait_to_restore_s; false: stay on the active one until it fails")
@@ -192,13 +215,6 @@ class ReferencesSettings:
       "the next switch", minimum=0.0, maximum=1_000_000.0)
     qualify_s: int = S("int", 10, "Seconds of samples without a gap before a reference is qualified",
       minimum=0, maximum=86_400)
-    gnss_priority: int = S("int", 1, "Priority of the GNSS receiver (1 is the highest)", minimum=1, maximum=99)
-    gnss2_device: str = S("path", "", "Serial device of a second GNSS receiver on its own antenna, a hot "
-      "standby (e.g. /dev/ttyS2); empty: none")
-    gnss2_baud: int = S("int", 9600, "Serial line speed of the second receiver", choices=STANDARD_BAUDS)
-    gnss2_pps_device: str = S("path", "", "Kernel PPS source of the second receiver (e.g. /dev/pps2)")
-    gnss2_priority: int = S("int", 1, "Priority of the second receiver (equal to the first: a hot standby "
-      "the clock does not leave once on it)", minimum=1, maximum=99)
     ptp_interface: str = S("str", "", "Network interface on which the appliance follows an upstream PTP "
       "grandmaster as a slave; empty: no PTP reference")
     ptp_transport: str = S("enum", "udp4", "Transport of the upstream PTP reference", choices=("udp4", "udp6", "l2"))
@@ -250,8 +266,6 @@ class SimSettings:
     ptp_noise_ns: float = S("float", 50.0, "Simulated upstream PTP: rms noise of a sample", minimum=0.0, maximum=1e9)
     ptp_asymmetry_ns: float = S("float", 0.0, "Simulated upstream PTP: constant error (path asymmetry)",
       minimum=-1e9, maximum=1e9)
-    gnss2: bool = S("bool", False, "The simulated world also has a second receiver on its own antenna (a reference "
-      "named gnss2)")
     receiver: str = S("enum", "ublox9", "Which receiver the simulated world has, for the commands it answers: u-blox "
       "generation 9 (ZED-F9T), u-blox M8T, Unicore UM980, or an NMEA receiver that answers nothing",
       choices=("ublox9", "ublox8", "unicore", "nmea"))

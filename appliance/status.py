@@ -80,6 +80,30 @@ class ReferenceRow(RefView):
 
 
 @dataclass(frozen=True)
+class ReceiverRow:
+    """One GNSS receiver of the [[gnss]] array as status shows it: what it is, its state and its PPS edges.  Its
+    reference's qualification is the references row of the same name."""
+
+    number: int  # its place in the [[gnss]] array, from 1
+    name: str  # its reference's name (gnss, gnss2 ...)
+    device: str
+    state: str  # ReceiverState's value: disconnected, no-data, no-fix, 2d-fix, 3d-fix, time-only
+    state_since_ns: int | None  # TAI; None: in this state since start
+    watched: bool  # the first: the integrity checks, the receiver card and the applianceRcv* scalars are its
+    priority: int
+    cable_delay_ns: int
+    pps_source: str
+    pps_edges: int
+    paired: int
+    satellites_used: int | None  # in its last epoch; None before one
+    satellites_visible: int
+    frames: int
+    rejected: int
+    reconnects: int = 0
+    device_error: str = ""
+
+
+@dataclass(frozen=True)
 class ReferencesStatus:
     """The references: which one drives the clock, the selection policy, and a row per reference."""
 
@@ -152,6 +176,7 @@ class TimeStatus:
     integrity: GuardStatus | None = None  # the GNSS integrity verdict, survey and detectors
     references: ReferencesStatus = field(default_factory=ReferencesStatus)
     verdict: Verdict | None = None
+    receivers: tuple[ReceiverRow, ...] = ()  # every GNSS receiver, the first (``receiver`` above) included
 
 
 # What each clockClass means (IEEE 1588-2019 Table 4, ITU-T G.8275.1 Table 2), as the console and status say it.
@@ -297,8 +322,35 @@ def _integrity_line(g: dict[str, Any] | None, clock_state: str = "", gnss_state:
     return text
 
 
-def _gnss_state(refs: dict[str, Any]) -> str:
-    return next((r["state"] for r in refs.get("rows") or [] if r["name"] == "gnss"), "")
+def watched_name(d: dict[str, Any]) -> str:
+    """The reference name of the receiver the integrity checks watch (the first of the [[gnss]] array)."""
+    return next((r["name"] for r in d.get("receivers") or [] if r.get("watched")), "gnss")
+
+
+def _gnss_state(d: dict[str, Any]) -> str:
+    name = watched_name(d)
+    return next((r["state"] for r in (d.get("references") or {}).get("rows") or [] if r["name"] == name), "")
+
+
+def _receiver_lines(d: dict[str, Any]) -> list[str]:
+    """One line per receiver when there are several: state, sky, PPS, cable delay and its reference's state."""
+    receivers = d.get("receivers") or []
+    if len(receivers) < 2:
+        return []
+    now = d["at_tai_ns"]
+    refs = {r["name"]: r for r in (d.get("references") or {}).get("rows") or []}
+    out = [f"Receivers       : {len(receivers)} ([[gnss]]; the first is watched by the integrity checks)"]
+    for r in receivers:
+        ref = refs.get(r["name"]) or {}
+        sats = "-" if r["satellites_used"] is None else f"{r['satellites_used']}/{r['satellites_visible']}"
+        text = (f"  {r['number']:>2} {r['name']:<6} on {r['device']}: {r['state']} {_for(now, r['state_since_ns'])}"
+                f", satellites {sats}, PPS {r['pps_edges']} edges ({r['paired']} paired), cable "
+                f"{r['cable_delay_ns']:+d} ns, priority {r['priority']}, reference {ref.get('state', '-')}"
+                + (" (active)" if ref.get("active") else ""))
+        if r.get("device_error"):
+            text += f"  ({r['device_error']})"
+        out.append(text)
+    return out
 
 
 def _reference_lines(refs: dict[str, Any], clock_state: str = "") -> list[str]:
@@ -416,8 +468,9 @@ def render(d: dict[str, Any]) -> str:
         "Satellites      : " + (", ".join(f"{c['name']} {c['used']}/{c['visible']}"
                                           + (f" ({c['mean_cn0_dbhz']:.0f} dBHz)" if c['mean_cn0_dbhz'] else "")
                                           for c in d["constellations"]) or "none") + "   (used/visible)",
+        *_receiver_lines(d),
         "Integrity       : " + _integrity_line(d.get("integrity"), (d.get("clock") or {}).get("state", ""),
-                                                  _gnss_state(d.get("references") or {})),
+                                                  _gnss_state(d)),
         *_reference_lines(d.get("references") or {}, clock["state"]),
         f"PPS             : {pps['source']}: {pps['edges']} edges, {pps['paired']} paired"
         + (f", qErr {pps['last_qerr_ps'] / 1000:+.1f} ns" if pps.get("last_qerr_ps") is not None else ""),

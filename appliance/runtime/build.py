@@ -93,23 +93,14 @@ def assemble(config: Config, scheduler: Scheduler, platform: Platform, table: le
 
 
 # --- the references ------------------------------------------------------------------------------------------------
-def second_receiver(config: Config) -> bool:
-    """A second receiver: on a serial device with a real first one, or simulated beside a simulated first one."""
-    if config.gnss.device:
-        return bool(config.references.gnss2_device)
-    return config.sim.gnss2
-
-
 def reference_specs(config: Config) -> list[RefSpec]:
-    """The configured references.  GNSS is always one; its qualification is the receiver's fix, the integrity
-    checks' and the clock's own (``clock.qualify_s``), so the selector adds none.  The others' nominal noise (a tenth
-    of their accuracy; a fiftieth for PTP, whose accuracy is mostly asymmetry; a fifth for NTP) tunes the loop
-    before their scatter has been measured."""
+    """The configured references: one per GNSS receiver, in the order of the [[gnss]] array, then the others.  The
+    first receiver's qualification is its fix, the integrity checks' and the clock's own (``clock.qualify_s``), so
+    the selector adds none.  The others' nominal noise (a tenth of their accuracy; a fiftieth for PTP, whose accuracy
+    is mostly asymmetry; a fifth for NTP) tunes the loop before their scatter has been measured."""
     r, q = config.references, float(config.references.qualify_s)
-    gnss_accuracy = float(config.gnss.accuracy_ns)
-    specs = [RefSpec("gnss", "gnss", r.gnss_priority, gnss_accuracy, timeout_s=3.0, qualify_s=0.0)]
-    if second_receiver(config):
-        specs.append(RefSpec("gnss2", "gnss", r.gnss2_priority, gnss_accuracy, timeout_s=3.0, qualify_s=q))
+    specs = [RefSpec(rx.name, "gnss", rx.priority, float(rx.accuracy_ns), timeout_s=3.0,
+                     qualify_s=0.0 if rx.number == 1 else q) for rx in config.receivers]
     if r.ptp_interface or config.sim.ptp_upstream:
         specs.append(RefSpec("ptp", "ptp", r.ptp_priority, float(r.ptp_accuracy_ns), timeout_s=3.0, qualify_s=q,
                              noise_ns=r.ptp_accuracy_ns / 50))
@@ -136,20 +127,22 @@ def reference_drivers(config: Config, specs: list[RefSpec], table: Callable[[], 
     from appliance.refs.ptp import PtpReference
 
     g, r = config.gnss, config.references
+    receivers = {rx.name: rx for rx in config.receivers}
     drivers: list[Reference] = []
     for spec in specs:
-        if spec.name == "gnss":
+        rx = receivers.get(spec.name) if spec.kind == "gnss" else None
+        if rx is not None and rx.number == 1:
             receiver = GnssReceiver(table, device=device, epoch_idle_ns=g.epoch_idle_ms * NS_PER_MS,
                                     no_data_timeout_ns=g.no_data_timeout_s * NS_PER_S,
-                                    setup=receiver_setup(config, spec.name, g))
+                                    setup=receiver_setup(config, spec.name, rx))
             pairer = PpsPairer(g.label_max_age_ms * NS_PER_MS, g.cable_delay_ns)
             drivers.append(GnssReference(spec, receiver, pairer, integrity_guard(config)))
-        elif spec.kind == "gnss":
-            receiver = GnssReceiver(table, name=spec.name, device=r.gnss2_device or "simulated",
+        elif rx is not None:
+            receiver = GnssReceiver(table, name=spec.name, device=rx.device or "simulated",
                                     epoch_idle_ns=g.epoch_idle_ms * NS_PER_MS,
                                     no_data_timeout_ns=g.no_data_timeout_s * NS_PER_S,
-                                    setup=receiver_setup(config, spec.name, g))
-            drivers.append(GnssReference(spec, receiver, PpsPairer(g.label_max_age_ms * NS_PER_MS, 0)))
+                                    setup=receiver_setup(config, spec.name, rx))
+            drivers.append(GnssReference(spec, receiver, PpsPairer(g.label_max_age_ms * NS_PER_MS, rx.cable_delay_ns)))
         elif spec.kind == "ptp":
             drivers.append(PtpReference(spec))
         elif spec.kind == "ntp":
@@ -163,8 +156,9 @@ def reference_drivers(config: Config, specs: list[RefSpec], table: Callable[[], 
 
 
 def receiver_setup(config: Config, name: str, g: Any) -> ReceiverSetup:
-    """A receiver's set-up from its settings: the family (or auto), the plan, and whether to configure at all."""
-    text = config.integrity.position.strip()
+    """A receiver's set-up from its settings (a [[gnss]] entry): the family (or auto), the plan (a fixed position
+    from the entry's antenna position, else survey-in), and whether to configure at all."""
+    text = (getattr(g, "position", "") or "").strip()
     plan = plan_from(g, config.integrity, parse_position(text) if text else None)
     return ReceiverSetup(name, plan, family=g.receiver, configure=g.configure, line_baud=g.baud)
 
@@ -183,7 +177,7 @@ def integrity_guard(config: Config) -> ReferenceGuard:
     from appliance.gnss.survey import SurveyIn
 
     i = config.integrity
-    text = i.position.strip()
+    text = i.position.strip() or config.gnss.position.strip()  # the home: integrity's, else the antenna's own
     survey = (SurveyIn.configured(Position(*parse_position(text))) if text else
               SurveyIn(float(i.survey_s), i.survey_max_std_m, min(60, i.survey_s)))
     detectors = Detectors(position=PositionDetector(i.position_limit_m), jump=PhaseJumpDetector(i.phase_k),

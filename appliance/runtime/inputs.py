@@ -21,16 +21,16 @@ Deliver = Callable[[str, object], None]  # (reference name, what its edge read),
 Post = Callable[..., Any]  # loop.call_soon_threadsafe
 
 
-def receivers(config: Config, deliver: Deliver, post: Post, second: bool,
+def receivers(config: Config, deliver: Deliver, post: Post,
               add_line: Callable[[str, Any], None] | None = None) -> list[Any]:
-    """The receivers' serial readers and PPS readers; their bytes, device events and edges go to "gnss"/"gnss2"."""
+    """The receivers' serial readers and PPS readers, one of each per [[gnss]] entry; their bytes, device events and
+    edges go to that receiver's reference (gnss, gnss2 ...), and ``add_line`` learns where each one's set-up commands
+    go."""
     from appliance.edge.pps_linux import PpsReader
     from appliance.edge.serial_reader import SerialReader
 
-    g, r = config.gnss, config.references
-    lines = [("gnss", g.device, g.baud, g.pps_device)]
-    if second:
-        lines.append(("gnss2", r.gnss2_device, r.gnss2_baud, r.gnss2_pps_device))
+    g = config.gnss
+    lines = [(rx.name, rx.device, rx.baud, rx.pps_device) for rx in config.receivers]
     parts: list[Any] = []
     for ref, device, baud, pps_path in lines:
         reader = SerialReader(device, baud, _bytes_to(ref, deliver, post), _to(ref, deliver, post),

@@ -18,7 +18,7 @@ from appliance.clock.learned import LearnedState
 from appliance.config import Config
 from appliance.events import Alarm, Severity
 from appliance.runtime import inputs, outputs, surfaces
-from appliance.runtime.build import load_leap_table, second_receiver
+from appliance.runtime.build import load_leap_table
 from appliance.runtime.platforms import hardware, simulated
 from appliance.runtime.runtime import Runtime
 from appliance.units import NS_PER_S
@@ -96,8 +96,7 @@ def _platform(config: Config, scheduler: Any, table: leap.LeapTable, warm: bool,
 
     if config.gnss.device:
         runtime = hardware(config, scheduler, table, save)
-        for part in inputs.receivers(config, runtime.deliver, loop.call_soon_threadsafe, second_receiver(config),
-                                      runtime.add_line):
+        for part in inputs.receivers(config, runtime.deliver, loop.call_soon_threadsafe, runtime.add_line):
             runtime.add(part)
         return runtime
     if config.clock.backend not in ("auto", "simulated"):

@@ -15,11 +15,11 @@ from appliance import leap
 from appliance.clock.learned import LearnedState
 from appliance.clock.service import ClockBackend
 from appliance.clock.softclock import SoftClock
-from appliance.config import Config
+from appliance.config import Config, parse_position
 from appliance.events import PpsEdge
 from appliance.refs.gnss import ReceiverBytes
 from appliance.refs.model import PairedTime
-from appliance.runtime.build import Platform, assemble, second_receiver
+from appliance.runtime.build import Platform, assemble
 from appliance.runtime.runtime import Runtime
 from appliance.sched import Scheduler
 from appliance.units import NS_PER_S
@@ -52,14 +52,19 @@ def simulated(config: Config, scheduler: Scheduler, table: leap.LeapTable,
     """The appliance on the simulated world (the embedded default).  ``world_table`` is the truth about UTC the
     simulated sky broadcasts, when a scenario wants it to differ from what the appliance was shipped with.  ``warm``:
     the clock kept time across a restart (a restored state), so it does not start off by the cold-start error."""
+    from appliance.sim.receiver import SimPosition
     from appliance.sim.upstream import SimUpstream
     from appliance.sim.world import SimWorld
 
     late, s = _Late(), config.sim
-    world = SimWorld(scheduler, s.seed, config.clock.oscillator, world_table or table, *late.to("gnss"),
+    first, *others = config.receivers
+    world = SimWorld(scheduler, s.seed, config.clock.oscillator, world_table or table, *late.to(first.name),
                      family=s.receiver)
-    if second_receiver(config):
-        world.add_receiver(s.seed + 1, *late.to("gnss2"))
+    for rx in others:  # each on an antenna of its own
+        world.add_receiver(s.seed + rx.number - 1, *late.to(rx.name))
+    for slot, rx in zip(world.receivers, config.receivers):
+        if rx.position.strip():
+            slot.receiver.position = SimPosition(*parse_position(rx.position))
     error_ns = 0 if warm else s.initial_clock_error_ns
     start_true = world.true_ns()  # read once: the first oscillator reading can take milliseconds of host time
     backend = SoftClock(world.raw_ns(start_true), start_true + error_ns)
@@ -76,8 +81,8 @@ def simulated(config: Config, scheduler: Scheduler, table: leap.LeapTable,
     platform = Platform("simulated", world.raw_ns, backend, "simulated", served_at_host=served_at_host,
                         sim_time_error=time_error_ns, world=world)
     runtime = late.runtime = assemble(config, scheduler, platform, table, save_state)
-    for index, slot in enumerate(world.receivers):  # the set-up's commands reach the simulated receivers
-        runtime.add_line("gnss" if index == 0 else f"gnss{index + 1}", world.line(index))
+    for index, rx in enumerate(config.receivers):  # the set-up's commands reach the simulated receivers
+        runtime.add_line(rx.name, world.line(index))
     r = config.references
     if s.ptp_upstream:
         world.upstreams["ptp"] = SimUpstream("ptp", scheduler, world.raw_ns, s.seed, NS_PER_S, s.ptp_noise_ns,

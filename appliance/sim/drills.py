@@ -12,9 +12,11 @@ from typing import Any
 from appliance.events import Constellation
 
 WORLD_ACTIONS = {
-    "block-sky": "block the antenna's view of the sky", "clear-sky": "give the antenna its sky back",
-    "receiver-off": "power the receiver off", "receiver-on": "power the receiver on",
-    "receiver-reset": "reset the receiver (no fix for 30 s)",
+    "block-sky": "block the antenna's view of the sky (VALUE: which receiver's, 1 to N of [[gnss]]; default 1)",
+    "clear-sky": "give the antenna its sky back (VALUE: which receiver's)",
+    "receiver-off": "power the receiver off (VALUE: which, 1 to N; default 1)",
+    "receiver-on": "power the receiver on (VALUE: which)",
+    "receiver-reset": "reset the receiver (no fix for 30 s; VALUE: which)",
     "spoof-push": "push the receiver's time by VALUE ns/s (default 100)",
     "spoof-step": "step the receiver's time by VALUE ns (default 1000)",
     "spoof-position": "push the receiver's position VALUE m north (default 100)",
@@ -46,7 +48,7 @@ def apply(world: Any, action: str, value: str = "") -> str:
     if action.startswith(("ptp-", "ntp-")):
         return _upstream(world, action, value)
     if action in ("block-sky", "clear-sky", "receiver-off", "receiver-on", "receiver-reset"):
-        return _receiver(world, action)
+        return _receiver(world, action, value)
     if action.startswith("antenna-") or action in ("receiver-firmware", "receiver-mute", "receiver-unmute"):
         return _hardware(world, action, value)
     return _attack(world, action, value)
@@ -61,7 +63,7 @@ def _number(value: str, default: float) -> float:
 
 def _second_receiver(world: Any, action: str, value: str) -> str:
     if len(world.receivers) < 2:
-        raise ValueError("the simulated world has no second receiver (sim.gnss2)")
+        raise ValueError("the simulated world has no second receiver (a second [[gnss]] table)")
     slot = world.receivers[1]
     if action == "receiver2-step":
         step = int(_number(value, 1000.0))
@@ -83,20 +85,32 @@ def _upstream(world: Any, action: str, value: str) -> str:
     return action
 
 
-def _receiver(world: Any, action: str) -> str:
-    slot = world.receivers[0]
+def _receiver(world: Any, action: str, value: str) -> str:
+    count = len(world.receivers)
+    number = int(_number(value, 1)) if value else 1
+    if not 1 <= number <= count:
+        raise ValueError(f"the simulated world has receivers 1 to {count} ([[gnss]] tables), not {value}")
+    slot = world.receivers[number - 1]
     if action in ("block-sky", "clear-sky"):
         slot.receiver.conditions.blocked = action == "block-sky"
     elif action in ("receiver-off", "receiver-on"):
         slot.powered = action == "receiver-on"
     else:
         slot.receiver.reset(world.true_ns(), 30)
-    return action
+    return action if not value else f"{action} (receiver {number})"
 
 
 def _hardware(world: Any, action: str, value: str) -> str:
-    """The receiver's hardware: its antenna cable, its firmware, whether it answers commands."""
-    rx = world.receivers[0].receiver
+    """The receiver's hardware: its antenna cable, its firmware, whether it answers commands (VALUE: the receiver's
+    number, or the new firmware's version)."""
+    if action == "receiver-firmware":
+        rx = world.receivers[0].receiver
+    else:
+        count = len(world.receivers)
+        number = int(_number(value, 1)) if value else 1
+        if not 1 <= number <= count:
+            raise ValueError(f"the simulated world has receivers 1 to {count} ([[gnss]] tables), not {value}")
+        rx = world.receivers[number - 1].receiver
     if action.startswith("antenna-"):
         # MON-HW aStatus / MON-RF antStatus: 2 ok, 3 short, 4 open; no antenna, no sky (until repaired)
         rx.conditions.antenna_status = {"antenna-ok": 2, "antenna-short": 3, "antenna-open": 4}[action]

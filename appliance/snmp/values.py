@@ -298,14 +298,26 @@ def _ptp_ports(s: Snap) -> list[Row]:
     return [((1,), row)]
 
 
-REFERENCE_INDEX = {"gnss": 1, "ptp": 2, "ntp": 3, "irig": 4, "pps": 5}
+REFERENCE_INDEX = {"gnss": 1, "ptp": 2, "ntp": 3, "irig": 4, "pps": 5}  # by kind; receiver N from 2: 4 + N
 _REF_STATE = {"no-signal": "noSignal"}
+
+
+def reference_index(kind: str, receiver_number: int = 1) -> int | None:
+    """A reference's applianceRefIndex: fixed by its kind, and for GNSS receiver N from the second on 4 + N."""
+    if kind == "gnss" and receiver_number > 1:
+        return 4 + receiver_number
+    return REFERENCE_INDEX.get(kind)
+
+
+def _receiver_numbers(s: Snap) -> dict[str, int]:
+    return {r["name"]: r["number"] for r in s.status.get("receivers") or []}
 
 
 def _references(s: Snap) -> list[Row]:
     rows = []
+    numbers = _receiver_numbers(s)
     for r in (s.status.get("references") or {}).get("rows", []):
-        index = REFERENCE_INDEX.get(r["name"])
+        index = reference_index(r.get("kind", r["name"]), numbers.get(r["name"], 1))
         if index is None:
             continue
         rows.append(((index,), {
@@ -317,11 +329,26 @@ def _references(s: Snap) -> list[Row]:
     return sorted(rows)
 
 
+def _receivers(s: Snap) -> list[Row]:
+    """One row per GNSS receiver of the [[gnss]] array, indexed by its place in it."""
+    return [((r["number"],), {
+        "applianceReceiverName": r["name"], "applianceReceiverDevice": r["device"],
+        "applianceReceiverState": _RX_STATE.get(r["state"], "noData"),
+        "applianceReceiverStateTime": s.age_s(r["state_since_ns"]),
+        "applianceReceiverRefIndex": reference_index("gnss", r["number"]),
+        "applianceReceiverWatched": bool(r["watched"]), "applianceReceiverSatellitesUsed": r["satellites_used"],
+        "applianceReceiverSatellitesVisible": r["satellites_visible"], "applianceReceiverPpsEdges": r["pps_edges"],
+        "applianceReceiverPpsPaired": r["paired"], "applianceReceiverCableDelay": r["cable_delay_ns"],
+        "applianceReceiverFrames": r["frames"], "applianceReceiverRejected": r["rejected"],
+        "applianceReceiverDeviceError": r["device_error"]}) for r in s.status.get("receivers") or []]
+
+
 def tables(index_of_alarm: Callable[[str], int]) -> dict[str, Callable[[Snap], list[Row]]]:
     """Each table's rows (keyed by the table's entry-less name as the MIB spells it)."""
     return {"applianceSatTable": _satellites, "applianceConstTable": _constellations,
             "applianceOutputTable": _outputs, "applianceAlarmTable": lambda s: _alarms(s, index_of_alarm),
-            "appliancePtpPortTable": _ptp_ports, "applianceRefTable": _references}
+            "appliancePtpPortTable": _ptp_ports, "applianceRefTable": _references,
+            "applianceReceiverTable": _receivers}
 
 
 def _integrity_on(s: Any) -> bool:

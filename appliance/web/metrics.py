@@ -1,4 +1,5 @@
-"""Prometheus ``/metrics``: the clock, the receiver and the NTP and PTP counters, from the latest status.
+"""Prometheus ``/metrics``: the clock, the receivers, the references and the NTP and PTP counters, from the latest
+status.
 
 Edge module (HTTP).  A custom collector turns the status the appliance published into metric families at each
 scrape (prometheus_client renders the exposition format); nothing is kept between scrapes.  Units follow
@@ -14,6 +15,9 @@ from flask import Response
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from appliance.events import ReceiverState
+from appliance.refs.selector import RefState
 
 STATES = ("FREERUN", "ACQUIRING", "LOCKED", "HOLDOVER")
 
@@ -45,8 +49,8 @@ class StatusCollector(Collector):
             sats.add_metric([c["name"], "used"], c["used"])
             sats.add_metric([c["name"], "visible"], c["visible"])
         yield sats
-        yield _gauge("appliance_receiver_up", "1 while the receiver delivers data",
-                     1.0 if rx.get("state") not in ("no-data", "disconnected") else 0.0)
+        yield from _receivers(s.get("receivers") or [{"name": "gnss", **rx}])
+        yield from _references((s.get("references") or {}).get("rows") or [])
         verdict = s.get("verdict") or {}
         yield _gauge("appliance_time_traceable", "1 while the appliance serves traceable time (locked, or holdover "
                      "within its promise), as the console's verdict says", 1.0 if verdict.get("traceable") else 0.0)
@@ -59,6 +63,53 @@ class StatusCollector(Collector):
         yield from _ntp(s["outputs"].get("ntp") or {})
         yield from _ptp(s["outputs"].get("ptp") or {})
         yield from _snmp(s["outputs"].get("snmp") or {})
+
+
+RECEIVER_STATES = tuple(s.value for s in ReceiverState)
+REFERENCE_STATES = tuple(s.value for s in RefState)
+
+
+def _receivers(receivers: list[dict[str, Any]]) -> Iterator[Metric]:
+    """One series per GNSS receiver of the [[gnss]] array, labelled with its reference's name."""
+    up = GaugeMetricFamily("appliance_receiver_up", "1 while the receiver delivers data", labels=["receiver"])
+    state = GaugeMetricFamily("appliance_receiver_state", "1 for the receiver's current state",
+                              labels=["receiver", "state"])
+    used = GaugeMetricFamily("appliance_receiver_satellites_used", "Satellites in the receiver's last solution",
+                             labels=["receiver"])
+    edges = CounterMetricFamily("appliance_receiver_pps_edges", "PPS edges from the receiver", labels=["receiver"])
+    paired = CounterMetricFamily("appliance_receiver_pps_paired", "PPS edges paired with the receiver's time label",
+                                 labels=["receiver"])
+    for r in receivers:
+        name = str(r.get("name", ""))
+        up.add_metric([name], 1.0 if r.get("state") not in ("no-data", "disconnected") else 0.0)
+        for each in sorted({*RECEIVER_STATES, str(r.get("state"))}):
+            state.add_metric([name, each], 1.0 if each == r.get("state") else 0.0)
+        if "pps_edges" in r:  # a receiver row (an older status has only the first receiver's snapshot)
+            used.add_metric([name], float("nan") if r["satellites_used"] is None else r["satellites_used"])
+            edges.add_metric([name], r["pps_edges"])
+            paired.add_metric([name], r["paired"])
+    yield from (up, state, used, edges, paired)
+
+
+def _references(rows: list[dict[str, Any]]) -> Iterator[Metric]:
+    """One series per reference (each GNSS receiver, PTP, NTP, IRIG-B, 1PPS), labelled with its name and kind."""
+    labels = ["reference", "kind"]
+    state = GaugeMetricFamily("appliance_reference_state", "1 for the reference's current qualification",
+                              labels=[*labels, "state"])
+    active = GaugeMetricFamily("appliance_reference_active", "1 for the reference that drives the clock",
+                               labels=labels)
+    priority = GaugeMetricFamily("appliance_reference_priority", "The reference's priority (1 is the highest)",
+                                 labels=labels)
+    offset = GaugeMetricFamily("appliance_reference_offset_seconds", "The served clock minus the reference, its "
+                               "latest sample (NaN: none yet)", labels=labels)
+    for r in rows:
+        key = [str(r["name"]), str(r["kind"])]
+        for each in sorted({*REFERENCE_STATES, str(r["state"])}):
+            state.add_metric([*key, each], 1.0 if each == r["state"] else 0.0)
+        active.add_metric(key, 1.0 if r["active"] else 0.0)
+        priority.add_metric(key, r["priority"])
+        offset.add_metric(key, float("nan") if r["offset_ns"] is None else r["offset_ns"] * 1e-9)
+    yield from (state, active, priority, offset)
 
 
 def _alarms(alarms: list[dict[str, Any]], now_tai_ns: int) -> Iterator[Metric]:

@@ -50,7 +50,8 @@ def document() -> dict[str, Any]:
                         "description": "the console's session; writes also need the X-CSRFToken header"}}},
         "security": [{"token": []}, {"session": []}],
         "paths": {
-            "/status": {"get": _op("The appliance's status: clock, receiver, GNSS integrity, leap, outputs, alarms")},
+            "/status": {"get": _op("The appliance's status: clock, receiver, every GNSS receiver (receivers), GNSS "
+                                   "integrity, leap, outputs, alarms")},
             "/satellites": {"get": _op("Satellites in view with azimuth, elevation, C/N0 and use, and their "
                                        "tracks (recent azimuth and elevation)")},
             "/alarms": {"get": _op(

@@ -71,9 +71,10 @@ class SettingsEditor:
         self.pending: dict[str, Any] = {}  # saved, waiting for a restart
 
     def rows(self) -> list[dict[str, Any]]:
+        """Every setting's row; receivers after the first (``gnss2.*`` ...) are start-only, shown as they run."""
         with self._lock:
             rows = []
-            for s in cfg.SETTINGS:
+            for s in cfg.settings_of(self.config):
                 value = cfg.shown(s, self.pending.get(s.name, self.config[s.name]))
                 rows.append({"name": s.name, "type": s.type, "value": value,
                              "running": cfg.shown(s, self.config[s.name]), "default": s.default, "help": s.help,
@@ -86,7 +87,7 @@ class SettingsEditor:
     def change(self, name: str, value: Any, from_text: bool) -> tuple[Any, Any, bool]:
         """Validate and save one setting: (old, new, applied now), secrets masked.  ValueError with the reason if
         refused; nothing is written then."""
-        setting = cfg.BY_NAME.get(name)
+        setting = cfg.setting_of(name)
         if setting is None:
             close = cfg.close_names(name) if len(name) <= 80 else []
             raise ValueError(f"unknown setting {name[:80]!r}" + (f" (did you mean {' or '.join(close)}?)" if close
@@ -126,6 +127,9 @@ class SettingsEditor:
             return {}
         good: dict[str, Any] = {}
         for key, raw in saved.items():
+            if key in cfg.OLD_NAMES:  # saved by an older release: the loader reads it as what it became
+                good[key] = raw
+                continue
             setting = cfg.BY_NAME.get(key)
             value, problem = (None, "unknown") if setting is None else cfg.check_value(setting, raw)
             if setting is not None and setting.start_only:

@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from appliance.settings import BY_NAME, SECTIONS, Setting
+from appliance.config import setting_of
+from appliance.config_receivers import split_name
+from appliance.settings import SECTIONS, Setting
 
 TOP_SECTION = "general"  # the key and tab of the settings without a dot (state_dir, cpu_latency_us)
 LIST_SEPARATOR = ", "  # lists are edited as text, comma-separated, as with --set
@@ -22,7 +24,12 @@ def section_of(name: str) -> str:
 
 
 def section_description(prefix: str) -> str:
-    """What a section holds, in its class's own words (``clock``: 'The disciplined clock: oscillator, ...')."""
+    """What a section holds, in its class's own words (``clock``: 'The disciplined clock: oscillator, ...'); a
+    receiver after the first (``gnss2``) says which it is and where it is set."""
+    parts = split_name(prefix + ".device")
+    if parts is not None:
+        return (f"GNSS receiver {parts[0]} of the [[gnss]] array, a standby on its own antenna: set in the "
+                "configuration file or with --set")
     cls = SECTIONS.get("" if prefix == TOP_SECTION else prefix)
     first = (cls.__doc__ or "").strip().splitlines()[0] if cls is not None and cls.__doc__ else ""
     if first.startswith("``") and "``: " in first:
@@ -94,7 +101,8 @@ def changed(setting: Setting, value: Any) -> bool:
 
 def view_row(row: Mapping[str, Any]) -> dict[str, Any]:
     """One editor row with what the page needs to draw it."""
-    setting = BY_NAME[row["name"]]
+    setting = setting_of(row["name"])
+    assert setting is not None, row["name"]
     kind = input_kind(setting)
     return {**row, "section": section_of(setting.name), "input": kind, "unit": setting.unit,
             "minimum": number_text(setting.minimum), "maximum": number_text(setting.maximum),

@@ -124,3 +124,38 @@ def test_the_cpu_wake_up_latency_is_held_while_running(tmp_path: Path) -> None:
         code, err = stop(app, signal.SIGTERM)
     assert code == 0, err
     assert "CPU wake-up latency held at 7 us" in err or "cannot hold the CPU wake-up latency" in err
+
+
+THREE_RECEIVERS = """
+[[gnss]]                     # three simulated receivers, each on an antenna of its own
+[[gnss]]
+cable_delay_ns = 15
+[[gnss]]
+name = "roof"
+priority = 2
+
+[references]
+gnss_priority = 1            # the name from before the [[gnss]] array: read, with a warning at start
+"""
+
+
+@pytest.mark.slow
+def test_run_with_three_receivers_lists_them_in_status(tmp_path: Path) -> None:
+    state, path = tmp_path / "state", tmp_path / "appliance.toml"
+    path.write_text(THREE_RECEIVERS, encoding="utf-8")
+    app = appliance("run", "--config", str(path), "--set", f"state_dir={state}")
+    try:
+        s = wait_for(state, lambda s: [r["state"] for r in s.get("receivers", [])] == ["3d-fix"] * 3, timeout_s=30)
+        assert [(r["name"], r["device"], r["cable_delay_ns"], r["priority"]) for r in s["receivers"]] == [
+            ("gnss", "simulated", 0, 1), ("gnss2", "simulated", 15, 1), ("roof", "simulated", 0, 2)]
+        assert [r["name"] for r in s["references"]["rows"]] == ["gnss", "gnss2", "roof"]
+        text = subprocess.run([sys.executable, "-m", "appliance", "status", "--config", str(path), "--set",
+                               f"state_dir={state}"], capture_output=True, text=True, env=ENV, timeout=20).stdout
+        assert "Receivers       : 3 ([[gnss]]; the first is watched by the integrity checks)" in text
+        listed = [line.split()[:2] for line in text.splitlines() if " on simulated: " in line and
+                  line.startswith("   ")]
+        assert listed == [["1", "gnss"], ["2", "gnss2"], ["3", "roof"]]
+    finally:
+        code, err = stop(app)
+    assert code == 0, err
+    assert "references.gnss_priority is read as the priority of [[gnss]] receiver 1 (gnss); write it there" in err

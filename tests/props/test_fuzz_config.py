@@ -70,14 +70,38 @@ def settings_documents(draw: st.DrawFn) -> str:
         return ""
 
 
+RECEIVER_KEYS = [n.partition(".")[2] for n in NAMES if n.startswith("gnss.")] + ["bogus", "devise"]
+RECEIVER_VALUES = st.one_of(st.sampled_from(["", "/dev/ttyS2", "/dev/pps2", "gnss2", "roof", "ptp", "auto", "flash",
+                                             "gps,galileo", "46.2,6.1,375", "Bad Name"]),
+                            st.integers(-5, 200_000), st.sampled_from([9600, 38400]), st.booleans(),
+                            st.text(max_size=10))
+OLD = ["references.gnss_priority", "references.gnss2_device", "references.gnss2_baud", "references.gnss2_priority",
+       "sim.gnss2"]
+
+
+@st.composite
+def receivers_documents(draw: st.DrawFn) -> str:
+    """A [[gnss]] array of tables (real keys of a receiver and some made-up ones), maybe with old names beside it."""
+    entries = draw(st.lists(st.dictionaries(st.sampled_from(RECEIVER_KEYS), RECEIVER_VALUES, max_size=4),
+                            max_size=4))
+    tree: dict[str, Any] = {"gnss": entries}
+    for name in draw(st.lists(st.sampled_from(OLD), max_size=2)):
+        value = draw(st.one_of(st.booleans(), st.integers(0, 5), st.sampled_from(["", "/dev/ttyS3"])))
+        nest(tree, name, value)
+    try:
+        return tomli_w.dumps({k: v for k, v in tree.items() if v is not None})
+    except (TypeError, ValueError):
+        return ""
+
+
 TOML_TOKENS = ["[", "]", "[[", "]]", "{", "}", "=", ",", ".", "\"", "'", "\"\"\"", "#", "\n", " ", "gnss", "ntp",
                "ptp", "port", "baud", "true", "false", "1", "-1", "1e999", "nan", "inf", "0x1F", "1979-05-27",
                "12:00:00", "\\u0000", "\\", "9" * 5000]
 
 
 @FUZZ
-@given(st.one_of(mutated_text(DEPLOYED, max_edits=3), settings_documents(), tokens_text(TOML_TOKENS, 40),
-                 st.text(max_size=100)))
+@given(st.one_of(mutated_text(DEPLOYED, max_edits=3), settings_documents(), receivers_documents(),
+                 tokens_text(TOML_TOKENS, 40), st.text(max_size=100)))
 def test_any_text_loads_with_its_problems_listed(text: str) -> None:
     loaded, problems = load(text)
     event(f"config: {'problems' if problems else 'loaded'}")

@@ -131,7 +131,7 @@ def test_tables_are_indexed_by_their_own_columns(table: list[mibgen.MibObject]) 
     columns = {o.name: o for o in table if o.is_column}
     tables = {o.table for o in columns.values()}
     assert tables == {"applianceSatTable", "applianceConstTable", "applianceOutputTable", "applianceAlarmTable",
-                      "appliancePtpPortTable", "applianceRefTable"}
+                      "appliancePtpPortTable", "applianceRefTable", "applianceReceiverTable"}
     for obj in columns.values():
         for index in obj.indices:
             assert columns[index].table == obj.table and columns[index].access == "not-accessible", (obj, index)

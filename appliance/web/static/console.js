@@ -113,8 +113,10 @@
     const tb = document.querySelector("#outputs tbody");
     if (tb) tb.replaceChildren(...Object.entries(s.outputs).map(([n, o]) =>
       row([n, o.enabled === false ? "disabled" : (o.error ? "FAULT" : "enabled"), outputDetail(n, o)])));
-    integrity(s.integrity, ((s.references || {}).rows || []).find((r) => r.name === "gnss"));
+    const watched = (s.receivers || []).find((r) => r.watched);
+    integrity(s.integrity, ((s.references || {}).rows || []).find((r) => r.name === (watched ? watched.name : "gnss")));
     references(s.references || {}, (s.clock || {}).state);
+    receivers(s.receivers || [], (s.references || {}).rows || []);
     alarms(s.alarms, s.at_tai_ns);
     holdoverReadiness(s.clock);
   }
@@ -149,6 +151,20 @@
         }
         tr.appendChild(td);
       }
+      return tr;
+    }));
+  }
+  function receivers(list, refRows) {  // every [[gnss]] receiver, with its reference's state
+    const tb = document.querySelector("#receivers tbody"); if (!tb) return;
+    const refs = Object.fromEntries(refRows.map((r) => [r.name, r]));
+    text("receivers-summary", list.length + " GNSS receiver" + (list.length === 1 ? "" : "s") +
+      " ([[gnss]] in the configuration); the first is watched by the integrity checks, the others are standbys on antennas of their own");
+    tb.replaceChildren(...list.map((r) => {
+      const ref = refs[r.name] || {};
+      const tr = row([r.number, r.name, r.device, r.state + (r.device_error ? ": " + r.device_error : ""),
+        r.satellites_used === null ? "-" : r.satellites_used + "/" + r.satellites_visible, r.pps_edges + " (" + r.paired + " paired)",
+        r.cable_delay_ns + " ns", r.priority, (ref.state || "-") + (ref.active ? " (active)" : "")]);
+      tr.id = "receiver-" + r.name;
       return tr;
     }));
   }
