@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from appliance.sim.clocksim import ClockSim
 
@@ -17,6 +17,10 @@ from appliance.sim.clocksim import ClockSim
 @given(seed=st.integers(0, 10_000), oscillator=st.sampled_from(["tcxo", "ocxo", "ocxo-hp", "rubidium"]),
        lock_s=st.integers(60, 4 * 3600), outage_s=st.integers(1, 6 * 3600), initial_error_ns=st.integers(-5_000_000,
                                                                                                     5_000_000))
+# A TCXO 3.2 sigma off its datasheet frequency, half a second after the reference qualifies (18,588 ns served against
+# 18,554 ns when the bound took the datasheet's 3 sigma for the oscillator's rate); its neighbourhood is swept in
+# test_honesty_sweep.py.
+@example(seed=9999, oscillator="tcxo", lock_s=60, outage_s=1, initial_error_ns=0)
 def test_served_error_never_exceeds_the_advertised_bound(seed: int, oscillator: str, lock_s: int, outage_s: int,
                                                           initial_error_ns: int) -> None:
     sim = ClockSim(oscillator, seed=seed, initial_error_ns=initial_error_ns)
