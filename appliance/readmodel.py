@@ -113,8 +113,15 @@ def _receivers(router: Router) -> tuple[ReceiverRow, ...]:
                                 None if since is None else served(since), ref.watched, ref.spec.priority,
                                 ref.pairer.cable_delay_ns, ref.pps_source, ref.pps_edges, ref.pairer.paired, used,
                                 0 if epoch is None else len(epoch.satellites), sum(snap.frames.values()),
-                                sum(snap.rejected.values()), snap.reconnects, snap.device_error))
+                                sum(snap.rejected.values()), snap.reconnects, snap.device_error,
+                                **_setup_fields(snap.setup, snap.antenna)))
     return tuple(rows)
+
+
+def _setup_fields(setup: dict[str, Any] | None, antenna: str | None) -> dict[str, str]:
+    s = setup or {}
+    return {"model": str(s.get("model", "")), "firmware": str(s.get("firmware", "")), "setup": str(s.get("state", "")),
+            "setup_detail": str(s.get("detail", "")), "timing_mode": str(s.get("mode", "")), "antenna": antenna or ""}
 
 
 def vars_of(view: RefView) -> dict[str, Any]:

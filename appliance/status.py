@@ -101,6 +101,12 @@ class ReceiverRow:
     rejected: int
     reconnects: int = 0
     device_error: str = ""
+    model: str = ""  # what the receiver says it is (empty: it does not say)
+    firmware: str = ""
+    setup: str = ""  # the set-up's state: done, incomplete, configuring, identifying, nmea, off
+    setup_detail: str = ""
+    timing_mode: str = ""  # survey-in and its progress, a fixed position, or as the receiver is
+    antenna: str = ""  # ok, open, short, unknown; empty when the receiver does not say
 
 
 @dataclass(frozen=True)

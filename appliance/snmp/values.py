@@ -340,7 +340,11 @@ def _receivers(s: Snap) -> list[Row]:
         "applianceReceiverSatellitesVisible": r["satellites_visible"], "applianceReceiverPpsEdges": r["pps_edges"],
         "applianceReceiverPpsPaired": r["paired"], "applianceReceiverCableDelay": r["cable_delay_ns"],
         "applianceReceiverFrames": r["frames"], "applianceReceiverRejected": r["rejected"],
-        "applianceReceiverDeviceError": r["device_error"]}) for r in s.status.get("receivers") or []]
+        "applianceReceiverDeviceError": r["device_error"], "applianceReceiverModel": r.get("model", "")[:64],
+        "applianceReceiverFirmware": r.get("firmware", "")[:64],
+        "applianceReceiverSetup": (f"{r['setup']}: {r['setup_detail']}" if r.get("setup_detail") else
+                                   r.get("setup", ""))[:255],
+        "applianceReceiverTimingMode": r.get("timing_mode", "")[:255], "applianceReceiverAntenna": r.get("antenna", "")}) for r in s.status.get("receivers") or []]
 
 
 def tables(index_of_alarm: Callable[[str], int]) -> dict[str, Callable[[Snap], list[Row]]]:

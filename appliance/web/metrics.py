@@ -79,8 +79,18 @@ def _receivers(receivers: list[dict[str, Any]]) -> Iterator[Metric]:
     edges = CounterMetricFamily("appliance_receiver_pps_edges", "PPS edges from the receiver", labels=["receiver"])
     paired = CounterMetricFamily("appliance_receiver_pps_paired", "PPS edges paired with the receiver's time label",
                                  labels=["receiver"])
+    info = GaugeMetricFamily("appliance_receiver_info", "1, labelled with what the receiver says it is and its set-up "
+                             "state (done, incomplete, configuring, identifying, nmea, off)",
+                             labels=["receiver", "model", "firmware", "setup"])
+    antenna = GaugeMetricFamily("appliance_receiver_antenna_ok", "1 while the receiver's antenna supervisor reports "
+                                "ok, 0 for an open or short circuit (absent when the receiver does not report it)",
+                                labels=["receiver"])
     for r in receivers:
         name = str(r.get("name", ""))
+        if "setup" in r:
+            info.add_metric([name, str(r.get("model", "")), str(r.get("firmware", "")), str(r.get("setup", ""))], 1.0)
+        if r.get("antenna") in ("ok", "open", "short"):
+            antenna.add_metric([name], 1.0 if r["antenna"] == "ok" else 0.0)
         up.add_metric([name], 1.0 if r.get("state") not in ("no-data", "disconnected") else 0.0)
         for each in sorted({*RECEIVER_STATES, str(r.get("state"))}):
             state.add_metric([name, each], 1.0 if each == r.get("state") else 0.0)
@@ -88,7 +98,7 @@ def _receivers(receivers: list[dict[str, Any]]) -> Iterator[Metric]:
             used.add_metric([name], float("nan") if r["satellites_used"] is None else r["satellites_used"])
             edges.add_metric([name], r["pps_edges"])
             paired.add_metric([name], r["paired"])
-    yield from (up, state, used, edges, paired)
+    yield from (up, state, used, edges, paired, info, antenna)
 
 
 def _references(rows: list[dict[str, Any]]) -> Iterator[Metric]:

@@ -48,8 +48,10 @@ def test_the_dashboard_lists_every_receiver_with_its_reference(three: ConsoleEnv
     page = three.login("viewer").client.get("/").get_data(as_text=True)
     assert "3 GNSS receivers ([[gnss]] in the configuration)" in page
     first, second, third = (_row_html(page, f"receiver-{name}") for name in ("gnss", "gnss2", "gnss3"))
-    assert "<td>1</td><td>gnss</td><td>simulated</td><td>3d-fix</td>" in first and "qualified (active)" in first
-    assert "<td>gnss2</td><td>simulated</td><td>no-data</td>" in second and "<td>15 ns</td>" in second
+    assert "<td>1</td><td>gnss</td><td>simulated</td><td>ZED-F9T, TIM 2.20</td>" in first
+    assert "<td>survey-in " in first and "<td>ok</td><td>3d-fix</td>" in first and "qualified (active)" in first
+    assert ">done</td>" in first  # the set-up's state, its detail in the cell's title
+    assert "<td>gnss2</td><td>simulated</td>" in second and "<td>no-data</td>" in second and "<td>15 ns</td>" in second
     assert "no-signal" in second
     assert "<td>3</td><td>gnss3</td>" in third and "<td>2</td><td>qualified</td>" in third
 

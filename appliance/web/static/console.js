@@ -161,10 +161,12 @@
       " ([[gnss]] in the configuration); the first is watched by the integrity checks, the others are standbys on antennas of their own");
     tb.replaceChildren(...list.map((r) => {
       const ref = refs[r.name] || {};
-      const tr = row([r.number, r.name, r.device, r.state + (r.device_error ? ": " + r.device_error : ""),
+      const tr = row([r.number, r.name, r.device, (r.model || "-") + (r.firmware ? ", " + r.firmware : ""), r.setup || "-",
+        r.timing_mode || "-", r.antenna || "-", r.state + (r.device_error ? ": " + r.device_error : ""),
         r.satellites_used === null ? "-" : r.satellites_used + "/" + r.satellites_visible, r.pps_edges + " (" + r.paired + " paired)",
         r.cable_delay_ns + " ns", r.priority, (ref.state || "-") + (ref.active ? " (active)" : "")]);
       tr.id = "receiver-" + r.name;
+      if (r.setup_detail) tr.children[4].title = r.setup_detail;
       return tr;
     }));
   }
