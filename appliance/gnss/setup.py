@@ -43,6 +43,8 @@ VALSET = (0x06, 0x8A)
 VALGET = (0x06, 0x8B)
 CFG_PRT = (0x06, 0x00)
 TIM_TP = (0x0D, 0x01)
+# A message each family is set up to send every second and does not send out of the box.
+HEARTBEATS = {"ublox9": "TIM-TP", "ublox8": "TIM-TP", "unicore": "ZDA"}
 # What a u-blox prints when it boots (UBX-TXT / $GxTXT): its banner, its hardware and its ROM.
 BOOT_BANNERS = ("u-blox AG", "HW UBX", "ROM CORE", "ROM BASE")
 # M8 configuration messages by id (class CFG), for naming them.
@@ -114,6 +116,7 @@ class ReceiverSetup:
         self._health_sent_ns: int | None = None
         self._health_misses = 0
         self._last_tp_ns: int | None = None
+        self._last_zda_ns: int | None = None  # a Unicore board sends ZDA only once set up to
         self._last_frame_ns: int | None = None
         self._faults: dict[str, str] = {}
         self._done_ns: int | None = None
@@ -131,7 +134,7 @@ class ReceiverSetup:
         self.progress = _Progress()
         self._health_due_ns = self._health_sent_ns = None
         self._health_misses = 0
-        self._last_tp_ns = None
+        self._last_tp_ns = self._last_zda_ns = None
         return self._probe(now_ns)
 
     def on_frame(self, frame: object, now_ns: int) -> list[object]:
@@ -155,6 +158,8 @@ class ReceiverSetup:
                 out += self._answer(frame, now_ns)
         elif isinstance(frame, NmeaFrame):
             text = frame.text
+            if text[3:6] == "ZDA":
+                self._last_zda_ns = now_ns
             if text[3:6] == "GGA" and self.geoid_separation_m is None:
                 self.geoid_separation_m = _gga_separation_m(text)
             if any(b in text for b in BOOT_BANNERS) and text[3:6] == "TXT" and self.state in ("done", "incomplete"):
@@ -439,12 +444,14 @@ class ReceiverSetup:
     def _watch(self, now_ns: int) -> list[object]:
         out: list[object] = []
         family = self.identity.family if self.identity else ""
-        if self.state in ("done", "incomplete") and family.startswith("ublox") and self.configure:
-            # set up to send TIM-TP every second: its silence while the line talks means the set-up was lost
-            since = self._last_tp_ns if self._last_tp_ns is not None else self._done_ns
+        if self.state in ("done", "incomplete") and family in HEARTBEATS and self.configure:
+            # set up to send TIM-TP (u-blox) or ZDA (Unicore) every second, which neither sends out of the box: its
+            # silence while the line talks means the set-up was lost
+            last = self._last_tp_ns if family.startswith("ublox") else self._last_zda_ns
+            since = last if last is not None else self._done_ns
             talking = self._last_frame_ns is not None and now_ns - self._last_frame_ns < self._gap_ns
             if since is not None and talking and now_ns - since > self._gap_ns:
-                return self._restarted(f"the receiver stopped sending TIM-TP it was set up to send for "
+                return self._restarted(f"the receiver stopped sending {HEARTBEATS[family]} it was set up to send for "
                                        f"{(now_ns - since) // NS_PER_S} s (restarted, or set up by something else)",
                                        now_ns)
         if self._health_due_ns is None or self.state == "nmea" or self.identity is None:

@@ -32,6 +32,7 @@ class Line:
     faults: dict[str, str] = field(default_factory=dict)
     writes: list[str] = field(default_factory=list)
     bauds: list[int] = field(default_factory=list)
+    more: Any = None  # () -> bytes: more of the receiver's own traffic each second
 
     def run(self, setup: ReceiverSetup, seconds: float, now_ns: int = 0, start: bool = True) -> int:
         framer = Framer()
@@ -59,7 +60,8 @@ class Line:
                         self.faults.pop(ev.code, None)
             now_ns += 100 * NS_PER_MS
             if self.talking and now_ns % NS_PER_S == 0 and self.device_baud in (None, self.baud):
-                traffic = (TIM_TP if "TIM-TP" in getattr(self.device, "messages", ()) else b"") + GGA
+                traffic = (TIM_TP if "TIM-TP" in getattr(self.device, "messages", ()) else b"") + GGA + (
+                    self.more() if self.more else b"")
                 for frame in framer.feed(traffic):
                     pending += setup.on_frame(frame, now_ns)
             pending += setup.tick(now_ns)
@@ -158,9 +160,6 @@ def test_the_line_hunts_for_the_receivers_speed_and_moves_it_to_the_configured_o
     line = Line(device, device_baud=38400, baud=9600)
     setup = ReceiverSetup("gnss", plan(baud=115200), line_baud=9600, answer_timeout_ns=300 * NS_PER_MS)
 
-    class Follow(Line):
-        pass
-
     # the device's speed follows its own setting once it is set
     original = device.accept
 
@@ -235,3 +234,18 @@ def test_configure_false_only_identifies() -> None:
     assert setup.state == "done" and "left as it is" in setup.detail
     assert device.timing_mode == "disabled"
     assert all("VALSET" not in w and "CFG-" not in w for w in line.writes)
+
+
+def test_a_unicore_board_that_restarts_without_its_saved_set_up_is_set_up_again() -> None:
+    device = SimUnicore()
+    setup = ReceiverSetup("gnss", plan(baud=115200), line_baud=115200, message_gap_ns=3 * NS_PER_S)
+
+    zda = nmea_sentence_bytes("GNZDA,120000.00,07,12,2026,00,00")
+    line = Line(device, more=lambda: zda if "ZDA" in device.messages else b"")  # ZDA only while set up to send it
+    now = line.run(setup, 10)
+    assert setup.state == "done" and "ZDA" in device.messages
+    device.reset()  # not saved (plan.store is ram): back to the factory's logs, no ZDA
+    now = line.run(setup, 6, now, start=False)
+    line.run(setup, 10, now, start=False)
+    assert setup.state == "done" and "ZDA" in device.messages
+    assert any(w == "Unicore VERSIONA" for w in line.writes[3:])  # identified again after the restart
