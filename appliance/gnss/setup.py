@@ -24,7 +24,6 @@ with what the receiver sends.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -75,7 +74,6 @@ class _Step:
     answer: str  # "ack" (UBX ACK of match), "valget", "poll" (UBX answer of match), "unicore" (answer to match)
     match: Any
     keys: tuple[tuple[str, int], ...] = ()  # VALSET/VALGET: the keys and the values set
-    expect: bytes = b""  # poll: the payload set, to compare with the answer
     attempts: int = 0
     sent_ns: int | None = None
     then_baud: int | None = None  # the line follows the receiver's new speed once this is answered (or sent)
@@ -212,16 +210,14 @@ class ReceiverSetup:
             self.detail = ("no answer to UBX MON-VER or Unicore VERSIONA: read as an NMEA receiver, not configured"
                            if self._frames_ok else "nothing valid on the line at any speed")
             return []
-        if self.identity is None and self.family_setting in ("ublox9", "ublox8"):
-            # a named family that does not say what it is: set it up all the same, its answers will tell
-            return self._configure(Identity(self.family_setting, "", ""), now_ns)
-        return self._configure(Identity(self.family_setting, "", ""), now_ns)
+        # a named family that does not say what it is: set it up all the same, its answers will tell
+        return self._configure(self.identity or Identity(self.family_setting, "", ""), now_ns)
 
     def _identified(self, ident: Identity | None, now_ns: int) -> list[object]:
         if ident is None:
             return []
         out: list[object] = []
-        if self.state == "watching-health" or self.state in ("done", "incomplete", "nmea"):
+        if self.state in ("done", "incomplete", "nmea"):
             self._health_sent_ns, self._health_misses = None, 0
             out += self._fault(UNANSWERED, False, "the receiver answers again", now_ns)
             if self.identity is not None and ident != self.identity and self.identity.model:
@@ -643,5 +639,3 @@ def plan_from(settings: Any, integrity: Any, position: tuple[float, float, float
     return ReceiverPlan(mode="fixed", fixed_lat_deg=lat, fixed_lon_deg=lon,
                         fixed_height_m=alt + geoid_separation_m, **common)
 
-
-Answer = Callable[[object], bool]
