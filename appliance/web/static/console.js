@@ -268,6 +268,9 @@
     const d = await getJSON("/api/v1/status");
     const e = d.receiver.last_epoch;
     text("rx-state", d.receiver.state);
+    const rsu = d.receiver.setup || {};
+    text("rx-model", (rsu.model || "") + (rsu.firmware ? ", " + rsu.firmware : "") || "model not reported");
+    text("rx-mode", rsu.mode ? "receiver: " + rsu.mode : "");
     text("rx-fix", e ? String(e.fix_mode) + (e.time_only ? " (fixed position, time only)" : "") : "-");
     text("rx-position", e && e.position ? where(e.position) : "-");
     integrityChecks(d.integrity);
