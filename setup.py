@@ -1,41 +1,57 @@
-"""Build the optional native paths (the NTP fast path, the unicast PTP Sync sender); the appliance falls back to
-its Python paths if they cannot be built.  The NTP fast path answers NTS requests itself when OpenSSL 3's libcrypto
-and its headers are there (probed by compiling and linking a few lines; APPLIANCE_FASTPATH_NTS=0 builds it without);
-without them it leaves NTS requests to the Python server."""
+"""Build the native data plane: the NTP server (appliance/edge/ntp/_fastpath.c with _auth.c and _nts.c) and the
+PTP event sender (appliance/edge/ptp/_syncsend.c).  They are the only implementation of what the appliance serves,
+so they are not optional: building needs a C compiler, Python's headers and OpenSSL 3's libcrypto with its headers
+(on Debian: build-essential, python3-dev and libssl-dev).  A missing one stops the install with a message naming
+the package, rather than an appliance that cannot serve.
+"""
 
 import os
 import subprocess
+import sys
 import sysconfig
 
 from setuptools import Extension, setup
 
 FLAGS = ["-O2", "-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers"]
-LIBCRYPTO_PROBE = b"""#include <openssl/evp.h>
+# APPLIANCE_CFLAGS / APPLIANCE_LDFLAGS: extra flags, e.g. the sanitizers' (tests/unit/test_native_sanitized.py).
+EXTRA_CFLAGS = os.environ.get("APPLIANCE_CFLAGS", "").split()
+EXTRA_LDFLAGS = os.environ.get("APPLIANCE_LDFLAGS", "").split()
+PROBE = b"""#include <Python.h>
+#include <openssl/evp.h>
 int main(void) { return EVP_CIPHER_fetch(NULL, "AES-128-ECB", NULL) == NULL; }
 """
+NEEDS = "the native data plane needs a C compiler, Python's headers and OpenSSL 3's libcrypto headers"
 
 
-def has_libcrypto() -> bool:
-    if os.environ.get("APPLIANCE_FASTPATH_NTS", "1") == "0":
-        return False
-    cc = (sysconfig.get_config_var("CC") or "cc").split()
+def check_toolchain() -> None:
+    cc = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()
+    include = sysconfig.get_paths()["include"]
     try:
-        probe = subprocess.run(cc + ["-x", "c", "-", "-o", os.devnull, "-lcrypto"], input=LIBCRYPTO_PROBE,
-                               capture_output=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return probe.returncode == 0
+        probe = subprocess.run(cc + ["-I", include, "-x", "c", "-", "-o", os.devnull, "-lcrypto"], input=PROBE,
+                               capture_output=True, timeout=120)
+    except FileNotFoundError:
+        sys.exit(f"error: no C compiler ({cc[0]}): {NEEDS}; on Debian: apt-get install build-essential")
+    except subprocess.TimeoutExpired:
+        sys.exit(f"error: the C compiler did not finish a probe in 120 s: {NEEDS}")
+    if probe.returncode == 0:
+        return
+    err = probe.stderr.decode(errors="replace")
+    if "Python.h" in err:
+        sys.exit(f"error: Python.h not found: {NEEDS}; on Debian: apt-get install python3-dev")
+    if "openssl" in err or "crypto" in err:
+        sys.exit(f"error: OpenSSL 3's libcrypto or its headers not found: {NEEDS}; on Debian: apt-get install "
+                 f"libssl-dev")
+    sys.exit(f"error: the C compiler cannot build a probe of the data plane's needs ({NEEDS}):\n{err}")
 
 
-def ntp_fast_path() -> Extension:
-    sources = ["appliance/edge/ntp/_fastpath.c"]
-    if not has_libcrypto():
-        return Extension("appliance.edge.ntp._fastpath", sources, extra_compile_args=FLAGS, optional=True)
-    return Extension("appliance.edge.ntp._fastpath", sources + ["appliance/edge/ntp/_nts.c"],
-                     extra_compile_args=FLAGS, define_macros=[("FASTPATH_NTS", "1")], libraries=["crypto"],
-                     depends=["appliance/edge/ntp/_nts.h"], optional=True)
+if any(a in sys.argv for a in ("build_ext", "build", "bdist_wheel", "develop", "install", "editable_wheel")):
+    check_toolchain()
 
+NTP = Extension("appliance.edge.ntp._fastpath",
+                ["appliance/edge/ntp/_fastpath.c", "appliance/edge/ntp/_auth.c", "appliance/edge/ntp/_nts.c"],
+                extra_compile_args=FLAGS + EXTRA_CFLAGS, extra_link_args=EXTRA_LDFLAGS, libraries=["crypto"],
+                depends=["appliance/edge/ntp/_nts.h", "appliance/edge/ntp/_auth.h"])
+PTP = Extension("appliance.edge.ptp._syncsend", ["appliance/edge/ptp/_syncsend.c"],
+                extra_compile_args=FLAGS + EXTRA_CFLAGS, extra_link_args=EXTRA_LDFLAGS)
 
-setup(ext_modules=[ntp_fast_path(),
-                   Extension("appliance.edge.ptp._syncsend", ["appliance/edge/ptp/_syncsend.c"],
-                             extra_compile_args=FLAGS, optional=True)])
+setup(ext_modules=[NTP, PTP])

@@ -354,6 +354,14 @@ def _unknown(name: str) -> str:
     return f"{name}: unknown setting{hint}; `appliance config list` shows them all"
 
 
+# Settings that no longer exist: read and ignored, with a message saying why (an error would stop a box whose
+# configuration was valid before an upgrade).
+RETIRED = {
+    "ntp.fast_path": "ntp.fast_path is no longer a setting and is ignored: every NTP request is answered by the "
+                     "native data plane",
+}
+
+
 def merge(base: Config, overrides: Mapping[str, Any], origin: str, from_text: bool = False,
           problems: list[str] | None = None) -> Config:
     """Overlay ``overrides`` on ``base``; problems are appended to ``problems`` (raised if it is None).  A
@@ -371,7 +379,11 @@ def merge(base: Config, overrides: Mapping[str, Any], origin: str, from_text: bo
         elif number > have + 1:
             collected.append(f"gnss{number}.*: there is no receiver {have + 1} to come before receiver {number}; "
                              f"receivers are added in order (gnss{have + 1}.* next)")
+    retired: list[str] = []
     for name, raw in layer.values.items():
+        if name in RETIRED:
+            retired.append(RETIRED[name])
+            continue
         setting = setting_of(name)
         if setting is None:
             collected.append(_unknown(_short.repr(name)[1:-1] if len(name) > 80 else name))
@@ -385,7 +397,7 @@ def merge(base: Config, overrides: Mapping[str, Any], origin: str, from_text: bo
         values[name], origins[name] = value, origin
     if problems is None and collected:
         raise ConfigError(collected)
-    return Config(values, origins, base.notes, base.old_names + tuple(layer.messages))
+    return Config(values, origins, base.notes, base.old_names + tuple(layer.messages) + tuple(retired))
 
 
 def parse_set_pairs(pairs: Iterable[str], problems: list[str]) -> dict[str, str]:

@@ -392,8 +392,6 @@ class NtpSettings:
     port: int = S("int", 123, "UDP port of the NTP server", minimum=1, maximum=65535)
     workers: int = S("int", 0, "NTP worker processes sharing the port (SO_REUSEPORT); 0: one per CPU",
       minimum=0, maximum=64)
-    fast_path: str = S("enum", "auto", "Serve the common request in the native fast path (auto: when built)",
-      choices=("auto", "on", "off"))
     allow: tuple[str, ...] = S("networks", ("0.0.0.0/0", "::/0"),
       "Clients allowed (the most specific rule of allow/deny wins; to serve nobody, set ntp.enabled = false)",
       empty_ok=False)

@@ -580,10 +580,9 @@ def _ntp_line(ntp: dict[str, Any]) -> str:
         return f"NOT SERVING on {where}: {ntp['error']}"
     t = ntp.get("totals") or {}
     alive = sum(1 for w in ntp.get("workers", []) if w["alive"])
-    fast = sum(1 for w in ntp.get("workers", []) if w["fast_path"])
     drops = sum(v for k, v in t.items() if k.startswith("drop_"))
     kods = t.get("kod_rate", 0) + t.get("kod_deny", 0) + t.get("kod_rstr", 0)
-    return (f"{where}, {alive}/{len(ntp.get('workers', []))} workers ({fast} fast path): {t.get('requests', 0)} "
+    return (f"{where}, {alive}/{len(ntp.get('workers', []))} workers: {t.get('requests', 0)} "
             f"requests, {t.get('replies', 0)} replies ({t.get('interleaved', 0)} interleaved, "
             f"{t.get('authenticated', 0)} authenticated), {kods} KoD, {t.get('crypto_nak', 0)} crypto-NAK, "
             f"{drops} dropped" + _clients_text(ntp.get("clients"))

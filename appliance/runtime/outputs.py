@@ -271,7 +271,7 @@ def pulse_sinks(config: Config, pulses: PulseOutputs | None, raw_now: Callable[[
 def ntp_output(config: Config, clock_map: Callable[[], ClockMap], alarm: Callable[[Alarm], None],
                now_tai_ns: Callable[[], int]) -> NtpOutput:
     from appliance.edge.ntp.service import NtpService, NtpSettings
-    from appliance.outputs.ntp.server import ServerConfig
+    from appliance.outputs.ntp.policy import ServerConfig
 
     n = config.ntp
     server = ServerConfig(allow=n.allow, deny=n.deny, deny_action=n.deny_action, rate_per_s=n.rate_limit_per_s,
@@ -286,7 +286,7 @@ def ntp_output(config: Config, clock_map: Callable[[], ClockMap], alarm: Callabl
                               n.nts_key_rotation_s, n.port, n.nts_rate_limit_per_s, 8, n.nts_max_connections)
         if n.nts_certificate or n.nts_private_key:
             names = ()  # the operator's certificate: never replaced by a self-signed one
-    settings = NtpSettings(n.listen, n.port, n.workers, n.fast_path, server, n.keys_file, nts_config, names)
+    settings = NtpSettings(n.listen, n.port, n.workers, server, n.keys_file, nts_config, names)
     return NtpOutput(NtpService(settings), clock_map, alarm, now_tai_ns)
 
 

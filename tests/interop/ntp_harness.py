@@ -2,8 +2,8 @@
 
 ``NtpWorker`` creates a ClockSegment, publishes a ClockMap anchored at the current host time (synchronized, stratum
 1, refid GPS, rate 0: the served clock *is* the host clock), spawns ``worker_main`` (once, or as several workers
-sharing the port) with the ``spawn`` start method on 127.0.0.1 at a free port, with the fast path on or off, and
-waits until it answers.  Test traffic stays on loopback (any 127.0.0.0/8 source works) and never touches port 123.
+sharing the port) with the ``spawn`` start method on 127.0.0.1 at a free port, and waits until it answers.
+``InProcessWorker`` runs the data plane, or the executable model (tests/oracle), in this process, a step at a time.  Test traffic stays on loopback (any 127.0.0.0/8 source works) and never touches port 123.
 """
 
 from __future__ import annotations
@@ -20,9 +20,11 @@ from appliance.protocol.ntp import auth
 from appliance.protocol.ntp.auth import Key
 from appliance.protocol.clockmap import ClockMap
 from appliance.protocol.ntp.packet import HEADER_LEN, MODE_CLIENT, NtpHeader, decode, refid
-from appliance.outputs.ntp.server import NtpServer, ServerConfig
+from appliance.outputs.ntp.policy import ServerConfig
 from appliance.edge.ntp.shm import ClockReader, ClockSegment
 from appliance.edge.ntp.worker import Worker, config_dict, open_socket, worker_main
+from tests.oracle.ntp_server import NtpServer
+from tests.oracle.ntp_worker import OracleWorker
 from appliance.timebase import ns_to_ntp_short, posix_ns_to_ntp64
 from appliance.units import NS_PER_S
 
@@ -117,9 +119,8 @@ class Client:
 class NtpWorker:
     """``workers`` worker processes (``worker_main``) sharing 127.0.0.1:port, fed by their own clock segment."""
 
-    def __init__(self, fast_path: bool, config: ServerConfig = ServerConfig(), keys_path: str | Path = "",
+    def __init__(self, config: ServerConfig = ServerConfig(), keys_path: str | Path = "",
                  clock: ClockMap | None = None, workers: int = 1):
-        self.fast_path = fast_path
         self.config = config
         self.keys_path = str(keys_path)
         self.workers = workers
@@ -131,7 +132,7 @@ class NtpWorker:
         ctx = multiprocessing.get_context("spawn")
         self.processes = [ctx.Process(target=worker_main, daemon=True, name=f"ntp-test-worker-{self.port}-{i}",
                                       args=(i, self.segment.name, "127.0.0.1", self.port, config_dict(config),
-                                            self.keys_path, fast_path, workers)) for i in range(workers)]
+                                            self.keys_path, workers)) for i in range(workers)]
 
     def start(self, timeout_s: float = 15.0) -> NtpWorker:
         """Start the processes, wait for their first counter rows (their sockets are bound), then until one probe
@@ -203,44 +204,52 @@ class NtpWorker:
 
 
 class InProcessWorker:
-    """A Worker (with the fast path or not) in this process, driven one receive step at a time, without its poll
-    loop: what it does between datagrams is then exactly what its receive path does.  ``cookies``: an NTS cookie
-    jar for both paths (``use_cookies`` replaces it, as a key rotation does)."""
+    """The data plane (``fast``) or the executable model (tests/oracle) in this process, driven one receive step at
+    a time, without a poll loop: what it does between datagrams is then exactly what its receive path does.
+    ``cookies``: an NTS cookie jar (``use_cookies`` replaces it, as a key rotation does); ``keys``: the keys file's
+    table of symmetric keys."""
 
-    def __init__(self, fast_path: bool, config: ServerConfig = ServerConfig(), cookies: Any = None):
+    def __init__(self, fast: bool, config: ServerConfig = ServerConfig(), cookies: Any = None,
+                 keys: auth.KeyTable | None = None):
         self.segment = ClockSegment(1)
         self.segment.publish(host_map())
         self.reader = ClockReader(self.segment.name, 0)
         self.sock = open_socket("127.0.0.1", 0, reuseport=False)
         self.port = self.sock.getsockname()[1]
-        self.worker = Worker(self.sock, NtpServer(config, None, cookies), self.reader)
         self.fast: Any = None
-        if fast_path:
+        self.oracle: OracleWorker | None = None
+        if fast:
             from appliance.edge.ntp.fast import make_fast_path, sync_cookie_keys
 
+            self.jar = _FixedJar(cookies)
+            self.worker = Worker(self.sock, config, self.reader, keys, self.jar)
             self.fast = make_fast_path(self.worker)
-            self.worker.after_send = self.fast.note_sent
             sync_cookie_keys(self.worker, self.fast)
+        else:
+            self.oracle = OracleWorker(self.sock, NtpServer(config, keys, cookies), self.reader)
 
     def use_cookies(self, cookies: Any) -> None:
-        self.worker.server.cookies = cookies
-        if self.fast is not None:
-            from appliance.edge.ntp.fast import sync_cookie_keys
+        if self.oracle is not None:
+            self.oracle.server.cookies = cookies
+            return
+        from appliance.edge.ntp.fast import sync_cookie_keys
 
-            sync_cookie_keys(self.worker, self.fast)
+        self.jar.jar = cookies
+        sync_cookie_keys(self.worker, self.fast)
+
+    def counters(self) -> dict[str, int]:
+        if self.oracle is not None:
+            return self.oracle.counters()
+        from appliance.edge.ntp.fast import counters
+
+        return counters(self.fast)
 
     def step(self) -> None:
-        """Read and answer what has arrived (as serve / serve_fast do after each poll)."""
-        if self.fast is None:
-            self.worker.receive_batch()
-            return
-        from appliance.edge.ntp.fast import ADMISSION
-
-        slow = self.fast.serve(0, 1)
-        for rx_key, tx_ns in self.fast.take_kernel_tx():
-            self.worker.server.kernel_tx(rx_key, tx_ns)
-        for data, addr, rx_ns, admission in slow:
-            self.worker.handle_datagram(data, addr, rx_ns, ADMISSION[admission])
+        """Read and answer what has arrived (as the worker's loop does after each poll)."""
+        if self.oracle is not None:
+            self.oracle.receive_batch()
+        else:
+            self.fast.serve(0, 1)
 
     def exchange(self, client: socket.socket, datagrams: list[bytes]) -> list[bytes]:
         """Send ``datagrams`` from ``client`` (bound, non-blocking), answer them (one step), and collect what came
@@ -259,10 +268,20 @@ class InProcessWorker:
         return self
 
     def __exit__(self, *_: object) -> None:
-        self.worker.after_send = self.fast = None  # the fast path's view of the segment goes first
+        self.fast = None  # the data plane's view of the segment goes first
         self.sock.close()
         self.reader.close()
         self.segment.close()
+
+
+class _FixedJar:
+    """A worker's cookie-key file stand-in: ``refresh`` returns the jar a test set."""
+
+    def __init__(self, jar: Any):
+        self.jar = jar
+
+    def refresh(self, _now_s: float) -> Any:
+        return self.jar
 
 
 def extension(n: int) -> bytes:

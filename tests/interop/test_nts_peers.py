@@ -35,20 +35,6 @@ class Server:
     def totals(self) -> dict:
         return status(self.state)["outputs"]["ntp"]["totals"]
 
-    def fast_path(self) -> bool:
-        return all(w["fast_path"] for w in status(self.state)["outputs"]["ntp"]["workers"])
-
-
-def native_nts() -> bool:
-    """The fast path is built with NTS (libcrypto); under CI it must be."""
-    try:
-        from appliance.edge.ntp import _fastpath
-    except ImportError:
-        assert os.environ.get("CI") != "true", "the native fast path is not built"
-        return False
-    assert _fastpath.NTS or os.environ.get("CI") != "true", "the fast path was built without libcrypto"
-    return bool(_fastpath.NTS)
-
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory):
@@ -170,8 +156,6 @@ def test_ke_answers_eight_cookies_and_ntp_answers_with_fresh_ones(server: Server
     after = eventually(lambda: (t := server.totals())["drop_nts_replay"] > before["drop_nts_replay"] and t, 10,
                        "the reply and the replay counted")
     assert after["nts"] >= before["nts"] + 1  # (>=: a count of earlier traffic may have been published since)
-    if native_nts() and server.fast_path():  # answered in C (_fastpath.c, _nts.c): the Python path saw neither
-        assert after["slow_path"] == before["slow_path"]
 
 
 def test_bad_cookie_and_wrong_key_get_the_nts_nak(server: Server) -> None:

@@ -23,7 +23,7 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from appliance.edge import ntp_poller
-from appliance.outputs.ntp.server import Drop, NtpServer, Reply, ServerConfig
+from tests.oracle.ntp_server import Drop, NtpServer, Reply, ServerConfig
 from appliance.protocol.clockmap import ClockMap, not_ready
 from appliance.protocol.ntp import auth, packet
 from appliance.protocol.ntp.auth import Key, KeysFileError, KeyTable, KeyType, Outcome
@@ -254,11 +254,11 @@ def test_poller_turns_any_reply_into_a_sample(template: NtpHeader, echo: bool, c
     assert status["polls"] == 1 and status["failures"] == int(bool(sample.error))
 
 
-# --- the native fast path against the Python server ----------------------------------------------------------------
-# The C fast path (appliance/edge/ntp/_fastpath.c) re-implements the request checks of NtpServer._shape and answers
-# bare requests itself.  Both paths, each a worker on a loopback socket with the same clock map, get the same
-# datagrams: they must drop the same ones for the same reasons and answer the rest with the same bytes (but for the
-# receive and transmit timestamps, read from each path's own clock).  Not pure (loopback sockets, shared memory), but
+# --- the data plane against its executable model -------------------------------------------------------------------
+# The data plane (appliance/edge/ntp/_fastpath.c) makes every decision; tests/oracle/ntp_server.py is the same
+# decision written plainly.  Both, each on a loopback socket with the same clock map, get the same datagrams: they
+# must drop the same ones for the same reasons and answer the rest with the same bytes (but for the receive and
+# transmit timestamps, read from each one's own clock).  Not pure (loopback sockets, shared memory), but
 # fast: a worker's step answers what arrived, and loopback delivers a datagram before sendto returns.
 # Counters that depend on timing or on which path did the work (the kernel's transmit timestamps come back when they
 # come back), not on what was decided.
@@ -268,12 +268,9 @@ TIMING = {"heartbeat_ns", "pid", "fast_path", "slow_path", "tx_kernel_timestamps
 @pytest.fixture(scope="module")
 def both_paths() -> Iterator[tuple[Any, Any]]:
     from tests.interop.ntp_harness import InProcessWorker, host_map
-    from tests.interop.test_ntp_packets import require_fast_path
 
-    require_fast_path()  # under CI its absence is a failure, never a skip
-
-    with InProcessWorker(True, ServerConfig(rate_per_s=0)) as fast, \
-            InProcessWorker(False, ServerConfig(rate_per_s=0)) as python:
+    with InProcessWorker(True, ServerConfig(rate_per_s=0), keys=KEYS) as fast, \
+            InProcessWorker(False, ServerConfig(rate_per_s=0), keys=KEYS) as python:
         clock = host_map()
         for worker in (fast, python):
             worker.segment.publish(clock)
@@ -281,18 +278,12 @@ def both_paths() -> Iterator[tuple[Any, Any]]:
 
 
 def _counters(worker: Any) -> dict[str, int]:
-    if worker.fast is None:
-        values = worker.worker.counters()
-    else:
-        from appliance.edge.ntp.fast import merged_counters
-
-        values = merged_counters(worker.worker, worker.fast)
-    return {k: v for k, v in values.items() if k not in TIMING and v}
+    return {k: v for k, v in worker.counters().items() if k not in TIMING and v}
 
 
 @fuzz(0.5)
 @given(st.lists(st.one_of(packets, st.binary(min_size=1020, max_size=1100)), min_size=1, max_size=3))
-def test_the_fast_path_drops_and_answers_as_the_python_server(both_paths, datagrams: list[bytes]) -> None:
+def test_the_data_plane_drops_and_answers_as_its_model(both_paths, datagrams: list[bytes]) -> None:
     fast, python = both_paths
     before = [_counters(w) for w in both_paths]
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as client:
@@ -304,6 +295,6 @@ def test_the_fast_path_drops_and_answers_as_the_python_server(both_paths, datagr
     for name in deltas[1]:
         event(f"both paths: {name}")
     assert deltas[0] == deltas[1]
-    # The fast path answers bare requests at once and leaves the rest to Python, so the order may differ.
+    # Replies leave in batches of the data plane's, one at a time from the model: compare them as sets.
     fast_replies, python_replies = (sorted((len(r), r[:32]) for r in path) for path in replies)
     assert fast_replies == python_replies

@@ -1,4 +1,4 @@
-"""Unit tests of the sans-I/O NTP server (appliance.outputs.ntp.server): every reply field against its docstring."""
+"""Unit tests of the sans-I/O NTP server (tests.oracle.ntp_server): every reply field against its docstring."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from appliance.protocol.ntp.auth import Key, KeyTable, KeyType, Outcome
 from appliance.protocol.clockmap import ClockMap, not_ready
 from appliance.protocol.limits import Limit
 from appliance.protocol.ntp.packet import NtpHeader, decode, refid
-from appliance.outputs.ntp.server import Drop, NtpServer, Reply, ServerConfig
+from tests.oracle.ntp_server import Drop, NtpServer, Reply, ServerConfig
 from appliance.timebase import posix_ns_to_ntp64
 from appliance.units import NS_PER_S
 

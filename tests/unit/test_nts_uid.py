@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from appliance.outputs.ntp.server import MAX_REQUEST_LEN, ServerConfig
+from tests.oracle.ntp_server import MAX_REQUEST_LEN, ServerConfig
 from appliance.protocol.ntp import nts
 from tests.interop.ntp_harness import InProcessWorker
 from tests.unit.test_nts_fastpath import (C2S, S2C, Probe, _both_paths, jar, nts_request, reply_cookies,

@@ -1,17 +1,14 @@
 /*
- * _fastpath: the NTP worker's hot loop in C.  recvmmsg / decide / sendmmsg, with kernel timestamps.
+ * _fastpath: the NTP data plane.  recvmmsg / decide / sendmmsg, with kernel timestamps.
  *
- * It makes exactly the decisions of appliance/outputs/ntp/server.py and limits.py (whose docstrings specify the
- * algorithms), for the common requests: a bare 48-byte client request, and (built with libcrypto, FASTPATH_NTS) an
- * NTS request (RFC 8915) while the worker has handed it the cookie master keys.  For every datagram it checks the
- * shape (a MAC or extension-field trailer included), the access rules and the per-client rate; bare requests it
- * then answers itself (basic or interleaved, KoDs included), NTS requests too (_nts.c: cookies, authenticator, NAK,
- * replay table); anything else longer (a MAC, other extension fields) goes back to the Python server with the
- * admission decision already taken, so each request meets the rate limiter exactly once.  The same tests run
- * against both paths.
- *
- * Clock: the ClockMap published by the appliance in shared memory (appliance/edge/ntp/shm.py, clockmap.py),
- * read under its sequence counter.  Counters: kept here, merged with the Python ones by fast.py.
+ * Every NTP serving decision is made here and only here: the shape of a request (a MAC or extension-field trailer
+ * included), the access rules, the per-client rate limit, the answer (basic or interleaved, KoDs, the crypto-NAK),
+ * symmetric-key MACs (_auth.c) and NTS (RFC 8915, _nts.c: cookies, authenticator, NAK, replay table).  Python hands
+ * it a policy and never re-decides: the clock map (appliance/protocol/clockmap.py, published in shared memory by
+ * appliance/edge/ntp/shm.py and read under its sequence counter), the access table and rate limit
+ * (appliance/protocol/limits.py parses them), the keys file's keys and the NTS cookie master keys.  The rate limiter
+ * and access rules follow limits.py's docstring line by line; tests/oracle/ntp_server.py is the executable model
+ * the differential and fuzz tests hold this file to.  Counters: kept here, published by fast.py.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -29,9 +26,8 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#ifdef FASTPATH_NTS
+#include "_auth.h"
 #include "_nts.h"
-#endif
 
 #define BATCH 64
 #define RECV_SIZE 1100
@@ -54,7 +50,6 @@ enum { C_REQUESTS, C_REPLIES, C_INTERLEAVED, C_AUTHENTICATED, C_KOD_RATE, C_KOD_
        C_HEARTBEAT, C_PID, C_FAST_PATH, C_SLOW_PATH,  /* the worker's own: always 0 here */
        C_NTS, C_NTS_NAK, C_DROP_NTS_MALFORMED, C_DROP_NTS_REPLAY, C_COUNT };
 
-enum { ADMIT_PASS = 0, ADMIT_KOD = 1 };
 enum { DENY_DROP = 0, DENY_KOD_DENY = 1, DENY_KOD_RSTR = 2 };
 
 /* The packed ClockMap ("<BBBbbxxxII4sqqdiiqQQ" in clockmap.py). */
@@ -103,17 +98,14 @@ typedef struct {
     xl_entry *xl;
     uint32_t xl_mask;
     uint64_t tx_ring[TX_RING];  /* OPT_ID -> receive timestamp of the reply (0: no transmit time kept) */
-    uint8_t tx_slow[TX_RING];   /* OPT_ID -> 1 if that reply was sent by the Python server (its table, not ours) */
-    PyObject *slow_tx;          /* (receive timestamp, kernel transmit ns) of Python-sent replies, for take_kernel_tx */
     uint32_t next_id;
     uint32_t pending_tx;        /* datagrams sent asking for a transmit timestamp, not yet read back */
     uint64_t counters[C_COUNT];
     uint64_t rl_evictions;
     tc_entry tc[TOP_CLIENTS];
     int tc_size;
-#ifdef FASTPATH_NTS
-    nts_state *nts;             /* NTS in C while it holds cookie keys (set_cookie_keys) */
-#endif
+    nts_state *nts;             /* NTS while it holds cookie keys (set_cookie_keys) */
+    auth_keys *auth;            /* the symmetric keys (set_keys); none: a MAC gets a crypto-NAK */
 } FastPath;
 
 /* ----------------------------------------------------------------------------------------- time conversions */
@@ -332,6 +324,8 @@ typedef struct {
     size_t len;
     int kod, interleaved, want_tx_ts;
     int seal;                       /* an NTS reply whose authenticator is sealed once its header is final */
+    int sign_key;                   /* >= 0: signed with this key once its header is final (auth_sign) */
+    int crypto_nak;                 /* a crypto-NAK: its transmit time is not kept for interleaved replies */
     int addr;                       /* the request's index in the batch */
     uint64_t rx_key;
     int64_t tx_ns;
@@ -360,6 +354,8 @@ static void make_kod(FastPath *self, reply *r, const uint8_t *req, const clock_m
     build_header(r->data, req, m, 0, 3, (const uint8_t *)code, (int8_t)req[2], 0, 0, 0, get64(req + 40), receive);
     r->len = HEADER_LEN;
     r->seal = 0;
+    r->sign_key = -1;
+    r->crypto_nak = 0;
     r->kod = 1;
     r->interleaved = 0;
     r->want_tx_ts = 0;
@@ -368,8 +364,8 @@ static void make_kod(FastPath *self, reply *r, const uint8_t *req, const clock_m
     self->counters[C_REPLIES]++;
 }
 
-/* NtpServer._reply for a bare request (no MAC). */
-static void make_reply(FastPath *self, reply *r, const uint8_t *req, const clock_map *m, int64_t rx_ns) {
+/* A reply.  `xleave`: 0 for a crypto-NAK, which is never interleaved nor asks for its transmit timestamp. */
+static void make_reply(FastPath *self, reply *r, const uint8_t *req, const clock_map *m, int64_t rx_ns, int xleave) {
     uint64_t receive = ntp_ts(m, rx_ns) | 1;
     int req_poll = (int8_t)req[2];
     int poll = req_poll > m->poll_min ? req_poll : m->poll_min;
@@ -378,6 +374,8 @@ static void make_reply(FastPath *self, reply *r, const uint8_t *req, const clock
                  m->reference_ts, req_transmit, receive);
     r->len = HEADER_LEN;
     r->seal = 0;
+    r->sign_key = -1;
+    r->crypto_nak = 0;
     r->kod = 0;
     r->interleaved = 0;
     r->rx_key = receive;
@@ -385,8 +383,8 @@ static void make_reply(FastPath *self, reply *r, const uint8_t *req, const clock
     /* Reply.wants_tx_timestamp: a client whose origin is one of our receive timestamps is in the interleaved mode
        and will want this reply's kernel transmit timestamp next time; nobody else does, and asking the kernel for
        every reply's timestamp would cost an error-queue message per packet. */
-    r->want_tx_ts = version == 4 && (origin & 1);
-    if (version == 4 && (origin & 1) && req_receive != req_transmit) {
+    r->want_tx_ts = xleave && version == 4 && (origin & 1);
+    if (xleave && version == 4 && (origin & 1) && req_receive != req_transmit) {
         int64_t tx_ns = xl_take(self, origin);
         if (tx_ns) {
             r->interleaved = 1;
@@ -473,43 +471,14 @@ static void drain_errqueue(FastPath *self, int force) {
         if (!tx_ns || !has_id) continue;
         uint64_t key = self->tx_ring[id % TX_RING];
         if (!key) continue;
-        if (self->tx_slow[id % TX_RING]) {  /* the Python server keeps this one: hand it over */
-            PyObject *item = Py_BuildValue("(KL)", (unsigned long long)key, (long long)tx_ns);
-            if (!item) { PyErr_Clear(); continue; }
-            if (!self->slow_tx) self->slow_tx = PyList_New(0);
-            if (!self->slow_tx || PyList_Append(self->slow_tx, item) < 0) { PyErr_Clear(); Py_DECREF(item); continue; }
-            Py_DECREF(item);
-        } else {
-            xl_update(self, key, tx_ns);
-        }
+        xl_update(self, key, tx_ns);
         self->tx_ring[id % TX_RING] = 0;
         self->counters[C_TX_KERNEL_TS]++;
     }
 }
 
-static PyObject *address_tuple(const struct sockaddr_storage *sa) {
-    char host[INET6_ADDRSTRLEN];
-    if (sa->ss_family == AF_INET) {
-        const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
-        inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
-        return Py_BuildValue("(si)", host, ntohs(s4->sin_port));
-    }
-    const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
-    inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
-    return Py_BuildValue("(siII)", host, ntohs(s6->sin6_port), ntohl(s6->sin6_flowinfo), s6->sin6_scope_id);
-}
-
-static void hand_over(PyObject *slow, const uint8_t *d, ssize_t len, const struct sockaddr_storage *sa, int64_t rx_ns,
-                      int admission) {
-    PyObject *item = Py_BuildValue("(y#NLi)", d, (Py_ssize_t)len, address_tuple(sa), (long long)rx_ns, admission);
-    if (!item) { PyErr_Clear(); return; }  /* out of memory: this one is lost, as a datagram may be */
-    if (PyList_Append(slow, item) < 0) PyErr_Clear();
-    Py_DECREF(item);
-}
-
-#ifdef FASTPATH_NTS
-/* NtpServer._nts, for an NTPv4 request with a Unique Identifier while cookie keys are held: 1 r is its reply (an
- * NTS reply sealed later, once its header is final), 0 dropped (counted), -1 for the Python server.  As there, an
+/* NTS (RFC 8915), for an NTPv4 request with a Unique Identifier while cookie keys are held: 1 r is its reply (an
+ * NTS reply sealed later, once its header is final), 0 dropped (counted).  As there, an
  * authenticated request over the rate gets a KoD RATE that still carries fresh cookies, and a NAK is a KoD NTSN
  * with the Unique Identifier alone. */
 static int nts_answer(FastPath *self, reply *r, int slot, const uint8_t *d, ssize_t len, const clock_map *m,
@@ -523,14 +492,14 @@ static int nts_answer(FastPath *self, reply *r, int slot, const uint8_t *d, ssiz
         r->len = HEADER_LEN + nts_nak_fields(&rq, r->data + HEADER_LEN);
         return 1;
     case NTS_OK: break;
-    default: return -1;
+    default: return 0;  /* no random bytes for its cookies: no reply */
     }
     size_t reply_len = nts_prepare_reply(self->nts, slot, &rq, r->data);
     if (!reply_len) return 0;  /* libcrypto failed: no reply rather than an unauthenticated one */
     if (limit == 1) {
         make_kod(self, r, d, m, rx_ns, "RATE", C_KOD_RATE);
     } else {
-        make_reply(self, r, d, m, rx_ns);
+        make_reply(self, r, d, m, rx_ns, 1);
         self->counters[C_NTS]++;
     }
     r->len = reply_len;
@@ -539,9 +508,30 @@ static int nts_answer(FastPath *self, reply *r, int slot, const uint8_t *d, ssiz
 }
 
 static int nts_decides(FastPath *self, const uint8_t *d, ssize_t len) {
-    return self->nts && nts_key_count(self->nts) && ((d[0] >> 3) & 7) == 4 && nts_is_nts(d, (size_t)len);
+    return nts_key_count(self->nts) && ((d[0] >> 3) & 7) == 4 && nts_is_nts(d, (size_t)len);
 }
-#endif
+
+/* A request with a MAC (RFC 5905 §9.2): a crypto-NAK when it does not verify (over the rate or not), else a reply
+ * (or KoD RATE) signed with the request's key; a crypto-NAK request or unknown extension fields: unauthenticated. */
+static void mac_answer(FastPath *self, reply *r, const uint8_t *d, ssize_t len, const clock_map *m, int64_t rx_ns,
+                       int limit) {
+    int key = -1;
+    int verdict = auth_verify(self->auth, d, (size_t)len, &key);
+    if (verdict == AUTH_FAIL) {
+        make_reply(self, r, d, m, rx_ns, 0);
+        memset(r->data + HEADER_LEN, 0, 4);
+        r->len = HEADER_LEN + 4;
+        r->crypto_nak = 1;
+        self->counters[C_CRYPTO_NAK]++;
+        return;
+    }
+    if (limit == 1) make_kod(self, r, d, m, rx_ns, "RATE", C_KOD_RATE);
+    else make_reply(self, r, d, m, rx_ns, 1);
+    if (verdict == AUTH_OK) {
+        r->sign_key = key;
+        self->counters[C_AUTHENTICATED]++;
+    }
+}
 
 /* replies[from..to): transmit timestamps, as late as they can be read, then one sendmmsg.  An NTS reply's header
  * is authenticated, so its own is read just before its seal; the others share one read after the last seal. */
@@ -551,7 +541,6 @@ static void send_replies(FastPath *self, reply *replies, int from, int to, const
     struct mmsghdr out[BATCH];
     struct iovec out_iov[BATCH];
     reply *sent_replies[BATCH];
-#ifdef FASTPATH_NTS
     for (int i = from; i < to; i++) {
         reply *r = &replies[i];
         if (!r->seal) continue;
@@ -559,7 +548,6 @@ static void send_replies(FastPath *self, reply *replies, int from, int to, const
         if (!r->interleaved) put64(r->data + 40, ntp_ts(map, r->tx_ns) & ~(uint64_t)1);
         if (nts_seal_reply(self->nts, i, r->data)) r->len = 0;  /* not sent */
     }
-#endif
     int64_t tx_ns = host_now_ns();
     uint64_t tx_ts = ntp_ts(map, tx_ns) & ~(uint64_t)1;
     int nsend = 0;
@@ -568,6 +556,7 @@ static void send_replies(FastPath *self, reply *replies, int from, int to, const
         if (!r->seal) {
             r->tx_ns = tx_ns;
             if (!r->interleaved) put64(r->data + 40, tx_ts);
+            if (r->sign_key >= 0) r->len = auth_sign(self->auth, r->sign_key, r->data);  /* 0: not sent */
         }
         if (!r->len) continue;
         out_iov[nsend].iov_base = r->data;
@@ -597,17 +586,29 @@ static void send_replies(FastPath *self, reply *replies, int from, int to, const
     }
     for (int i = 0; i < nsend; i++) {
         reply *r = sent_replies[i];
-        if (!r->kod) xl_put(self, r->rx_key, r->tx_ns);
+        if (!r->kod && !r->crypto_nak) xl_put(self, r->rx_key, r->tx_ns);
         if (!r->want_tx_ts) continue;  /* the kernel numbers only the datagrams that asked for a timestamp */
         self->tx_ring[self->next_id % TX_RING] = r->rx_key;
-        self->tx_slow[self->next_id % TX_RING] = 0;
         self->next_id++;
         self->pending_tx++;
     }
 }
 
-/* One batch: receive up to BATCH, decide, answer; slow-path requests appended to `slow`.  Returns datagrams read. */
-static int serve_batch(FastPath *self, PyObject *slow) {
+/* clockmap.not_ready: before the appliance has published a map, the host clock advertised as unsynchronized. */
+static void not_ready(clock_map *m, int64_t host_ns) {
+    memset(m, 0, sizeof(*m));
+    m->leap = 3;
+    m->stratum = 16;
+    m->precision = -20;
+    m->root_dispersion = 0xFFFFFFFFu;
+    memcpy(m->refid, "INIT", 4);
+    m->host_anchor_ns = host_ns;
+    m->tai_utc_s = 37;
+    m->served_anchor_tai_ns = host_ns + (int64_t)m->tai_utc_s * NS_PER_S;
+}
+
+/* One batch: receive up to BATCH, decide, answer.  Returns datagrams read. */
+static int serve_batch(FastPath *self) {
     static uint8_t bufs[BATCH][RECV_SIZE];
     static char ctrls[BATCH][256];
     static struct sockaddr_storage addrs[BATCH];
@@ -629,7 +630,7 @@ static int serve_batch(FastPath *self, PyObject *slow) {
     changed = n > 0 ? n : 1;  /* an error may still have touched the first */
     if (n <= 0) return 0;
     clock_map map;
-    int have_map = read_map(self, &map);
+    if (!read_map(self, &map)) not_ready(&map, host_now_ns());
     static reply replies[BATCH];
     int nout = 0, flushed = 0;
     for (int i = 0; i < n; i++) {
@@ -642,10 +643,6 @@ static int serve_batch(FastPath *self, PyObject *slow) {
         int port;
         int family = client_address(&addrs[i], addr, &port);
         int dropped = shape(d, len, port);
-        if (!dropped && !have_map) {  /* nothing published yet: Python counts, decides and answers (not-ready map) */
-            hand_over(slow, d, len, &addrs[i], rx_ns, -1);
-            continue;
-        }
         self->counters[C_REQUESTS]++;
         tc_note(self, family, addr);
         if (dropped) { self->counters[dropped]++; continue; }
@@ -657,20 +654,14 @@ static int serve_batch(FastPath *self, PyObject *slow) {
         } else {
             int limit = rl_check(self, family, addr, rx_ns);
             if (limit == 2) { self->counters[C_DROP_RATE_LIMITED]++; continue; }
-            if (len != HEADER_LEN) {  /* NTS here; a MAC or other extension fields: the Python server */
-                int answered = -1;
-#ifdef FASTPATH_NTS
-                if (nts_decides(self, d, len)) answered = nts_answer(self, r, nout, d, len, &map, rx_ns, limit);
-#endif
-                if (answered == 0) continue;
-                if (answered < 0) {  /* admission already decided */
-                    hand_over(slow, d, len, &addrs[i], rx_ns, limit == 1 ? ADMIT_KOD : ADMIT_PASS);
-                    continue;
-                }
+            if (len != HEADER_LEN && nts_decides(self, d, len)) {
+                if (!nts_answer(self, r, nout, d, len, &map, rx_ns, limit)) continue;
+            } else if (len != HEADER_LEN) {
+                mac_answer(self, r, d, len, &map, rx_ns, limit);
             } else if (limit == 1) {
                 make_kod(self, r, d, &map, rx_ns, "RATE", C_KOD_RATE);
             } else {
-                make_reply(self, r, d, &map, rx_ns);
+                make_reply(self, r, d, &map, rx_ns, 1);
             }
         }
         r->addr = i;
@@ -692,47 +683,55 @@ static int serve_batch(FastPath *self, PyObject *slow) {
 static PyObject *fp_serve(FastPath *self, PyObject *args) {
     int timeout_ms = 200, budget_ms = 200;
     if (!PyArg_ParseTuple(args, "|ii", &timeout_ms, &budget_ms)) return NULL;
-    PyObject *slow = PyList_New(0);
-    if (!slow) return NULL;
     int64_t deadline = host_now_ns() + (int64_t)budget_ms * 1000000;
+    long long read = 0;
     for (;;) {
         struct pollfd pfd = {self->fd, POLLIN, 0};
         int ready;
         Py_BEGIN_ALLOW_THREADS
         ready = poll(&pfd, 1, timeout_ms);
         Py_END_ALLOW_THREADS
-        if (ready < 0 && errno != EINTR) { Py_DECREF(slow); return PyErr_SetFromErrno(PyExc_OSError); }
+        if (ready < 0 && errno != EINTR) return PyErr_SetFromErrno(PyExc_OSError);
         if (ready <= 0) break;
         if (pfd.revents & POLLERR) drain_errqueue(self, 1);
         if (pfd.revents & POLLIN) {
             int n;
             do {
-                n = serve_batch(self, slow);
+                n = serve_batch(self);
+                read += n;
                 drain_errqueue(self, 0);
-            } while (n == BATCH && PyList_GET_SIZE(slow) == 0);
+            } while (n == BATCH);
         }
-        if (PyList_GET_SIZE(slow) > 0 || self->slow_tx || host_now_ns() >= deadline) break;
+        if (host_now_ns() >= deadline) break;
     }
-    return slow;
+    return PyLong_FromLongLong(read);
 }
 
-/* A slow-path reply leaves through here, so the datagram IDs of SOF_TIMESTAMPING_OPT_ID stay in step.  rx_key: the
- * receive timestamp under which the Python server keeps the reply's transmit time (0: none kept); its kernel
- * transmit timestamp is then handed back by take_kernel_tx. */
-static PyObject *fp_note_sent(FastPath *self, PyObject *args) {
-    unsigned long long rx_key = 0;
-    if (!PyArg_ParseTuple(args, "|K", &rx_key)) return NULL;
-    self->tx_ring[self->next_id % TX_RING] = rx_key;
-    self->tx_slow[self->next_id % TX_RING] = 1;
-    self->next_id++;
-    self->pending_tx++;
+/* The symmetric keys of the keys file: [(key id, type, secret)], type 1 MD5, 2 SHA1, 3 AES128 (AES-CMAC).  Replaces
+   the keys held before; [] holds none (every MAC then earns a crypto-NAK). */
+static PyObject *fp_set_keys(FastPath *self, PyObject *keys) {
+    auth_keys *fresh = auth_new();
+    if (!fresh) return PyErr_Format(PyExc_RuntimeError, "NTP keys: libcrypto's CMAC unavailable");
+    Py_ssize_t n = PySequence_Size(keys);
+    if (n < 0) { auth_free(fresh); return NULL; }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *row = PySequence_GetItem(keys, i);
+        unsigned long id;
+        int type;
+        const char *secret;
+        Py_ssize_t len;
+        int ok = row && PyArg_ParseTuple(row, "kiy#", &id, &type, &secret, &len);
+        Py_XDECREF(row);
+        if (!ok) { auth_free(fresh); return NULL; }
+        if (id > 0xFFFFFFFFul || auth_add(fresh, (uint32_t)id, type, (const uint8_t *)secret, (size_t)len)) {
+            auth_free(fresh);
+            return PyErr_Format(PyExc_ValueError, "key %zd: an id 1..65534 held once, a type 1..3 and a secret of "
+                                "1..%d bytes (16 for AES128)", i, AUTH_MAX_SECRET);
+        }
+    }
+    auth_free(self->auth);
+    self->auth = fresh;
     Py_RETURN_NONE;
-}
-
-static PyObject *fp_take_kernel_tx(FastPath *self, PyObject *noargs) {
-    PyObject *out = self->slow_tx ? self->slow_tx : PyList_New(0);
-    self->slow_tx = NULL;
-    return out;
 }
 
 static PyObject *fp_counters(FastPath *self, PyObject *noargs) {
@@ -759,11 +758,9 @@ static PyObject *fp_take_clients(FastPath *self, PyObject *noargs) {
     return out;
 }
 
-#ifdef FASTPATH_NTS
 /* The NTS cookie master keys, oldest first: [(key id, key bytes)], all of one length (an empty list: none, NTS
-   requests go to Python).  Replaces the keys held before; the table of recent Unique Identifiers stays. */
+   requests are then answered as plain NTP, which an NTS client rejects).  Replaces the keys held before; the table of recent Unique Identifiers stays. */
 static PyObject *fp_set_cookie_keys(FastPath *self, PyObject *keys) {
-    if (!self->nts) return PyErr_Format(PyExc_RuntimeError, "NTS: libcrypto's AES or getrandom() unavailable");
     uint32_t ids[NTS_MAX_KEYS];
     uint8_t material[NTS_MAX_KEYS * 64];
     Py_ssize_t n = PySequence_Size(keys), keylen = 0;
@@ -788,7 +785,6 @@ static PyObject *fp_set_cookie_keys(FastPath *self, PyObject *keys) {
     if (failed) return PyErr_Format(PyExc_RuntimeError, "NTS: libcrypto refused the cookie keys");
     Py_RETURN_NONE;
 }
-#endif
 
 static int fp_init(FastPath *self, PyObject *args, PyObject *kwds) {
     static char *kw[] = {"fd", "shm", "rules", "deny_action", "rate_per_s", "burst", "max_clients", "interleaved_table",
@@ -799,9 +795,12 @@ static int fp_init(FastPath *self, PyObject *args, PyObject *kwds) {
                                      &self->rate_per_s, &self->burst, &self->max_clients, &interleaved, &replay_table))
         return -1;
     if (replay_table < 0) { PyErr_SetString(PyExc_ValueError, "nts_replay_table must be >= 0"); return -1; }
-#ifdef FASTPATH_NTS
-    self->nts = nts_new((uint32_t)replay_table);  /* NULL: libcrypto's AES or getrandom() unavailable, NTS to Python */
-#endif
+    self->nts = nts_new((uint32_t)replay_table);
+    self->auth = auth_new();
+    if (!self->nts || !self->auth) {
+        PyErr_SetString(PyExc_RuntimeError, "libcrypto's AES-SIV, CMAC or getrandom() unavailable");
+        return -1;
+    }
     if (PyObject_GetBuffer(shm_obj, &self->shm, PyBUF_SIMPLE) < 0) return -1;
     if (self->shm.len < MAP_OFFSET + (Py_ssize_t)sizeof(clock_map)) {
         PyErr_SetString(PyExc_ValueError, "shared memory too small for a clock map");
@@ -845,27 +844,22 @@ static void fp_dealloc(FastPath *self) {
     PyMem_Free(self->rl);
     PyMem_Free(self->rl_buckets);
     PyMem_Free(self->xl);
-#ifdef FASTPATH_NTS
     nts_free(self->nts);
-#endif
-    Py_XDECREF(self->slow_tx);
+    auth_free(self->auth);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static PyMethodDef fp_methods[] = {
-    {"serve", (PyCFunction)fp_serve, METH_VARARGS, "serve([timeout_ms, max_batches]) -> slow-path requests"},
-    {"note_sent", (PyCFunction)fp_note_sent, METH_VARARGS,
-     "note_sent([rx_key]): count a datagram the Python path sent on this socket (rx_key: its interleaved key)"},
-    {"take_kernel_tx", (PyCFunction)fp_take_kernel_tx, METH_NOARGS,
-     "[(rx_key, kernel tx ns)] of Python-sent replies since the last call"},
+    {"serve", (PyCFunction)fp_serve, METH_VARARGS,
+     "serve([timeout_ms, budget_ms]) -> datagrams read: until the socket is quiet for timeout_ms or budget_ms passed"},
+    {"set_keys", (PyCFunction)fp_set_keys, METH_O,
+     "set_keys([(key_id, type, secret)]): the symmetric keys (type 1 MD5, 2 SHA1, 3 AES128); [] none"},
     {"counters", (PyCFunction)fp_counters, METH_NOARGS, "the fast path's counters, in shm.COUNTER_NAMES order"},
     {"limiter", (PyCFunction)fp_limiter, METH_NOARGS, "(clients tracked, evictions)"},
     {"take_clients", (PyCFunction)fp_take_clients, METH_NOARGS,
      "[(client key, requests, error)] of the busiest clients since the last call, which starts the count again"},
-#ifdef FASTPATH_NTS
     {"set_cookie_keys", (PyCFunction)fp_set_cookie_keys, METH_O,
      "set_cookie_keys([(key_id, key)]): the NTS cookie master keys, oldest first (the last seals); [] none"},
-#endif
     {NULL, NULL, 0, NULL},
 };
 
@@ -890,10 +884,6 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
     Py_INCREF(&FastPathType);
     if (PyModule_AddObject(m, "FastPath", (PyObject *)&FastPathType) < 0) return NULL;
     PyModule_AddIntConstant(m, "COUNTERS", C_COUNT);
-#ifdef FASTPATH_NTS
     PyModule_AddIntConstant(m, "NTS", 1);  /* NTS requests answered here while cookie keys are held */
-#else
-    PyModule_AddIntConstant(m, "NTS", 0);
-#endif
     return m;
 }

@@ -19,7 +19,7 @@ from typing import Any
 
 from appliance.protocol.ntp import auth
 from appliance.protocol.clockmap import ClockMap
-from appliance.outputs.ntp.server import ServerConfig
+from appliance.outputs.ntp.policy import ServerConfig
 from appliance.outputs.ntp.clients import RequestRate, SpaceSaving, client_text
 from appliance.edge.ntp.shm import CLIENT_SLOTS, COUNTER_NAMES, ClockSegment
 from appliance.edge.ntp.worker import config_dict, probe_port, worker_main
@@ -37,7 +37,6 @@ class NtpSettings:
     listen: str
     port: int
     workers: int
-    fast_path: str
     server: ServerConfig
     keys_file: str = ""
     nts: ntske.KeConfig | None = None  # NTS-KE and NTS on the NTP path; None: off
@@ -118,7 +117,7 @@ class NtpService:
         ctx = multiprocessing.get_context("spawn")
         proc = ctx.Process(target=worker_main, name=f"ntp-worker-{index}", daemon=True,
                            args=(index, self.segment.name, s.listen, s.port, config_dict(s.server), s.keys_file,
-                                 _use_fast_path(s.fast_path), len(self.slots),
+                                 len(self.slots),
                                  s.nts.keys_path if s.nts is not None else ""))
         proc.start()
         self.slots[index].process = proc
@@ -182,10 +181,10 @@ class NtpService:
             row = self.segment.counters(index)
             for name in totals:
                 totals[name] += row[name]
-            counters = {k: v for k, v in row.items() if k not in ("heartbeat_ns", "pid", "fast_path")}
+            counters = {k: v for k, v in row.items() if k not in ("heartbeat_ns", "pid", "fast_path", "slow_path")}
             out["workers"].append({"index": index, "pid": row["pid"], "alive": bool(slot.process and
                                                                                   slot.process.is_alive()),
-                                   "restarts": slot.restarts, "fast_path": bool(row["fast_path"]),
+                                   "restarts": slot.restarts,
                                    "requests": row["requests"], "replies": row["replies"], "counters": counters})
         out["totals"] = totals
         out["clients"] = self.clients_status(totals)
@@ -221,18 +220,6 @@ class NtpService:
         if self.segment is not None:
             self.segment.close()
             self.segment = None
-
-
-def _use_fast_path(choice: str) -> bool:
-    if choice == "off":
-        return False
-    try:
-        from appliance.edge.ntp import _fastpath# noqa: F401
-    except ImportError:
-        if choice == "on":
-            log.error("ntp.fast_path=on but the native fast path is not built: using the Python path")
-        return False
-    return True
 
 
 def _explain(exc: Exception, s: NtpSettings) -> str:

@@ -1,6 +1,9 @@
-"""The NTP server, sans I/O: ``handle(request, client, rx) -> Reply | Drop``, then ``finalize`` just before sending.
+"""The executable model of the NTP data plane: ``handle(request, client, rx) -> Reply | Drop``, then ``finalize``.
 
-Pure core.  Answers client (mode 3) requests of NTP versions 1-4 in their own version (RFC 5905 §9.2), as a
+Not part of the product.  The appliance answers NTP in its native data plane (appliance/edge/ntp/_fastpath.c with
+_auth.c and _nts.c) alone; this is the same decision written plainly in Python, the oracle the differential and
+fuzz tests hold the data plane to (tests/props/test_fuzz_ntp.py, tests/unit/test_nts_fastpath.py), and the
+specification a reader can follow.  Pure: no clock reads, no I/O.  Answers client (mode 3) requests of NTP versions 1-4 in their own version (RFC 5905 §9.2), as a
 stratum-1 server when the clock is synchronized and stratum 16 with LI=3 when it is not (or its holdover has
 expired), with root dispersion from the clock's advertised error bound.  In order, a request is:
 
@@ -32,24 +35,12 @@ from dataclasses import dataclass, field
 from appliance.protocol.ntp import auth, nts
 from appliance.protocol import limits
 from appliance.protocol.clockmap import ClockMap
+from appliance.outputs.ntp.policy import MAX_REQUEST_LEN, ServerConfig
 from appliance.protocol.ntp.packet import (HEADER_LEN, LI_ALARM, MODE_CLIENT, MODE_CONTROL, MODE_PRIVATE,
                                           MODE_RESERVED, MODE_SERVER, NtpHeader, decode, refid)
 
-MAX_REQUEST_LEN = 1024
 NTP_PORT = 123
 LOW_BIT = 1
-
-
-@dataclass(frozen=True)
-class ServerConfig:
-    allow: tuple[str, ...] = ("0.0.0.0/0", "::/0")
-    deny: tuple[str, ...] = ()
-    deny_action: str = "drop"  # "drop", "deny" (KoD DENY) or "rstr" (KoD RSTR)
-    rate_per_s: float = 16.0  # 0 disables rate limiting
-    burst: int = 32
-    max_clients: int = 65_536
-    interleaved_table: int = 65_536  # receive timestamps whose transmit timestamps we keep
-    nts_replay_table: int = 65_536  # NTS Unique Identifiers seen lately: a request seen again is dropped
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,8 +97,7 @@ class NtpServer:
     # --- the decision -----------------------------------------------------------------------------------
     def handle(self, data: bytes, client_ip: bytes, client_port: int, rx_host_ns: int, clock: ClockMap,
                admitted: limits.Limit | None = None) -> Reply | Drop:
-        """``admitted``: the native fast path already counted the request and took the access and rate decisions
-        (PASS or KOD); the rest of the decision is the same."""
+        """``admitted``: the access and rate decisions were already taken (PASS or KOD) and the request counted."""
         if admitted is None:
             self.counters.requests += 1
         request, problem = self._shape(data, client_port)
