@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from appliance.protocol.ntp import auth
-from appliance.protocol.ntp.auth import Key
+from tests.oracle import auth_model as auth
+from tests.oracle.auth_model import Key
 from appliance.protocol.clockmap import ClockMap
 from appliance.protocol.ntp.packet import HEADER_LEN, MODE_CLIENT, NtpHeader, decode, refid
 from appliance.outputs.ntp.policy import ServerConfig

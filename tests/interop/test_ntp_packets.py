@@ -12,8 +12,8 @@ from collections import Counter
 import ntplib
 import pytest
 
-from appliance.protocol.ntp import auth
-from appliance.protocol.ntp.auth import Outcome
+from tests.oracle import auth_model as auth
+from tests.oracle.auth_model import Outcome
 from appliance.outputs.ntp.policy import ServerConfig
 from appliance.timebase import ntp64_to_posix_ns, posix_ns_to_ntp64
 from appliance.units import NS_PER_S

@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 from OpenSSL import SSL
 
 from appliance.edge.ntp.ntske import _io_timeout
-from appliance.protocol.ntp import nts
+from tests.oracle import nts_model as nts
 from tests.interop.peers import Chronyd, eventually
 from tests.interop.procs import appliance, free_tcp_port, free_udp_port, status, stop, wait_for
 

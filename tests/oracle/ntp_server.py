@@ -32,7 +32,8 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from appliance.protocol.ntp import auth, nts
+from tests.oracle import auth_model as auth
+from tests.oracle import nts_model as nts
 from appliance.protocol import limits
 from appliance.protocol.clockmap import ClockMap
 from appliance.outputs.ntp.policy import MAX_REQUEST_LEN, ServerConfig

@@ -25,8 +25,9 @@ from hypothesis import strategies as st
 from appliance.edge import ntp_poller
 from tests.oracle.ntp_server import Drop, NtpServer, Reply, ServerConfig
 from appliance.protocol.clockmap import ClockMap, not_ready
-from appliance.protocol.ntp import auth, packet
-from appliance.protocol.ntp.auth import Key, KeysFileError, KeyTable, KeyType, Outcome
+from appliance.protocol.ntp import packet
+from tests.oracle import auth_model as auth
+from tests.oracle.auth_model import Key, KeysFileError, KeyTable, KeyType, Outcome
 from appliance.protocol.ntp.packet import HEADER_LEN, NtpHeader, refid
 from appliance.timebase import posix_ns_to_ntp64
 from appliance.units import NS_PER_S

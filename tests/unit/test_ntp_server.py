@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from appliance.protocol.ntp import auth
-from appliance.protocol.ntp.auth import Key, KeyTable, KeyType, Outcome
+from tests.oracle import auth_model as auth
+from tests.oracle.auth_model import Key, KeyTable, KeyType, Outcome
 from appliance.protocol.clockmap import ClockMap, not_ready
 from appliance.protocol.limits import Limit
 from appliance.protocol.ntp.packet import NtpHeader, decode, refid
