@@ -1,5 +1,6 @@
-"""Build the native data plane: the NTP server (appliance/edge/ntp/_fastpath.c with _auth.c and _nts.c) and the
-PTP event sender (appliance/edge/ptp/_syncsend.c).  They are the only implementation of what the appliance serves,
+"""Build the native data plane: the NTP server (appliance/edge/ntp/_fastpath.c with _auth.c and _nts.c), the PTP
+event sender (appliance/edge/ptp/_syncsend.c), and the pieces they share with Python (appliance/protocol/native:
+served time, the token bucket, the lateness histogram, exposed as appliance.protocol.dataplane).  They are the only implementation of what the appliance serves,
 so they are not optional: building needs a C compiler, Python's headers and OpenSSL 3's libcrypto with its headers
 (on Debian: build-essential, python3-dev and libssl-dev).  A missing one stops the install with a message naming
 the package, rather than an appliance that cannot serve.
@@ -47,11 +48,15 @@ def check_toolchain() -> None:
 if any(a in sys.argv for a in ("build_ext", "build", "bdist_wheel", "develop", "install", "editable_wheel")):
     check_toolchain()
 
+NATIVE = "appliance/protocol/native"
+HEADERS = [f"{NATIVE}/clockmap.h", f"{NATIVE}/bucket.h", f"{NATIVE}/lateness.h"]
+SHARED = Extension("appliance.protocol.dataplane", [f"{NATIVE}/dataplane.c"], include_dirs=[NATIVE],
+                   extra_compile_args=FLAGS + EXTRA_CFLAGS, extra_link_args=EXTRA_LDFLAGS, depends=HEADERS)
 NTP = Extension("appliance.edge.ntp._fastpath",
                 ["appliance/edge/ntp/_fastpath.c", "appliance/edge/ntp/_auth.c", "appliance/edge/ntp/_nts.c"],
-                extra_compile_args=FLAGS + EXTRA_CFLAGS, extra_link_args=EXTRA_LDFLAGS, libraries=["crypto"],
-                depends=["appliance/edge/ntp/_nts.h", "appliance/edge/ntp/_auth.h"])
-PTP = Extension("appliance.edge.ptp._syncsend", ["appliance/edge/ptp/_syncsend.c"],
-                extra_compile_args=FLAGS + EXTRA_CFLAGS, extra_link_args=EXTRA_LDFLAGS)
+                include_dirs=[NATIVE], extra_compile_args=FLAGS + EXTRA_CFLAGS, extra_link_args=EXTRA_LDFLAGS,
+                libraries=["crypto"], depends=["appliance/edge/ntp/_nts.h", "appliance/edge/ntp/_auth.h", *HEADERS])
+PTP = Extension("appliance.edge.ptp._syncsend", ["appliance/edge/ptp/_syncsend.c"], include_dirs=[NATIVE],
+                extra_compile_args=FLAGS + EXTRA_CFLAGS, extra_link_args=EXTRA_LDFLAGS, depends=HEADERS)
 
-setup(ext_modules=[NTP, PTP])
+setup(ext_modules=[SHARED, NTP, PTP])

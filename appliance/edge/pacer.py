@@ -16,30 +16,33 @@ import threading
 import time
 from collections.abc import Callable
 
+from appliance.protocol import dataplane  # type: ignore[attr-defined]
+from appliance.units import NS_PER_S
+
 
 class Pacer:
     def __init__(self, rate_per_s: float, burst: int, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep):
         self.rate, self.burst, self.clock, self.sleep = rate_per_s, burst, clock, sleep
-        self._tokens, self._then = float(burst), clock()
+        # The one token bucket (native/bucket.h): reservations may take it into debt, which is the queue.
+        self._bucket = dataplane.Bucket(max(0.0, rate_per_s), float(max(1, burst)), self._now_ns())
         self._lock = threading.Lock()
         self.paced = self.refused = 0
 
+    def _now_ns(self) -> int:
+        return int(self.clock() * NS_PER_S)
+
     def delay_s(self) -> float:
-        """Reserve a token: how long the caller must wait for it (0 now); inf if the budget is off-limits."""
+        """Reserve a token: how long the caller must wait for it (0 now)."""
         if self.rate <= 0:
             return 0.0
         with self._lock:
-            now = self.clock()
-            self._tokens = min(float(self.burst), self._tokens + (now - self._then) * self.rate)
-            self._then = now
-            self._tokens -= 1.0
-            return 0.0 if self._tokens >= 0 else -self._tokens / self.rate
+            return self._bucket.reserve(self._now_ns()) / NS_PER_S
 
     def cancel(self) -> None:
         """Give back a reserved token (the caller will not wait for it after all)."""
         with self._lock:
-            self._tokens += 1.0
+            self._bucket.give_back()
 
     def wait(self, max_wait_s: float) -> bool:
         """Wait for a turn (True), or refuse at once if it is further away than ``max_wait_s`` (False)."""

@@ -5,7 +5,9 @@ memory segment; workers read it under a sequence counter (see ``shm.py``).  Over
 affine function of the host clock to far better than a nanosecond, so a worker needs no more than an anchor pair and
 a rate.  NTP counts UTC without leap seconds: during an inserted leap second the map repeats 23:59:59, as the Linux
 kernel does, while the leap indicator has warned clients since the day before.  The packed layout is fixed (and
-mirrored by the C fast path): change ``FORMAT`` and ``VERSION`` together.
+mirrored by ``native/clockmap.h``): change ``FORMAT`` and ``VERSION`` together.  The served time itself is computed
+in one place, ``native/clockmap.h``, which the NTP data plane, the PTP event sender and this class (through
+``dataplane``) all use.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from appliance.protocol import dataplane  # type: ignore[attr-defined]
 from appliance.timebase import posix_ns_to_ntp64
 from appliance.units import NS_PER_S
 
@@ -43,17 +46,12 @@ class ClockMap:
     generation: int = 0
 
     def served_tai_ns(self, host_ns: int) -> int:
-        elapsed = host_ns - self.host_anchor_ns
-        return self.served_anchor_tai_ns + elapsed + round(elapsed * self.rate_ppb * 1e-9)
+        return dataplane.served_tai_ns(self.host_anchor_ns, self.served_anchor_tai_ns, self.rate_ppb, host_ns)
 
     def served_posix_ns(self, host_ns: int) -> int:
         """Served UTC as POSIX counts it (what NTP timestamps encode)."""
-        tai = self.served_tai_ns(host_ns)
-        if self.leap_at_tai_ns and tai >= self.leap_at_tai_ns:
-            return tai - (self.tai_utc_s + self.leap_delta_s) * NS_PER_S
-        if self.leap_at_tai_ns and self.leap_delta_s > 0 and tai >= self.leap_at_tai_ns - NS_PER_S:
-            return tai - (self.tai_utc_s + 1) * NS_PER_S  # inside 23:59:60: repeat 23:59:59
-        return tai - self.tai_utc_s * NS_PER_S
+        return dataplane.posix_of_tai(self.served_tai_ns(host_ns), self.tai_utc_s, self.leap_delta_s,
+                                    self.leap_at_tai_ns)
 
     def ntp_ts(self, host_ns: int) -> int:
         return posix_ns_to_ntp64(self.served_posix_ns(host_ns))

@@ -1,7 +1,9 @@
 """Who may ask the NTP server, and how often: network access rules and a per-client rate limiter.
 
-Pure core: no clock reads (every call takes ``now_ns``), no I/O.  A C fast path re-implements both algorithms, so
-they are specified here exactly and the Python follows this text line by line.
+Pure core: no clock reads (every call takes ``now_ns``), no I/O.  The access rules are parsed here into the table
+the NTP data plane scans (``appliance/edge/ntp/_fastpath.c``); the rate limiter is the data plane's own table
+(``native/bucket.h``), which ``RateLimiter`` wraps.  Both algorithms are specified here exactly; the executable
+model of the rate limiter (``tests/oracle/limits_model.py``) follows this text line by line.
 
 Addresses.  An address is 4 bytes (IPv4) or 16 bytes (IPv6), or a string.  A 16-byte address whose bytes 0-9 are
 0x00 and bytes 10-11 are 0xff (``::ffff:a.b.c.d``, IPv4-mapped) is replaced by its last 4 bytes before anything
@@ -52,12 +54,13 @@ from __future__ import annotations
 
 import enum
 import functools
+import hashlib
 import ipaddress
 import math
-from collections import OrderedDict
 from collections.abc import Iterable
 from typing import NamedTuple
 
+from appliance.protocol import dataplane  # type: ignore[attr-defined]
 from appliance.units import NS_PER_S
 
 DEFAULT_ALLOW = ("0.0.0.0/0", "::/0")
@@ -172,15 +175,6 @@ def client_key(address: Address) -> bytes:
     return raw if len(raw) == 4 else raw[:IPV6_KEY_BYTES]
 
 
-class _Bucket:
-    __slots__ = ("tokens", "last_ns", "last_kod_ns")
-
-    def __init__(self, tokens: float, now_ns: int) -> None:
-        self.tokens = tokens
-        self.last_ns = now_ns
-        self.last_kod_ns: int | None = None
-
-
 class LimiterCounters(NamedTuple):
     passed: int
     kod: int
@@ -190,7 +184,10 @@ class LimiterCounters(NamedTuple):
 
 
 class RateLimiter:
-    """Token bucket per client (IPv4 address or IPv6 /64) in a true-LRU table of at most ``max_clients``."""
+    """Token bucket per client (IPv4 address or IPv6 /64) in a true-LRU table of at most ``max_clients``: the data
+    plane's own table (``native/bucket.h``), so the NTP and NTS-KE servers, the console and the SNMP agent limit
+    their clients with one implementation.  ``check(address, now_ns)`` takes an address (bytes or text);
+    ``check_key(key, now_ns)`` any key of up to 16 bytes (``key_of`` makes one of a name that is not an address)."""
 
     def __init__(self, rate_per_s: float, burst: int, max_clients: int = DEFAULT_MAX_CLIENTS) -> None:
         if not (math.isfinite(rate_per_s) and rate_per_s >= 0):
@@ -202,43 +199,51 @@ class RateLimiter:
         self.rate_per_s = float(rate_per_s)
         self.burst = burst
         self.max_clients = max_clients
-        self._table: OrderedDict[bytes, _Bucket] = OrderedDict()  # first = least recently seen
-        self.passed = self.kod = self.dropped = self.evictions = 0
+        self._table = dataplane.RateTable(self.rate_per_s, burst, max_clients)
 
     @property
     def size(self) -> int:
-        return len(self._table)
+        return self.counters().size
+
+    @property
+    def passed(self) -> int:
+        return self.counters().passed
+
+    @property
+    def kod(self) -> int:
+        return self.counters().kod
+
+    @property
+    def dropped(self) -> int:
+        return self.counters().dropped
+
+    @property
+    def evictions(self) -> int:
+        return self.counters().evictions
 
     def counters(self) -> LimiterCounters:
-        return LimiterCounters(self.passed, self.kod, self.dropped, self.evictions, len(self._table))
+        return LimiterCounters(*self._table.counters())
 
     def check(self, client_ip: Address, now_ns: int) -> Limit:
-        if self.rate_per_s == 0.0:
-            self.passed += 1
-            return Limit.PASS
-        bucket = self._touch(client_key(client_ip), now_ns)
-        elapsed_ns = max(0, now_ns - bucket.last_ns)  # a backward step refills nothing
-        bucket.tokens = min(float(self.burst), bucket.tokens + elapsed_ns * self.rate_per_s / 1e9)
-        bucket.last_ns = now_ns
-        if bucket.tokens >= 1.0:
-            bucket.tokens -= 1.0
-            self.passed += 1
-            return Limit.PASS
-        if bucket.last_kod_ns is None or now_ns - bucket.last_kod_ns >= KOD_INTERVAL_NS:
-            bucket.last_kod_ns = now_ns
-            self.kod += 1
-            return Limit.KOD
-        self.dropped += 1
-        return Limit.DROP
+        return _DECISIONS[self._table.check(client_key(client_ip), now_ns)]
 
-    def _touch(self, key: bytes, now_ns: int) -> _Bucket:
-        """The key's bucket, now the most recently seen; a new key evicts the least recently seen when full."""
-        bucket = self._table.get(key)
-        if bucket is not None:
-            self._table.move_to_end(key)
-            return bucket
-        if len(self._table) >= self.max_clients:
-            self._table.popitem(last=False)
-            self.evictions += 1
-        bucket = self._table[key] = _Bucket(float(self.burst), now_ns)
-        return bucket
+    def __deepcopy__(self, memo: dict[int, object]) -> RateLimiter:
+        """A copy with every client's bucket (the simulated world and the tests copy whole engines)."""
+        twin = RateLimiter(self.rate_per_s, self.burst, self.max_clients)
+        twin._table.load(self._table.state())
+        return twin
+
+    def check_key(self, key: bytes, now_ns: int) -> Limit:
+        return _DECISIONS[self._table.check(key, now_ns)]
+
+
+_DECISIONS = (Limit.PASS, Limit.KOD, Limit.DROP)
+
+
+def key_of(client: str) -> bytes:
+    """A rate-limit key for a client named by text (``client_of``'s): its address key when it is an address, else a
+    16-byte digest of the name (a Unix socket's path)."""
+    try:
+        return client_key(client.split("/", 1)[0] if "/" in client and ":" in client else client)
+    except ValueError:
+        return hashlib.blake2b(client.encode("utf-8", "surrogateescape"), digest_size=16).digest()

@@ -48,7 +48,9 @@ from pysnmp.smi import error as smi_error
 from pysnmp.smi.instrum import AbstractMibInstrumController
 
 from appliance.edge.pacer import Pacer
+from appliance.protocol import limits as rate_limits
 from appliance.snmp import limits
+from appliance.units import NS_PER_S
 from appliance.snmp.replay import ReplayCache, Verdict, WriteId
 
 log = logging.getLogger("appliance.snmp")
@@ -110,8 +112,8 @@ class AccessGate:
     def __init__(self, allow: Sequence[str], rate_per_s: float, burst: int, clock: Callable[[], float] = time.monotonic,
                  pacer: Pacer | None = None, max_wait_s: float = 1.0):
         self.networks = [ipaddress.ip_network(n, strict=False) for n in allow]
-        self.rate, self.burst, self.clock = rate_per_s, burst, clock
-        self._buckets: dict[str, tuple[float, float]] = {}
+        self.clock = clock
+        self._limiter = rate_limits.RateLimiter(rate_per_s, max(1, int(burst)))  # the data plane's rate table
         self.denied = self.limited = self.malformed = 0
         self.pacer, self.max_wait_s = pacer, max_wait_s  # all sources together: the agent's thread waits its turn
 
@@ -126,17 +128,10 @@ class AccessGate:
         if not any(ip in n for n in self.networks if n.version == ip.version):
             self.denied += 1
             return False
-        now = self.clock()
-        address = str(ip)  # one bucket per host, however it is written
-        tokens, then = self._buckets.get(address, (float(self.burst), now))
-        tokens = min(float(self.burst), tokens + (now - then) * self.rate)
-        if tokens < 1:
+        # One bucket per host, however it is written (an IPv6 source: its /64, as every limiter here counts it).
+        if self._limiter.check(ip.packed, int(self.clock() * NS_PER_S)) is not rate_limits.Limit.PASS:
             self.limited += 1
-            self._buckets[address] = (tokens, now)
             return False
-        if len(self._buckets) > 10_000:
-            self._buckets = {k: v for k, v in self._buckets.items() if now - v[1] < 60}
-        self._buckets[address] = (tokens - 1, now)
         if self.pacer is not None and not self.pacer.wait(self.max_wait_s):
             self.limited += 1
             return False

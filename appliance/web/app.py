@@ -35,6 +35,8 @@ from flask_wtf.csrf import CSRFError, CSRFProtect
 from werkzeug.exceptions import BadHost
 
 from appliance.edge.pacer import Pacer
+from appliance.protocol import limits
+from appliance.units import NS_PER_S
 from appliance.web.admission import MAX_BODY_BYTES, client_of
 from appliance.web.users import ROLES, UserStore
 
@@ -148,25 +150,18 @@ class LogNote:
 
 
 class RateLimiter:
-    """A token bucket per client address (refilled at ``rate`` per second up to ``burst``)."""
+    """A token bucket per client (refilled at ``rate`` per second up to ``burst``): the one rate table the NTP data
+    plane, the NTS-KE server and the SNMP agent use too (``protocol/limits.py``, ``native/bucket.h``)."""
 
-    def __init__(self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic):
-        self.rate, self.burst, self.clock = rate, burst, clock
-        self._buckets: dict[str, tuple[float, float]] = {}
+    def __init__(self, rate: float, burst: float, clock: Callable[[], float] = time.monotonic):
+        self.clock = clock
+        self._limiter = limits.RateLimiter(rate, max(1, int(burst)))
         self._lock = threading.Lock()
 
     def allow(self, client: str) -> bool:
-        now = self.clock()
+        now_ns = int(self.clock() * NS_PER_S)
         with self._lock:
-            tokens, then = self._buckets.get(client, (float(self.burst), now))
-            tokens = min(float(self.burst), tokens + (now - then) * self.rate)
-            if len(self._buckets) > 10_000:  # many addresses: forget the idle ones
-                self._buckets = {k: v for k, v in self._buckets.items() if now - v[1] < 60}
-            if tokens < 1:
-                self._buckets[client] = (tokens, now)
-                return False
-            self._buckets[client] = (tokens - 1, now)
-            return True
+            return self._limiter.check_key(limits.key_of(client), now_ns) is limits.Limit.PASS
 
 
 def create_app(ctx: WebContext, secret_key: bytes) -> Flask:

@@ -2,7 +2,7 @@
 differential tests run against that build.
 
 A memory error (an overflow, a use after free) or undefined behaviour (a signed overflow, a misaligned load, a shift
-too far) in ``_fastpath.c``, ``_auth.c``, ``_nts.c`` or ``_syncsend.c`` stops the run with the sanitizer's report,
+too far) in ``_fastpath.c``, ``_auth.c``, ``_nts.c``, ``_syncsend.c`` or the shared ``protocol/native`` pieces stops the run with the sanitizer's report,
 where the ordinary build might answer on with a corrupted reply.  The product's tree is copied without its built
 extensions, built with the sanitizers through setup.py's ``APPLIANCE_CFLAGS``/``APPLIANCE_LDFLAGS``, and the tests
 below run in a Python whose first loaded library is the AddressSanitizer runtime (``LD_PRELOAD``: the interpreter
@@ -24,7 +24,8 @@ SANITIZE = "-fsanitize=address,undefined"
 CFLAGS = f"{SANITIZE} -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1"
 TESTS = ["tests/props/test_fuzz_ntp.py::test_the_data_plane_drops_and_answers_as_its_model",
          "tests/unit/test_nts_fastpath.py", "tests/unit/test_nts_uid.py", "tests/unit/test_native_sync_sender.py",
-         "tests/unit/test_native_delay_resp.py"]
+         "tests/unit/test_native_delay_resp.py", "tests/props/test_limits_native.py", "tests/unit/test_ntp_clockmap.py",
+         "tests/unit/test_ptp_lateness.py"]
 IGNORED = shutil.ignore_patterns("__pycache__", "*.so", "*.o", ".hypothesis", ".pytest_cache")
 
 
@@ -44,7 +45,7 @@ def sanitized_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     built = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=tree, env=env,
                            capture_output=True, text=True, timeout=600)
     assert built.returncode == 0, built.stderr[-3000:]
-    for ext in ("appliance/edge/ntp/_fastpath", "appliance/edge/ptp/_syncsend"):
+    for ext in ("appliance/edge/ntp/_fastpath", "appliance/edge/ptp/_syncsend", "appliance/protocol/dataplane"):
         (so,) = tree.glob(f"{ext}.*.so")
         linked = subprocess.run(["ldd", str(so)], capture_output=True, text=True, check=True).stdout
         assert "libasan" in linked and "libubsan" in linked, f"{so.name} was not built with the sanitizers"

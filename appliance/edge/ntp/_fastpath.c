@@ -28,6 +28,8 @@
 
 #include "_auth.h"
 #include "_nts.h"
+#include "bucket.h"
+#include "clockmap.h"
 
 #define BATCH 64
 #define RECV_SIZE 1100
@@ -52,30 +54,7 @@ enum { C_REQUESTS, C_REPLIES, C_INTERLEAVED, C_AUTHENTICATED, C_KOD_RATE, C_KOD_
 
 enum { DENY_DROP = 0, DENY_KOD_DENY = 1, DENY_KOD_RSTR = 2 };
 
-/* The packed ClockMap ("<BBBbbxxxII4sqqdiiqQQ" in clockmap.py). */
-typedef struct __attribute__((packed)) {
-    uint8_t valid, leap, stratum;
-    int8_t precision, poll_min;
-    uint8_t pad[3];
-    uint32_t root_delay, root_dispersion;
-    uint8_t refid[4];
-    int64_t host_anchor_ns, served_anchor_tai_ns;
-    double rate_ppb;
-    int32_t tai_utc_s, leap_delta_s;
-    int64_t leap_at_tai_ns;
-    uint64_t reference_ts, generation;
-} clock_map;
-
 typedef struct { int family; uint8_t net[16]; int prefix; int allow; } access_rule;
-
-typedef struct {
-    uint8_t key[8];
-    uint8_t keylen;
-    uint8_t has_kod;
-    double tokens;
-    int64_t last_ns, last_kod_ns;
-    int32_t prev, next, hnext;
-} rl_entry;
 
 typedef struct { uint64_t rx_key; int64_t tx_ns; } xl_entry;
 
@@ -89,19 +68,13 @@ typedef struct {
     Py_buffer shm;
     access_rule *rules;
     int nrules, deny_action;
-    double rate_per_s;
-    int burst, max_clients;
-    rl_entry *rl;
-    int32_t *rl_buckets;
-    uint32_t rl_nbuckets;
-    int32_t rl_head, rl_tail, rl_size;
+    rate_table limiter;         /* the per-client rate limit (bucket.h) */
     xl_entry *xl;
     uint32_t xl_mask;
     uint64_t tx_ring[TX_RING];  /* OPT_ID -> receive timestamp of the reply (0: no transmit time kept) */
     uint32_t next_id;
     uint32_t pending_tx;        /* datagrams sent asking for a transmit timestamp, not yet read back */
     uint64_t counters[C_COUNT];
-    uint64_t rl_evictions;
     tc_entry tc[TOP_CLIENTS];
     int tc_size;
     nts_state *nts;             /* NTS while it holds cookie keys (set_cookie_keys) */
@@ -129,17 +102,6 @@ static int64_t host_now_ns(void) {
     return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
 }
 
-/* ClockMap.served_posix_ns: Python's round() is round-half-even, as nearbyint() in the default FP mode. */
-static int64_t served_posix_ns(const clock_map *m, int64_t host_ns) {
-    int64_t elapsed = host_ns - m->host_anchor_ns;
-    int64_t tai = m->served_anchor_tai_ns + elapsed + (int64_t)nearbyint(((double)elapsed * m->rate_ppb) * 1e-9);
-    if (m->leap_at_tai_ns && tai >= m->leap_at_tai_ns)
-        return tai - (int64_t)(m->tai_utc_s + m->leap_delta_s) * NS_PER_S;
-    if (m->leap_at_tai_ns && m->leap_delta_s > 0 && tai >= m->leap_at_tai_ns - NS_PER_S)
-        return tai - (int64_t)(m->tai_utc_s + 1) * NS_PER_S;
-    return tai - (int64_t)m->tai_utc_s * NS_PER_S;
-}
-
 /* timebase.posix_ns_to_ntp64: round half up of (ns since 1900) * 2^32 / 1e9, modulo 2^64. */
 static uint64_t posix_to_ntp64(int64_t posix_ns) {
     __int128 num = (__int128)(posix_ns + NTP_UNIX_OFFSET_NS) * ((__int128)1 << 32);
@@ -149,7 +111,7 @@ static uint64_t posix_to_ntp64(int64_t posix_ns) {
     return (uint64_t)q;
 }
 
-static uint64_t ntp_ts(const clock_map *m, int64_t host_ns) { return posix_to_ntp64(served_posix_ns(m, host_ns)); }
+static uint64_t ntp_ts(const clock_map *m, int64_t host_ns) { return posix_to_ntp64(cm_served_posix_ns(m, host_ns)); }
 
 static uint64_t get64(const uint8_t *p) {
     uint64_t v = 0;
@@ -199,76 +161,6 @@ static int is_allowed(FastPath *self, int family, const uint8_t *addr) {
         if (r->family == family && prefix_match(addr, r->net, r->prefix)) return r->allow;
     }
     return 0;
-}
-
-/* ------------------------------------------------------------------------------------------ rate limiter */
-
-static uint32_t hash_key(const uint8_t *key, int len) {
-    uint32_t h = 2166136261u;
-    for (int i = 0; i < len; i++) h = (h ^ key[i]) * 16777619u;
-    return h;
-}
-
-static void rl_unlink(FastPath *self, int32_t i) {
-    rl_entry *e = &self->rl[i];
-    if (e->prev >= 0) self->rl[e->prev].next = e->next; else self->rl_head = e->next;
-    if (e->next >= 0) self->rl[e->next].prev = e->prev; else self->rl_tail = e->prev;
-}
-
-static void rl_append(FastPath *self, int32_t i) {
-    rl_entry *e = &self->rl[i];
-    e->prev = self->rl_tail;
-    e->next = -1;
-    if (self->rl_tail >= 0) self->rl[self->rl_tail].next = i; else self->rl_head = i;
-    self->rl_tail = i;
-}
-
-static void rl_unchain(FastPath *self, int32_t i) {
-    rl_entry *e = &self->rl[i];
-    int32_t *link = &self->rl_buckets[hash_key(e->key, e->keylen) & (self->rl_nbuckets - 1)];
-    while (*link != i) link = &self->rl[*link].hnext;
-    *link = e->hnext;
-}
-
-/* RateLimiter.check: 0 PASS, 1 KOD, 2 DROP (limits.py docstring, line by line). */
-static int rl_check(FastPath *self, int family, const uint8_t *addr, int64_t now_ns) {
-    if (self->rate_per_s == 0.0) return 0;
-    int keylen = family == 4 ? 4 : 8;
-    uint32_t b = hash_key(addr, keylen) & (self->rl_nbuckets - 1);
-    int32_t i = self->rl_buckets[b];
-    while (i >= 0 && !(self->rl[i].keylen == keylen && memcmp(self->rl[i].key, addr, keylen) == 0))
-        i = self->rl[i].hnext;
-    if (i >= 0) {
-        rl_unlink(self, i);
-        rl_append(self, i);
-    } else {
-        if (self->rl_size == self->max_clients) {
-            i = self->rl_head;
-            rl_unlink(self, i);
-            rl_unchain(self, i);
-            self->rl_evictions++;
-        } else {
-            i = self->rl_size++;
-        }
-        rl_entry *e = &self->rl[i];
-        memcpy(e->key, addr, keylen);
-        e->keylen = (uint8_t)keylen;
-        e->tokens = (double)self->burst;
-        e->last_ns = now_ns;
-        e->has_kod = 0;
-        e->hnext = self->rl_buckets[b];
-        self->rl_buckets[b] = i;
-        rl_append(self, i);
-    }
-    rl_entry *e = &self->rl[i];
-    int64_t elapsed = now_ns - e->last_ns;
-    if (elapsed < 0) elapsed = 0;
-    double refilled = e->tokens + (double)elapsed * self->rate_per_s / 1e9;
-    e->tokens = refilled < (double)self->burst ? refilled : (double)self->burst;
-    e->last_ns = now_ns;
-    if (e->tokens >= 1.0) { e->tokens -= 1.0; return 0; }
-    if (!e->has_kod || now_ns - e->last_kod_ns >= KOD_INTERVAL_NS) { e->has_kod = 1; e->last_kod_ns = now_ns; return 1; }
-    return 2;
 }
 
 /* ------------------------------------------------------------------------------------------ top clients */
@@ -652,7 +544,7 @@ static int serve_batch(FastPath *self) {
             make_kod(self, r, d, &map, rx_ns, self->deny_action == DENY_KOD_DENY ? "DENY" : "RSTR",
                      self->deny_action == DENY_KOD_DENY ? C_KOD_DENY : C_KOD_RSTR);
         } else {
-            int limit = rl_check(self, family, addr, rx_ns);
+            int limit = rt_check(&self->limiter, addr, family == 4 ? 4 : 8, rx_ns);  /* an IPv4 address, an IPv6 /64 */
             if (limit == 2) { self->counters[C_DROP_RATE_LIMITED]++; continue; }
             if (len != HEADER_LEN && nts_decides(self, d, len)) {
                 if (!nts_answer(self, r, nout, d, len, &map, rx_ns, limit)) continue;
@@ -741,7 +633,7 @@ static PyObject *fp_counters(FastPath *self, PyObject *noargs) {
 }
 
 static PyObject *fp_limiter(FastPath *self, PyObject *noargs) {
-    return Py_BuildValue("(KK)", (unsigned long long)self->rl_size, (unsigned long long)self->rl_evictions);
+    return Py_BuildValue("(KK)", (unsigned long long)self->limiter.size, (unsigned long long)self->limiter.evictions);
 }
 
 static PyObject *fp_take_clients(FastPath *self, PyObject *noargs) {
@@ -790,9 +682,10 @@ static int fp_init(FastPath *self, PyObject *args, PyObject *kwds) {
     static char *kw[] = {"fd", "shm", "rules", "deny_action", "rate_per_s", "burst", "max_clients", "interleaved_table",
                          "nts_replay_table", NULL};
     PyObject *shm_obj, *rules;
-    int interleaved = 65536, replay_table = 65536;
+    int interleaved = 65536, replay_table = 65536, burst, max_clients;
+    double rate_per_s;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "iOOidii|ii", kw, &self->fd, &shm_obj, &rules, &self->deny_action,
-                                     &self->rate_per_s, &self->burst, &self->max_clients, &interleaved, &replay_table))
+                                     &rate_per_s, &burst, &max_clients, &interleaved, &replay_table))
         return -1;
     if (replay_table < 0) { PyErr_SetString(PyExc_ValueError, "nts_replay_table must be >= 0"); return -1; }
     self->nts = nts_new((uint32_t)replay_table);
@@ -822,18 +715,16 @@ static int fp_init(FastPath *self, PyObject *args, PyObject *kwds) {
         self->rules[i].allow = allow;
         Py_DECREF(row);
     }
-    if (self->max_clients < 1 || self->burst < 1) { PyErr_SetString(PyExc_ValueError, "bad rate limit"); return -1; }
-    self->rl = PyMem_Calloc(self->max_clients, sizeof(rl_entry));
-    self->rl_nbuckets = 1;
-    while (self->rl_nbuckets < (uint32_t)self->max_clients * 2) self->rl_nbuckets <<= 1;
-    self->rl_buckets = PyMem_Malloc(self->rl_nbuckets * sizeof(int32_t));
-    for (uint32_t i = 0; i < self->rl_nbuckets; i++) self->rl_buckets[i] = -1;
-    self->rl_head = self->rl_tail = -1;
+    if (max_clients < 1 || max_clients > (1 << 24) || burst < 1 || !(rate_per_s >= 0)) {
+        PyErr_SetString(PyExc_ValueError, "bad rate limit");
+        return -1;
+    }
+    if (rt_init(&self->limiter, rate_per_s, burst, max_clients)) { PyErr_NoMemory(); return -1; }
     uint32_t xl_size = 1;
     while (xl_size < (uint32_t)interleaved) xl_size <<= 1;
     self->xl = PyMem_Calloc(xl_size, sizeof(xl_entry));
     self->xl_mask = xl_size - 1;
-    if (!self->rl || !self->rl_buckets || !self->xl || !self->rules) { PyErr_NoMemory(); return -1; }
+    if (!self->xl || !self->rules) { PyErr_NoMemory(); return -1; }
     fesetround(FE_TONEAREST);
     return 0;
 }
@@ -841,8 +732,7 @@ static int fp_init(FastPath *self, PyObject *args, PyObject *kwds) {
 static void fp_dealloc(FastPath *self) {
     if (self->shm.obj) PyBuffer_Release(&self->shm);
     PyMem_Free(self->rules);
-    PyMem_Free(self->rl);
-    PyMem_Free(self->rl_buckets);
+    rt_free(&self->limiter);
     PyMem_Free(self->xl);
     nts_free(self->nts);
     auth_free(self->auth);

@@ -55,8 +55,11 @@
 #include <linux/errqueue.h>
 #include <linux/net_tstamp.h>
 
+#include "bucket.h"
+#include "clockmap.h"
+#include "lateness.h"
+
 #define NS_PER_S 1000000000LL
-#define NS_PER_US 1000LL
 #define BATCH 64
 #define BITE 16  /* Follow_Ups or Announces sent between two looks for due Syncs */
 #define MSG_LEN 44
@@ -64,10 +67,7 @@
 #define N_LOGS 16  /* Announce templates by log interval, -8..7 */
 enum { KIND_SYNC = 0, KIND_ANNOUNCE = 1 };
 #define RING 65536  /* Syncs awaiting their transmit timestamp, by OPT_ID modulo RING */
-#define SUB_BITS 4
-#define SUB (1 << SUB_BITS)
-#define TOP_SHIFT 22
-#define N_BINS ((TOP_SHIFT << SUB_BITS) + 2 * SUB)
+#define N_BINS LATENESS_BINS
 #define LATE_NS 1000000LL
 #define TX_WAIT_NS 1000000LL  /* poll for awaited timestamps at least this often */
 #define TS_LOST_NS 1000000000LL  /* a timestamp not read within this is counted lost */
@@ -104,8 +104,8 @@ typedef struct {
     int used;
     client_key key;
     int8_t log_interval;  /* the Delay_Resp grant's */
-    double tokens;
-    int64_t bucket_ns, last_seen_ns;  /* monotonic */
+    tb_bucket bucket;  /* monotonic */
+    int64_t last_seen_ns;  /* monotonic */
     uint64_t requests;  /* answered since the last take() */
 } dclient;
 typedef struct {
@@ -176,10 +176,8 @@ static int64_t clock_ns(clockid_t id) {
     return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
 }
 
-/* ClockMap.served_tai_ns (Python's round() is round-half-even, as nearbyint() in the default FP mode). */
 static int64_t served_ns(const SyncSender *s, int64_t host_ns) {
-    int64_t elapsed = host_ns - s->host_anchor_ns;
-    return s->served_anchor_ns + elapsed + (int64_t)nearbyint(((double)elapsed * s->rate_ppb) * 1e-9);
+    return cm_served_tai_ns(s->host_anchor_ns, s->served_anchor_ns, s->rate_ppb, host_ns);
 }
 
 static void put_ts(uint8_t *p, int64_t ns) {
@@ -191,19 +189,9 @@ static void put_ts(uint8_t *p, int64_t ns) {
     p[6] = (uint8_t)(frac >> 24); p[7] = (uint8_t)(frac >> 16); p[8] = (uint8_t)(frac >> 8); p[9] = (uint8_t)frac;
 }
 
-/* lateness.bin_of */
-static int bin_of(int64_t us) {
-    uint64_t v = us < 0 ? 0 : (uint64_t)us;
-    if (v < 2 * SUB) return (int)v;
-    int shift = (64 - __builtin_clzll(v)) - SUB_BITS - 1;
-    if (shift > TOP_SHIFT) return N_BINS - 1;
-    return (shift << SUB_BITS) + (int)(v >> shift);
-}
-
 static void add_lateness(SyncSender *s, int64_t ns, int64_t held_ns, int64_t pre_ns, int64_t woke_ns,
                          int64_t slot_mono_ns) {
-    int64_t us = ns >= 0 ? ns / NS_PER_US : -((-ns + NS_PER_US - 1) / NS_PER_US);  /* floor, as Python's // */
-    s->bins[bin_of(us)]++;
+    s->bins[lateness_bin(lateness_us(ns))]++;
     s->late_count++;
     if (ns > LATE_NS) {
         s->late_over++;
@@ -472,15 +460,9 @@ static int answer_delay_reqs(SyncSender *s, int limit) {
             continue;
         }
         dclient *d = &s->dclients[who];
-        if (s->rate_per_s > 0) {
-            d->tokens += (double)(now - d->bucket_ns) * s->rate_per_s * 1e-9;
-            if (d->tokens > s->burst) d->tokens = s->burst;
-            d->bucket_ns = now;
-            if (d->tokens < 1.0) {
-                s->delay_rate_limited++;
-                continue;
-            }
-            d->tokens -= 1.0;
+        if (s->rate_per_s > 0 && !tb_take(&d->bucket, s->rate_per_s, (double)s->burst, now)) {
+            s->delay_rate_limited++;
+            continue;
         }
         d->requests++;
         d->last_seen_ns = now;
@@ -1033,8 +1015,8 @@ static PyObject *ss_add_client(SyncSender *s, PyObject *args) {
         if (s->dslots[at] == 0) s->dslots_taken++;
         s->dslots[at] = index + 1;
         s->n_dused++;
-        s->dclients[index] = (dclient){.used = 1, .key = key, .tokens = s->burst,
-                                       .bucket_ns = clock_ns(CLOCK_MONOTONIC)};
+        s->dclients[index] = (dclient){.used = 1, .key = key,
+                                       .bucket = {(double)s->burst, clock_ns(CLOCK_MONOTONIC)}};
     }
     s->dclients[index].log_interval = (int8_t)log;
     pthread_mutex_unlock(&s->mu);

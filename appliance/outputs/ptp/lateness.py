@@ -12,24 +12,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from appliance.protocol import dataplane  # type: ignore[attr-defined]
 from appliance.units import NS_PER_MS, NS_PER_US
 
 SUB_BITS = 4  # 2**4 = 16 bins per octave
 SUB = 1 << SUB_BITS
 TOP_SHIFT = 22  # the last octave starts at 2**26 us (~67 s)
 N_BINS = (TOP_SHIFT << SUB_BITS) + 2 * SUB
+assert N_BINS == dataplane.LATENESS_BINS
 LATE_NS = NS_PER_MS  # the target: every Sync within 1 ms of its slot
 
 
 def bin_of(lateness_us: int) -> int:
-    """The bin of a lateness in whole microseconds (negative counts as 0: on time)."""
-    v = max(0, lateness_us)
-    if v < 2 * SUB:
-        return v
-    shift = v.bit_length() - SUB_BITS - 1
-    if shift > TOP_SHIFT:
-        return N_BINS - 1
-    return (shift << SUB_BITS) + (v >> shift)
+    """The bin of a lateness in whole microseconds (negative counts as 0: on time): ``native/lateness.h``, which the
+    PTP event sender fills its histogram with too."""
+    return dataplane.lateness_bin(max(-1, min(lateness_us, 2**62)))
 
 
 def bin_edges_us(index: int) -> tuple[int, int]:
