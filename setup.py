@@ -56,7 +56,8 @@ NTP = Extension("appliance.edge.ntp._fastpath",
                 ["appliance/edge/ntp/_fastpath.c", "appliance/edge/ntp/_auth.c", "appliance/edge/ntp/_nts.c"],
                 include_dirs=[NATIVE], extra_compile_args=FLAGS + EXTRA_CFLAGS, extra_link_args=EXTRA_LDFLAGS,
                 libraries=["crypto"], depends=["appliance/edge/ntp/_nts.h", "appliance/edge/ntp/_auth.h", *HEADERS])
-PTP = Extension("appliance.edge.ptp._syncsend", ["appliance/edge/ptp/_syncsend.c"], include_dirs=[NATIVE],
-                extra_compile_args=FLAGS + EXTRA_CFLAGS, extra_link_args=EXTRA_LDFLAGS, depends=HEADERS)
+PTP = Extension("appliance.edge.ptp._syncsend", ["appliance/edge/ptp/_syncsend.c", "appliance/edge/ptp/_ptpauth.c"],
+                include_dirs=[NATIVE], extra_compile_args=FLAGS + EXTRA_CFLAGS, extra_link_args=EXTRA_LDFLAGS,
+                libraries=["crypto"], depends=["appliance/edge/ptp/_ptpauth.h", *HEADERS])
 
 setup(ext_modules=[SHARED, NTP, PTP])

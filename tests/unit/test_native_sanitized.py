@@ -25,7 +25,7 @@ CFLAGS = f"{SANITIZE} -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g
 TESTS = ["tests/props/test_fuzz_ntp.py::test_the_data_plane_drops_and_answers_as_its_model",
          "tests/unit/test_nts_fastpath.py", "tests/unit/test_nts_uid.py", "tests/unit/test_native_sync_sender.py",
          "tests/unit/test_native_delay_resp.py", "tests/props/test_limits_native.py", "tests/unit/test_ntp_clockmap.py",
-         "tests/unit/test_ptp_lateness.py"]
+         "tests/unit/test_ptp_lateness.py", "tests/unit/test_native_signing.py"]
 IGNORED = shutil.ignore_patterns("__pycache__", "*.so", "*.o", ".hypothesis", ".pytest_cache")
 
 

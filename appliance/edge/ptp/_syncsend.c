@@ -55,6 +55,7 @@
 #include <linux/errqueue.h>
 #include <linux/net_tstamp.h>
 
+#include "_ptpauth.h"
 #include "bucket.h"
 #include "clockmap.h"
 #include "lateness.h"
@@ -166,7 +167,19 @@ typedef struct {
     handoff *handoffs;
     uint32_t ho_head, ho_tail;
     uint64_t delay_answered, delay_rate_limited, handed_off, handoff_dropped;
+    /* PTP authentication (set_security): every message sent is signed, a Delay_Req answered must be signed */
+    ptp_auth *auth;
+    uint64_t auth_signed, auth_failed;
 } SyncSender;
+
+/* Sign the `len`-octet message at msg in place when the port signs (room for PTPAUTH_MAX more): its new length,
+   or 0 when it must not be sent (libcrypto failed). */
+static size_t sign(SyncSender *s, uint8_t *msg, size_t len) {
+    if (!s->auth) return len;
+    size_t signed_len = ptpauth_sign(s->auth, msg, len);
+    if (signed_len) s->auth_signed++; else s->auth_failed++;
+    return signed_len;
+}
 
 /* ------------------------------------------------------------------------------------------------- helpers */
 
@@ -403,8 +416,10 @@ static int64_t rx_timestamp(struct msghdr *msg) {
 /* A Delay_Req this thread answers itself: exactly a 44-octet Delay_Req of PTP version 2 (majorSdoId 0) in the
  * port's domain with the unicast flag, not our own, from a registered client.  The rest goes to Python. */
 static int32_t answerable(const SyncSender *s, const uint8_t *m, unsigned len, const struct sockaddr_storage *from) {
-    if (!s->delay_on || !s->active || !s->map_valid || len != MSG_LEN) return -1;
-    if (m[0] != 0x01 || (m[1] & 0x0f) != 2 || ((m[2] << 8) | m[3]) != MSG_LEN || m[4] != s->domain) return -1;
+    if (!s->delay_on || !s->active || !s->map_valid) return -1;
+    if (s->auth ? len != MSG_LEN + ptpauth_extra(s->auth) : len != MSG_LEN) return -1;  /* signed: by our key only */
+    if (m[0] != 0x01 || (m[1] & 0x0f) != 2 || (unsigned)((m[2] << 8) | m[3]) != len || m[4] != s->domain) return -1;
+    if (s->auth && !ptpauth_verify(s->auth, m, len, MSG_LEN)) return -1;  /* Python counts why it is refused */
     if (!(m[6] & 0x04) || memcmp(m + 20, s->own_clock, 8) == 0) return -1;
     return find_client(s, from, m + 20);
 }
@@ -431,7 +446,7 @@ static int answer_delay_reqs(SyncSender *s, int limit) {
     struct mmsghdr in[BITE], out[BITE];
     struct iovec iov[BITE], oiov[BITE];
     static __thread uint8_t bufs[BITE][HANDOFF_MAX];
-    uint8_t ctrls[BITE][256], resp[BITE][DRESP_LEN];
+    uint8_t ctrls[BITE][256], resp[BITE][DRESP_LEN + PTPAUTH_MAX];
     struct sockaddr_storage from[BITE];
     if (limit > BITE) limit = BITE;
     for (int i = 0; i < limit; i++) {
@@ -474,10 +489,12 @@ static int answer_delay_reqs(SyncSender *s, int limit) {
         r[33] = (uint8_t)d->log_interval;
         put_ts(r + 34, served_ns(s, ts));
         memcpy(r + 44, m + 20, 10);  /* requestingPortIdentity */
+        size_t rlen = sign(s, r, DRESP_LEN);
+        if (!rlen) continue;
         struct sockaddr_storage *to = &from[i];  /* answered to the general port */
         if (to->ss_family == AF_INET) ((struct sockaddr_in *)to)->sin_port = htons((uint16_t)s->general_port);
         else ((struct sockaddr_in6 *)to)->sin6_port = htons((uint16_t)s->general_port);
-        oiov[n_out] = (struct iovec){r, DRESP_LEN};
+        oiov[n_out] = (struct iovec){r, rlen};
         memset(&out[n_out], 0, sizeof(out[n_out]));
         out[n_out].msg_hdr.msg_name = to;
         out[n_out].msg_hdr.msg_namelen = in[i].msg_hdr.msg_namelen;
@@ -501,7 +518,7 @@ static int read_timestamps(SyncSender *s, int limit) {
     uint8_t data[64], ctrl[512];
     struct mmsghdr out[BATCH];
     struct iovec iov[BATCH];
-    uint8_t fups[BATCH][MSG_LEN];
+    uint8_t fups[BATCH][MSG_LEN + PTPAUTH_MAX];
     int n_out = 0, n_read = 0;
     while (n_read < limit) {
         struct iovec v = {data, sizeof(data)};
@@ -544,7 +561,9 @@ static int read_timestamps(SyncSender *s, int limit) {
                 fups[n_out][30] = (uint8_t)(p->seq >> 8);
                 fups[n_out][31] = (uint8_t)p->seq;
                 put_ts(fups[n_out] + 34, tx_served);
-                iov[n_out] = (struct iovec){fups[n_out], MSG_LEN};
+                size_t flen = sign(s, fups[n_out], MSG_LEN);
+                if (!flen) { pthread_mutex_unlock(&s->mu); continue; }
+                iov[n_out] = (struct iovec){fups[n_out], flen};
                 memset(&out[n_out], 0, sizeof(out[n_out]));
                 out[n_out].msg_hdr.msg_name = &st->general_addr;
                 out[n_out].msg_hdr.msg_namelen = st->addr_len;
@@ -567,7 +586,7 @@ static int read_timestamps(SyncSender *s, int limit) {
 static int send_syncs(SyncSender *s) {
     struct mmsghdr out[BATCH];
     struct iovec iov[BATCH];
-    uint8_t msgs[BATCH][MSG_LEN];
+    uint8_t msgs[BATCH][MSG_LEN + PTPAUTH_MAX];
     int32_t who[BATCH];
     int64_t slots[BATCH];
     int n = 0;
@@ -598,7 +617,22 @@ static int send_syncs(SyncSender *s) {
         msgs[i][30] = (uint8_t)(st->seq >> 8);
         msgs[i][31] = (uint8_t)st->seq;
         put_ts(msgs[i] + 34, served_now);
+        iov[i].iov_len = sign(s, msgs[i], MSG_LEN);
     }
+    int kept = 0;  /* a Sync that could not be signed is not sent (its slot passes, its stream goes on) */
+    for (int i = 0; i < n; i++) {
+        if (!iov[i].iov_len) { s->send_errors++; continue; }
+        if (kept != i) {
+            memcpy(msgs[kept], msgs[i], iov[i].iov_len);
+            iov[kept] = (struct iovec){msgs[kept], iov[i].iov_len};
+            out[kept] = out[i];
+            out[kept].msg_hdr.msg_iov = &iov[kept];
+            who[kept] = who[i];
+            slots[kept] = slots[i];
+        }
+        kept++;
+    }
+    n = kept;
     for (int done = 0; done < n;) {
         int k = sendmmsg(s->event_fd, out + done, (unsigned)(n - done), 0);
         if (k <= 0) {  /* this one was not sent: no OPT_ID was used for it; its sequenceId is used by the next */
@@ -631,7 +665,7 @@ static int send_syncs(SyncSender *s) {
 static int send_announces(SyncSender *s, int limit) {
     struct mmsghdr out[BATCH];
     struct iovec iov[BATCH];
-    static __thread uint8_t msgs[BATCH][ANNOUNCE_MAX];
+    static __thread uint8_t msgs[BATCH][ANNOUNCE_MAX + PTPAUTH_MAX];
     int n = 0;
     int64_t slot;
     if (limit > BATCH) limit = BATCH;
@@ -650,9 +684,11 @@ static int send_announces(SyncSender *s, int limit) {
         msgs[n][30] = (uint8_t)(st->seq >> 8);
         msgs[n][31] = (uint8_t)st->seq;
         put_ts(msgs[n] + 34, served_now);
+        size_t alen = sign(s, msgs[n], (size_t)len);
+        if (!alen) continue;
         st->seq++;
         st->sent++;
-        iov[n] = (struct iovec){msgs[n], (size_t)len};
+        iov[n] = (struct iovec){msgs[n], alen};
         memset(&out[n], 0, sizeof(out[n]));
         out[n].msg_hdr.msg_name = &st->general_addr;
         out[n].msg_hdr.msg_namelen = st->addr_len;
@@ -935,6 +971,31 @@ static PyObject *ss_remove(SyncSender *s, PyObject *args) {
 /* set_delay(delay_resp_template, rate_per_s, burst): answer the registered clients' Delay_Reqs from now on.  The
  * template is a 54-octet Delay_Resp the codec encoded for this port (its domain, identity, version, flags); the
  * correctionField, sequenceId, logMessageInterval, receiveTimestamp and requestingPortIdentity are filled in. */
+/* set_security(spp, key_id, algorithm, secret, allow_mutable) or set_security(None): from now on every message is
+   signed with this key (algorithm 1 SHA256-128, 2 SHA256, 3 AES128, 4 AES256), and a Delay_Req is answered here only
+   when it carries this key's valid AUTHENTICATION TLV (the rest goes back to Python, which counts why). */
+static PyObject *ss_set_security(SyncSender *s, PyObject *args) {
+    ptp_auth *fresh = NULL;
+    if (!(PyTuple_GET_SIZE(args) == 1 && PyTuple_GET_ITEM(args, 0) == Py_None)) {
+        int spp, algorithm, allow_mutable;
+        unsigned long key_id;
+        const char *secret;
+        Py_ssize_t len;
+        if (!PyArg_ParseTuple(args, "ikiy#p", &spp, &key_id, &algorithm, &secret, &len, &allow_mutable)) return NULL;
+        if (key_id > 0xFFFFFFFFul ||
+            !(fresh = ptpauth_new(spp, (uint32_t)key_id, algorithm, (const uint8_t *)secret, (size_t)len,
+                                  allow_mutable)))
+            return PyErr_Format(PyExc_ValueError, "security: spp 0..255, a 32-bit key id, an algorithm 1..4 and a key "
+                                "of its length (libcrypto may also have refused it)");
+    }
+    pthread_mutex_lock(&s->mu);
+    ptp_auth *old = s->auth;
+    s->auth = fresh;
+    pthread_mutex_unlock(&s->mu);
+    ptpauth_free(old);
+    Py_RETURN_NONE;
+}
+
 static PyObject *ss_set_delay(SyncSender *s, PyObject *args) {
     Py_buffer tpl;
     double rate;
@@ -1099,6 +1160,8 @@ static PyObject *ss_take(SyncSender *s, PyObject *noargs) {
     long long max_ns = s->late_max_ns;
     s->late_count = s->late_over = s->syncs = s->follow_ups = s->send_errors = s->ts_lost = s->batches = 0;
     s->announces = 0;
+    unsigned long long auth_signed = s->auth_signed, auth_failed = s->auth_failed;
+    s->auth_signed = s->auth_failed = 0;
     unsigned long long wakes_over = s->wakes_over_1ms, over_held = s->late_over_held, over_woken = s->late_over_woken;
     s->late_over_woken = 0;
     long long wake_max = s->wake_max_ns, held_max = s->held_max_ns;
@@ -1179,8 +1242,9 @@ static PyObject *ss_take(SyncSender *s, PyObject *noargs) {
         }
         Py_DECREF(pair);
     }
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:N,s:K,s:L,s:i,s:N,s:K,s:K,s:L,s:K,s:L,s:L,s:L,s:K,"
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:N,s:K,s:L,s:i,s:N,s:K,s:K,s:L,s:K,s:L,s:L,s:L,s:K,"
                          "s:K,s:K,s:K,s:K,s:K,s:K,s:L,s:N,s:K,s:i,s:k,s:O,s:K,s:L,s:L}",
+                         "auth_signed", auth_signed, "auth_failed", auth_failed,
                          "delay_answered", answered, "delay_rate_limited", limited, "handed_off", handed,
                          "handoff_dropped", ho_dropped, "delay_seen", seen,
                          "long_rounds", long_rounds, "long_round_cpu_max_ns", long_cpu, "long_round_packets", long_pkts,
@@ -1260,6 +1324,7 @@ static int ss_init(SyncSender *s, PyObject *args, PyObject *kwds) {
 
 static void ss_dealloc(SyncSender *s) {
     ss_close(s, NULL);
+    ptpauth_free(s->auth);
     if (s->wake_fd > 0) close(s->wake_fd);
     if (s->handoff_fd > 0) close(s->handoff_fd);
     free(s->dclients);
@@ -1285,6 +1350,8 @@ static PyMethodDef ss_methods[] = {
     {"remove", (PyCFunction)ss_remove, METH_VARARGS, "remove(index) -> (sent, next_seq, next_slot_ns)"},
     {"take", (PyCFunction)ss_take, METH_NOARGS, "counters and lateness bins since the last take"},
     {"set_delay", (PyCFunction)ss_set_delay, METH_VARARGS, "set_delay(delay_resp_template, rate_per_s, burst)"},
+    {"set_security", (PyCFunction)ss_set_security, METH_VARARGS,
+     "set_security(spp, key_id, algorithm, secret, allow_mutable) or set_security(None): sign what is sent"},
     {"add_client", (PyCFunction)ss_add_client, METH_VARARGS, "add_client(address, port_identity, log_interval)"},
     {"remove_client", (PyCFunction)ss_remove_client, METH_VARARGS, "remove_client(address, port_identity)"},
     {"take_handoff", (PyCFunction)ss_take_handoff, METH_NOARGS, "[(datagram, address, rx_ns or None)] not answered"},

@@ -39,6 +39,7 @@ REALTIME_PRIORITY = 1  # SCHED_FIFO 1 when allowed: above every normal thread, b
 GOLDEN = 0.6180339887498949
 SPREAD_MAX_NS = 1_000_000_000  # a first Sync comes at most this long after its grant
 LATE_SYNCS_KEPT = 256  # the latest Syncs over 1 ms late that status shows
+SIGNING_ALGORITHMS = {"SHA256-128": 1, "SHA256": 2, "AES128": 3, "AES256": 4}  # _ptpauth.h
 
 
 @functools.cache
@@ -111,6 +112,19 @@ class NativeSync:
         # Of the Syncs over 1 ms late: the most time from the slot to the start of their send, and from then to
         # their transmit timestamp (in the kernel's send path), since start: where lateness comes from.
         self.late_pre_max_ns = self.late_send_max_ns = 0
+        self.security: Any = None  # the port's PortSecurity while the sender signs (sign_with)
+
+    def sign_with(self, security: Any) -> None:
+        """From now on the sender signs everything it sends with the port's security association and active key
+        (``PortSecurity``; None: unsigned), and answers only Delay_Reqs signed with that key: the rest, unsigned or
+        under another key, go back to the port, which accepts or refuses them (and counts why)."""
+        self.security = security
+        if security is None:
+            self.sender.set_security(None)
+            return
+        key = security.key
+        self.sender.set_security(security.association.spp, key.key_id, SIGNING_ALGORITHMS[key.algorithm], key.secret,
+                                 security.association.allow_mutable)
 
     def adopt(self, port: Any, now_ns: int) -> None:
         """Every stream the port already grants (a transport opened again) starts now; the multicast Syncs start
@@ -258,6 +272,10 @@ class NativeSync:
         """Its figures since the last take, folded into the port's; what status shows of the sender itself."""
         taken = self.sender.take()
         port.add_offloaded(taken)
+        if self.security is not None:
+            self.security.signed += taken["auth_signed"]
+        if taken["auth_failed"]:
+            self.log.error("PTP: %d messages not sent: libcrypto could not sign them", taken["auth_failed"])
         self.wakes_over_1ms += taken["wakes_over_1ms"]
         self.wake_max_ns = max(self.wake_max_ns, taken["wake_max_ns"])
         self.late_over_1ms_held += taken["late_over_1ms_held"]
