@@ -31,6 +31,9 @@ class FakeSender:
     def publish(self, clock_map: Any, port: Any) -> None:
         pass
 
+    def sign_with(self, security: Any) -> None:
+        self.security = security
+
     def adopt(self, port: Any, now_ns: int) -> None:
         port.sync_offload = True
 

@@ -91,9 +91,7 @@ class PtpService:
         port.take_stream_changes()  # of a sender gone with the transport
         if not self.native_wanted:
             return
-        if self.security is not None:  # the native sender does not sign: the port sends (and signs) everything
-            self.native_error = "off: PTP authentication (ptp.spp) signs every message in the port"
-        elif not native_sync.available():
+        if not native_sync.available():
             self.native_error = "not built"
         elif not isinstance(transport, UdpTransport) or self.runner.hardware:
             self.native_error = "software timestamps over UDP only"
@@ -108,6 +106,7 @@ class PtpService:
                 log.warning("PTP Syncs sent by the port: the native sender did not start: %s", exc)
                 return
             self.native_error = ""
+            self.native.sign_with(self.security)  # with ptp.spp: it signs what it sends as the port would
             self.native.publish(self.clock_map, port)
             self.native.adopt(port, now_ns)
             if answer_delay and self.runner.loop is not None:
