@@ -89,6 +89,7 @@ def assemble(config: Config, scheduler: Scheduler, platform: Platform, table: le
         runtime.add_output(pulses.status)
     if hasattr(backend, "publish"):  # a kernel clock: its synchronised status and error bound, once a second
         runtime.add_second_consumer(KernelStatus(backend))
+        runtime.kernel_clock = getattr(backend, "clock", None)
     return runtime
 
 

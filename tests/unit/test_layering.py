@@ -187,6 +187,45 @@ def test_the_router_and_the_read_model_are_core() -> None:
     assert "router" not in EDGES and "readmodel" not in EDGES
 
 
+# The router's engines: only the router reads them; everyone else reads ``Router.snapshot`` or a named router method.
+ROUTER_PARTS = {"clock", "selector", "utc", "references", "gnss", "alarms"}
+BENCH = PACKAGE.parent / "bench"
+
+
+def _reads_router_parts(path: Path) -> list[str]:
+    """``router.clock``, ``runtime.router.gnss`` ...: a router's engine read from outside it."""
+    tree = ast.parse(path.read_text(), str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in ROUTER_PARTS:
+            owner = node.value
+            if (isinstance(owner, ast.Name) and owner.id == "router") or \
+                    (isinstance(owner, ast.Attribute) and owner.attr == "router"):
+                found.append(ast.unparse(node))
+    return found
+
+
+def test_nothing_outside_the_router_reads_its_engines() -> None:
+    files = [(name, path) for name, path in _modules() if name != "router"]
+    files += [(f"bench.{path.stem}", path) for path in sorted(BENCH.glob("*.py"))]
+    problems = {name: v for name, path in files if (v := _reads_router_parts(path))}
+    assert not problems, f"the router's engines read from outside it (use Router.snapshot): {problems}"
+
+
+def test_the_listed_router_parts_are_what_the_router_holds() -> None:
+    tree = ast.parse((PACKAGE / "router.py").read_text())
+    router = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Router")
+    init = next(n for n in router.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
+    assigned = {t.attr for t in ast.walk(init) if isinstance(t, ast.Attribute) and isinstance(t.ctx, ast.Store)}
+    assert ROUTER_PARTS <= assigned, f"stale entries: {ROUTER_PARTS - assigned}"
+
+
+def test_the_router_parts_checker_catches_a_reach_through(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f(runtime, router):\n    return runtime.router.gnss.guard, router.utc.table, router.now_tai_ns\n")
+    assert _reads_router_parts(bad) == ["runtime.router.gnss", "router.utc"]
+
+
 def test_the_direction_checker_catches_a_backwards_import(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("from appliance.runtime.runtime import Runtime\nfrom appliance.edge import persist\n"
