@@ -68,6 +68,7 @@ EDGES = {
     "audit.tqcli": "appliance quality export/show: CSV files, the host clock for 'now'",
     "audit.service": "writes the audit trail and time-quality record of a running appliance on loop timers",
     "web.app": "the Flask application: sessions, tokens, CSRF, rate limits (host clock for session age)",
+    "web.access": "what the console's routes share of Flask's request: the user's role, the context, the audit record",
     "web.views": "the console's pages (Flask)",
     "web.api": "the REST API (Flask)",
     "web.metrics": "Prometheus /metrics (Flask)",
@@ -235,6 +236,53 @@ def test_the_direction_checker_catches_a_backwards_import(tmp_path: Path) -> Non
                                                 "core imports sim sim.world"]
     assert _backwards("edge.persist", bad, names) == ["edge imports runtime runtime.runtime",
                                                       "edge imports sim sim.world"]
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every set of modules that import one another, directly or through others (the strongly connected components
+    of more than one module, Tarjan's algorithm), each sorted, in sorted order."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = stack[stack.index(v):]
+            del stack[stack.index(v):]
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def test_no_modules_import_one_another() -> None:
+    """A module that imports one which imports it back, directly or through others, deferred imports included (a
+    circle is a part that cannot be understood, tested or moved alone)."""
+    mods = _modules()
+    names = {name for name, _ in mods}
+    graph = {name: _imported(path, names) - {name} for name, path in mods}
+    cycles = _cycles(graph)
+    detail = [{m: sorted(graph[m] & set(c)) for m in c} for c in cycles]
+    assert not cycles, f"modules importing one another: {detail}"
+
+
+def test_the_cycle_finder_finds_a_circle_through_others() -> None:
+    graph = {"web.app": {"web.api", "web.access"}, "web.api": {"web.access", "status"},
+             "web.access": {"web.app"}, "status": set(), "a": {"b"}, "b": {"a"}}
+    assert _cycles(graph) == [["a", "b"], ["web.access", "web.api", "web.app"]]
+    assert _cycles({"x": {"y"}, "y": set()}) == []
 
 
 # Private names of other libraries the package must use, and the native paths (extension modules' names).
