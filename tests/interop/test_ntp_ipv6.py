@@ -13,7 +13,7 @@ from appliance.protocol.ntp.packet import decode
 from appliance.outputs.ntp.server import ServerConfig
 from appliance.edge.ntp.shm import ClockSegment
 from appliance.edge.ntp.worker import config_dict, worker_main
-from tests.interop.ntp_harness import host_map, request
+from harness.ntp_harness import host_map, request
 from tests.interop.test_ntp_packets import PATHS, require_fast_path
 
 

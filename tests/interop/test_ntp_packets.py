@@ -18,8 +18,8 @@ from appliance.protocol.ntp.auth import Outcome
 from appliance.outputs.ntp.server import ServerConfig
 from appliance.timebase import ntp64_to_posix_ns, posix_ns_to_ntp64
 from appliance.units import NS_PER_S
-from tests.interop.ntp_harness import (Client, InProcessWorker, NtpWorker, extension, fields, host_map,
-                                       mixed_traffic, request)
+from harness.ntp_harness import (Client, InProcessWorker, NtpWorker, extension, fields, host_map,
+                                 mixed_traffic, request)
 
 KEYS_TEXT = "1 MD5 ASCII:md5-secret\n2 SHA1 HEX:00112233445566778899aabbccddeeff00112233\n" \
             "3 AES128 HEX:2b7e151628aed2a6abf7158809cf4f3c\n"

@@ -267,7 +267,7 @@ TIMING = {"heartbeat_ns", "pid", "fast_path", "slow_path", "tx_kernel_timestamps
 
 @pytest.fixture(scope="module")
 def both_paths() -> Iterator[tuple[Any, Any]]:
-    from tests.interop.ntp_harness import InProcessWorker, host_map
+    from harness.ntp_harness import InProcessWorker, host_map
     from tests.interop.test_ntp_packets import require_fast_path
 
     require_fast_path()  # under CI its absence is a failure, never a skip

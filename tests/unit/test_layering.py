@@ -14,6 +14,8 @@ or the runtime; an edge never imports the runtime.
 from __future__ import annotations
 
 import ast
+import tomllib
+from fnmatch import fnmatch
 from pathlib import Path
 
 import appliance
@@ -283,6 +285,46 @@ def test_the_cycle_finder_finds_a_circle_through_others() -> None:
              "web.access": {"web.app"}, "status": set(), "a": {"b"}, "b": {"a"}}
     assert _cycles(graph) == [["a", "b"], ["web.access", "web.api", "web.app"]]
     assert _cycles({"x": {"y"}, "y": set()}) == []
+
+
+# The top-level packages of the repository, and the ones each may import: the product imports none of the others;
+# the tests and the benchmarks share ``harness`` and import not each other; ``harness`` imports neither.
+ROOT = PACKAGE.parent
+MAY_NOT_IMPORT = {"appliance": {"tests", "bench", "harness"}, "harness": {"tests", "bench"}, "bench": {"tests"},
+                  "tests": {"bench"}}
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    """The top-level packages a file imports, anywhere in it (deferred imports too)."""
+    tree = ast.parse(path.read_text(), str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def test_tests_and_benchmarks_share_a_harness_and_import_not_each_other() -> None:
+    problems = {}
+    for top, banned in MAY_NOT_IMPORT.items():
+        for path in sorted((ROOT / top).rglob("*.py")):
+            if bad := _top_level_imports(path) & banned:
+                problems[str(path.relative_to(ROOT))] = sorted(bad)
+    assert not problems, f"imports across the repository's packages: {problems}"
+
+
+def test_the_wheel_ships_the_product_alone() -> None:
+    """setuptools' package discovery (``[tool.setuptools.packages.find]``) takes ``appliance`` and none of the
+    repository's other packages."""
+    find = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+
+    def shipped(name: str) -> bool:
+        return any(fnmatch(name, p) for p in find["include"]) and not any(fnmatch(name, p)
+                                                                          for p in find.get("exclude", ()))
+    assert shipped("appliance") and shipped("appliance.web")
+    assert not any(shipped(name) for name in ("harness", "tests", "bench", "tests.interop"))
 
 
 # Private names of other libraries the package must use, and the native paths (extension modules' names).

@@ -16,7 +16,7 @@ import pytest
 
 from appliance.outputs.ntp.server import MAX_REQUEST_LEN, ServerConfig
 from appliance.protocol.ntp import nts
-from tests.interop.ntp_harness import InProcessWorker
+from harness.ntp_harness import InProcessWorker
 from tests.unit.test_nts_fastpath import (C2S, S2C, Probe, _both_paths, jar, nts_request, reply_cookies,
                                           require_nts_in_c, shape, uid_of)
 
