@@ -30,9 +30,10 @@ from appliance.units import NS_PER_S
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from appliance.edge.input_files import read_capture
 from appliance.events import Alarm
 from appliance.gnss.guard import IntegrityChanged
-from appliance.gnss.replay import capture_integrity, read_capture
+from appliance.gnss.replay import capture_integrity
 from appliance.sim import attacks
 
 CAPTURES = Path(__file__).resolve().parents[1] / "tests" / "data" / "gnss"

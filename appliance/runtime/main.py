@@ -16,9 +16,9 @@ from typing import Any
 from appliance import __version__, leap
 from appliance.clock.learned import LearnedState
 from appliance.config import Config
+from appliance.edge.input_files import load_leap_table
 from appliance.events import Alarm, Severity
 from appliance.runtime import inputs, outputs, surfaces
-from appliance.runtime.build import load_leap_table
 from appliance.runtime.platforms import hardware, simulated
 from appliance.runtime.runtime import Runtime
 from appliance.units import NS_PER_S

@@ -1,8 +1,11 @@
-"""The layering rule of the architecture: core modules do no I/O, start no threads and never read a clock; and imports
-point inwards only.
+"""The layering rule of the architecture: core modules do no I/O (sockets, files), start no threads and never read a
+clock; imports point inwards only and never in a circle; nothing outside the router reads its engines; the tests and
+the benchmarks share ``harness`` and import not each other.
 
-Core modules take every instant as an argument, which is what lets a simulated day run in seconds.  The modules that
-may touch the outside world are listed here, each with the reason; adding one is a design decision, made in this file.
+Core modules take every instant as an argument, which is what lets a simulated day run in seconds, and what a file
+holds rather than its path.  The modules that may touch the outside world are listed here, each with the reason (and
+the few functions of core modules that may read a file, in ``FILE_READING_FUNCTIONS``); adding one is a design
+decision, made in this file.
 
 Layers, inside out: the core (everything not named below: engines, protocols, the router, the read model); the
 simulated world (``sim``, pure, the hardware's stand-in); the edges (``EDGES``: I/O adapters); the runtime
@@ -57,6 +60,7 @@ EDGES = {
     "edge.perout": "PTP_PEROUT_REQUEST and PTP_PIN_SETFUNC ioctls on a PHC for 1PPS",
     "edge.gpio": "drives a GPIO line (gpiod) from a thread that sleeps until each edge's host instant",
     "edge.irig.files": "reads and writes IRIG-B edge files and WAV files",
+    "edge.input_files": "reads the files the core parses: leap seconds, NTP keys, PTP security associations, captures",
     "edge.irig.cli": "appliance irig render/decode: time zones, files, this year as the default year",
     "edge.irig.wavout": "writes the live IRIG-B AM output to WAV segment files or a FIFO, from a writer thread",
     "edge.irig.input": "IRIG-B input: a thread reading a WAV stream or GPIO edge events; host clock anchors",
@@ -104,9 +108,11 @@ def _modules() -> list[tuple[str, Path]]:
     return out
 
 
-def _violations(path: Path) -> list[str]:
+def _violations(path: Path, module: str = "") -> list[str]:
     tree = ast.parse(path.read_text(), str(path))
     found = []
+    allowed_file_access = {id(n) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
+                           and f"{module}.{f.name}" in FILE_READING_FUNCTIONS for n in ast.walk(f)}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found += [f"imports {a.name}" for a in node.names if a.name.split(".")[0] in FORBIDDEN_IMPORTS]
@@ -119,12 +125,111 @@ def _violations(path: Path) -> list[str]:
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
             if (node.value.id, node.attr) in CLOCK_READS:
                 found.append(f"reads the clock: {node.value.id}.{node.attr}")
+        if id(node) in allowed_file_access:
+            continue
+        if isinstance(node, ast.Call) and (what := _file_access(node)):
+            found.append(f"{what}: {ast.unparse(node.func)}")
+        elif isinstance(node, (ast.Import, ast.ImportFrom)) and (what := _file_import(node)):
+            found.append(what)
     return found
 
 
+# Calls that read or write files or directories: a core module is handed what a file holds (bytes, text, a parsed
+# table), never a path to open (``edge/input_files.py`` reads the files the core parses).  ``tomllib.loads`` of a
+# string is fine; ``tomllib.load`` of a file is not.  The package's own data read through importlib.resources
+# (``files("appliance")...read_text()``: the packaged leap-second list, the PTP profiles) is no I/O: it is as fixed
+# as the code beside it, and no simulation depends on the outside world through it.
+FILE_CALLS = {("io", "open"), ("os", "open"), ("os", "read"), ("os", "write"), ("os", "listdir"), ("os", "scandir"),
+              ("os", "walk"), ("os", "fdopen"), ("os", "replace"), ("os", "rename"), ("os", "remove"),
+              ("os", "unlink"), ("os", "makedirs"), ("os", "mkdir"), ("glob", "glob"), ("glob", "iglob"),
+              ("shutil", "copy"), ("shutil", "copy2"), ("shutil", "copyfile"), ("shutil", "copytree"),
+              ("shutil", "move"), ("shutil", "rmtree"), ("sqlite3", "connect"), ("tomllib", "load"),
+              ("json", "load"), ("json", "dump"), ("pickle", "load"), ("pickle", "dump")}
+PATH_METHODS = {"read_text", "read_bytes", "write_text", "write_bytes", "iterdir", "glob", "rglob", "mkdir", "unlink",
+                "touch", "rmdir"}
+PATH_NAMES = {"path", "file", "directory", "dir", "folder"}  # a receiver named so, e.g. ``path.open()``
+FILE_MODULES = {"glob", "shutil", "sqlite3"}
+OS_FILE_NAMES = {name for module, name in FILE_CALLS if module == "os"}
+
+
+# Functions of core modules that may read files, each with the reason (the rest of their module is held to the rule).
+FILE_READING_FUNCTIONS = {
+    "config.load": "the settings' way in: the configuration file (the command line's --config), then the console's "
+                   "saved settings; called by the command line and the simulated trials, never by an engine",
+    "config.with_console_settings": "reads <state_dir>/console-settings.toml, the settings saved from the console",
+}
+
+
+def _file_access(call: ast.Call) -> str | None:
+    func = call.func
+    if isinstance(func, ast.Name) and func.id == "open":
+        return "opens a file"
+    if not isinstance(func, ast.Attribute):
+        return None
+    owner = func.value
+    if _is_packaged_data(owner):
+        return None
+    if isinstance(owner, ast.Name) and (owner.id, func.attr) in FILE_CALLS:
+        return "touches the file system"
+    if func.attr in PATH_METHODS:
+        return "touches the file system"
+    if func.attr == "open" and (_is_path(owner) or (isinstance(owner, ast.Name) and owner.id.lower().rstrip("s")
+                                                    .rsplit("_", 1)[-1] in PATH_NAMES)):
+        return "opens a file"
+    return None
+
+
+def _is_path(node: ast.expr) -> bool:
+    """``Path(...)``, ``pathlib.Path(...)`` or ``files(...)`` (importlib.resources), possibly joined with ``/``."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+        return _is_path(node.left)
+    if isinstance(node, ast.Call):
+        f = node.func
+        name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+        return name in ("Path", "PurePath", "files")
+    return False
+
+
+def _is_packaged_data(node: ast.expr) -> bool:
+    """``files("appliance")``, joined with ``/`` or ``.joinpath(...)``: the package's own data."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+        return _is_packaged_data(node.left)
+    if not isinstance(node, ast.Call):
+        return False
+    f = node.func
+    if isinstance(f, ast.Attribute) and f.attr == "joinpath":
+        return _is_packaged_data(f.value)
+    name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+    return name == "files" and len(node.args) == 1 and isinstance(node.args[0], ast.Constant) and \
+        str(node.args[0].value).split(".")[0] == "appliance"
+
+
+def _file_import(node: ast.Import | ast.ImportFrom) -> str | None:
+    if isinstance(node, ast.Import):
+        bad = [a.name for a in node.names if a.name.split(".")[0] in FILE_MODULES]
+        return f"imports {', '.join(bad)}" if bad else None
+    if node.level or not node.module:
+        return None
+    top = node.module.split(".")[0]
+    if top in FILE_MODULES:
+        return f"imports from {node.module}"
+    if node.module == "os":
+        bad = [a.name for a in node.names if a.name in OS_FILE_NAMES]
+        return f"imports os.{', os.'.join(bad)}" if bad else None
+    return None
+
+
 def test_core_modules_do_no_io_and_read_no_clock() -> None:
-    problems = {name: v for name, path in _modules() if name not in EDGES and (v := _violations(path))}
+    problems = {name: v for name, path in _modules() if name not in EDGES and (v := _violations(path, name))}
     assert not problems, f"core modules breaking the layering rule: {problems}"
+
+
+def test_every_listed_file_reading_function_exists() -> None:
+    names = set()
+    for module, path in _modules():
+        tree = ast.parse(path.read_text(), str(path))
+        names |= {f"{module}.{f.name}" for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)}
+    assert set(FILE_READING_FUNCTIONS) <= names, f"stale entries: {set(FILE_READING_FUNCTIONS) - names}"
 
 
 def test_every_listed_edge_exists() -> None:
@@ -225,7 +330,8 @@ def test_the_listed_router_parts_are_what_the_router_holds() -> None:
 
 def test_the_router_parts_checker_catches_a_reach_through(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
-    bad.write_text("def f(runtime, router):\n    return runtime.router.gnss.guard, router.utc.table, router.now_tai_ns\n")
+    bad.write_text("def f(runtime, router):\n"
+                   "    return runtime.router.gnss.guard, router.utc.table, router.now_tai_ns\n")
     assert _reads_router_parts(bad) == ["runtime.router.gnss", "router.utc"]
 
 
@@ -348,6 +454,40 @@ def _reaches_in(path: Path) -> list[str]:
 def test_no_module_touches_another_objects_private_attributes() -> None:
     problems = {name: v for name, path in _modules() if (v := _reaches_in(path))}
     assert not problems, f"private attributes reached from outside their object: {problems}"
+
+
+def test_the_checker_catches_file_reads_and_writes(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("import os, shutil\nimport sqlite3\nimport tomllib\nfrom pathlib import Path\n"
+                   "from importlib.resources import files\n"
+                   "def f(path, text):\n"
+                   "    open(path).read()\n"
+                   "    Path(path).read_text()\n"
+                   "    Path(path).open()\n"
+                   "    path.write_bytes(b'')\n"
+                   "    os.listdir(path)\n"
+                   "    sqlite3.connect(path)\n"
+                   "    tomllib.load(path)\n"
+                   "    tomllib.loads(text)\n"
+                   "    files('appliance').joinpath('data', 'x.toml').read_text()\n"
+                   "    (files('appliance') / 'data').read_bytes()\n"
+                   "    files('other').joinpath('x').read_text()\n"
+                   "    gate.open()\n")
+    assert sorted(_violations(bad)) == ["imports shutil", "imports sqlite3", "opens a file: Path(path).open",
+                                        "opens a file: open", "touches the file system: Path(path).read_text",
+                                        "touches the file system: files('other').joinpath('x').read_text",
+                                        "touches the file system: os.listdir",
+                                        "touches the file system: path.write_bytes",
+                                        "touches the file system: sqlite3.connect",
+                                        "touches the file system: tomllib.load"]
+
+
+def test_a_listed_function_may_read_files_and_the_rest_of_its_module_may_not(tmp_path: Path) -> None:
+    bad = tmp_path / "config.py"
+    bad.write_text("from pathlib import Path\n"
+                   "def load(path):\n    return Path(path).read_text()\n"
+                   "def other(path):\n    return Path(path).read_text()\n")
+    assert _violations(bad, "config") == ["touches the file system: Path(path).read_text"]
 
 
 def test_the_checker_catches_a_clock_read(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """NTP symmetric-key authentication: the keys file, the MACs and the packet trailer (RFC 5905 §7.3, §9.2; RFC 8573).
 
-Core module: pure except ``load_keys_file``, which reads the keys file it is given.  The file is the one chrony and
+Pure core: ``parse_keys`` takes the keys file's text (``edge/input_files.py`` reads it).  The file is the one chrony and
 ntpd both read (``ID TYPE KEY`` a line), so an operator can reuse an existing one.  Like the configuration loader,
 parsing collects every problem before raising, and no message ever quotes a token from a key line: any of them might
 be a secret typed in the wrong column.
@@ -13,7 +13,6 @@ import hashlib
 import hmac
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from cryptography.hazmat.primitives import cmac
 from cryptography.hazmat.primitives.ciphers import algorithms
@@ -94,16 +93,6 @@ class _Bad(Exception):
 
 
 # --- the keys file ------------------------------------------------------------------------------------------
-
-def load_keys_file(path: str | Path) -> KeyTable:
-    """Read and parse a keys file; raises KeysFileError listing every problem."""
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise KeysFileError([f"{path}: cannot read keys file: {exc.strerror or type(exc).__name__}"]) from None
-    # Undecodable bytes become U+FFFD, which the printable-ASCII check then reports on their line.
-    return parse_keys(raw.decode("utf-8", errors="replace"), str(path))
-
 
 def parse_keys(text: str, origin: str = "keys file") -> KeyTable:
     """Parse keys-file text; raises KeysFileError listing every problem, each with its line number."""
