@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from appliance.runtime.build import load_leap_table
+    from appliance.edge.input_files import load_leap_table
     from appliance.audit import cli as audit_cli
 
     config = load_config(args)
@@ -168,7 +168,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_quality(args: argparse.Namespace) -> int:
-    from appliance.runtime.build import load_leap_table
+    from appliance.edge.input_files import load_leap_table
     from appliance.audit import tqcli
 
     config = load_config(args)
@@ -339,7 +339,7 @@ def _alarm_history(args: argparse.Namespace) -> int:
     from appliance import alarms, leap
     from appliance.audit.cli import open_store
     from appliance.audit.chain import AuditError
-    from appliance.runtime.build import load_leap_table
+    from appliance.edge.input_files import load_leap_table
 
     config = load_config(args)
     table = load_leap_table(config)
@@ -387,10 +387,11 @@ def cmd_sim(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    from appliance.edge.input_files import read_capture
     from appliance.gnss import replay
 
     try:
-        data = replay.read_capture(args.file)
+        data = read_capture(args.file)
     except OSError as exc:
         print(f"appliance: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
         return 1
@@ -463,7 +464,7 @@ def _show(value: object) -> str:
 
 
 def cmd_sim_receiver(args: argparse.Namespace) -> int:
-    from appliance.runtime.build import load_leap_table
+    from appliance.edge.input_files import load_leap_table
     from appliance.sim.pty import PtyReceiver
 
     config = load_config(args)
@@ -482,7 +483,7 @@ def cmd_sim_receiver(args: argparse.Namespace) -> int:
 
 
 def cmd_irig(args: argparse.Namespace) -> int:
-    from appliance.runtime.build import load_leap_table
+    from appliance.edge.input_files import load_leap_table
     from appliance.edge.irig import cli as irig_cli
 
     config = load_config(args)

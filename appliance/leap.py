@@ -15,7 +15,6 @@ import importlib.resources
 import operator
 from dataclasses import dataclass, field
 from functools import cache
-from os import PathLike
 
 from appliance.timebase import NTP_UNIX_OFFSET_S
 from appliance.units import NS_PER_S
@@ -64,12 +63,6 @@ class LeapTable:
     def load_default(cls) -> LeapTable:
         """The table packaged with the appliance (parsed once; tables are immutable)."""
         return _default_table()
-
-    @classmethod
-    def load_file(cls, path: str | PathLike[str]) -> LeapTable:
-        """Read an operator-supplied leap-seconds file (the only file read this module performs)."""
-        with open(path, encoding="utf-8") as f:
-            return cls.parse(f.read(), str(path))
 
 
     def tai_utc_at_posix_s(self, posix_s: int) -> int:
@@ -138,8 +131,8 @@ class LeapTable:
 
 @cache
 def _default_table() -> LeapTable:
-    resource = importlib.resources.files("appliance").joinpath("data/leap-seconds.list")
-    return LeapTable.parse(resource.read_text(encoding="utf-8"), "appliance/data/leap-seconds.list")
+    text = importlib.resources.files("appliance").joinpath("data/leap-seconds.list").read_text(encoding="utf-8")
+    return LeapTable.parse(text, "appliance/data/leap-seconds.list")
 
 
 def _entries_problem(entries: tuple[Entry, ...]) -> tuple[int, str] | None:

@@ -1,25 +1,29 @@
 """The one read model, built: a ``TimeStatus`` from the router's engines and what the edges report of themselves.
 
-Pure core.  Every surface (``appliance status``, the console and REST API, SNMP, /metrics, the audit trail's
-time-quality record, NTP and PTP publication) reads the snapshot built here; none of them touches an engine.
+Pure core.  Only the router calls ``build``, from ``Router.snapshot``, handing over its engines as ``Parts``; every
+surface (``appliance status``, the console and REST API, SNMP, /metrics, the audit trail's time-quality record, NTP
+and PTP publication, the simulator's trials and the benches) reads the frozen snapshot built here, never an engine.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from appliance import leap
-from appliance.alarms import AlarmRow, diagnose_no_fix
+from appliance.alarms import AlarmBook, AlarmRow, diagnose_no_fix
+from appliance.clock.service import ClockService
 from appliance.events import SatInfo
-from appliance.router import Now, Router
 from appliance.gnss.guard import GuardStatus
 from appliance.refs.gnss import GnssReference
-from appliance.refs.selector import RefView
+from appliance.refs.model import Reference
+from appliance.refs.selector import ReferenceSelector, RefView
 from appliance.status import (ClockStatus, OutputsStatus, PpsStatus, ReceiverRow, ReferenceRow, ReferencesStatus,
                               TimeStatus, judge, summarize)
 from appliance.units import NS_PER_S
+from appliance.utcoffset import UtcOffset
 
 
 @dataclass(frozen=True)
@@ -36,16 +40,29 @@ class EdgeStatus:
     sim_time_error_ns: int | None = None  # served minus true: known only in simulation
 
 
-def build(router: Router, now: Now, edges: EdgeStatus) -> TimeStatus:
-    clock_service = router.clock
+@dataclass(frozen=True)
+class Parts:
+    """The router's engines a snapshot is read from, handed over by the router for one ``build``."""
+
+    clock: ClockService
+    selector: ReferenceSelector
+    references: Mapping[str, Reference]
+    gnss: GnssReference  # the watched receiver: the integrity checks, the receiver card
+    utc: UtcOffset
+    alarms: AlarmBook
+
+
+def build(parts: Parts, raw_ns: int, edges: EdgeStatus) -> TimeStatus:
+    """The snapshot at the counter instant ``raw_ns``; its instants are on the served clock (TAI ns)."""
+    clock_service = parts.clock
     served = clock_service.backend.served_ns
-    at = served(now.raw_ns)
-    table = router.utc.table
-    leap_status = router.utc.snapshot(at)
+    at = served(raw_ns)
+    table = parts.utc.table
+    leap_status = parts.utc.snapshot(at)
     nxt = table.next_change_after(at)
-    snap = clock_service.snapshot(now.raw_ns, leap_status.pending_change_s,
+    snap = clock_service.snapshot(raw_ns, leap_status.pending_change_s,
                                   None if nxt is None else max(0, (nxt[0] - at) // NS_PER_S))
-    gnss = router.gnss
+    gnss = parts.gnss
     last = gnss.pairer.last
     pps = PpsStatus(gnss.pps_source, gnss.pps_edges, gnss.pairer.paired, dict(gnss.pairer.rejected),
                     last.edge_raw_ns if last else None, last.qerr_ps if last else None)
@@ -60,14 +77,14 @@ def build(router: Router, now: Now, edges: EdgeStatus) -> TimeStatus:
     receiver = gnss.receiver.snapshot()  # its instants are on the counter; status shows served time
     since = receiver.state_since_ns
     receiver = dataclasses.replace(receiver, state_since_ns=None if since is None else served(since))
-    integrity = _integrity(router, now, edges)
-    alarms = _diagnosed(router.alarms.rows(), sats, integrity)
-    references = _references(router, now, edges)
+    integrity = _integrity(parts, raw_ns, edges)
+    alarms = _diagnosed(parts.alarms.rows(), sats, integrity)
+    references = _references(parts, raw_ns, edges)
     verdict = judge(clock, references.active, alarms, leap.tai_to_utc(clock.state_since_ns, table).iso_ms())
     return TimeStatus(at, leap.tai_to_utc(at, table).iso_ms(), edges.mode, edges.version, edges.started_at_tai_ns,
                       receiver, sats, summarize(sats), pps, leap_status, clock, alarms,
                       outputs=edges.outputs, integrity=integrity, references=references,
-                      verdict=verdict, receivers=_receivers(router))
+                      verdict=verdict, receivers=_receivers(parts))
 
 
 def _diagnosed(rows: tuple[AlarmRow, ...], sats: tuple[SatInfo, ...], integrity: GuardStatus
@@ -84,25 +101,25 @@ def _diagnosed(rows: tuple[AlarmRow, ...], sats: tuple[SatInfo, ...], integrity:
     return tuple(dataclasses.replace(r, diagnosis=text) if r.code == "gnss-no-fix" else r for r in rows)
 
 
-def _references(router: Router, now: Now, edges: EdgeStatus) -> ReferencesStatus:
+def _references(parts: Parts, raw_ns: int, edges: EdgeStatus) -> ReferencesStatus:
     """The references as status shows them: the active one, the policy, and a row per reference (state, priority,
     offset against the clock, jitter, accuracy) with what its driver and its input edge report."""
-    selector, served = router.selector, router.clock.backend.served_ns
+    selector, served = parts.selector, parts.clock.backend.served_ns
     rows = []
-    for v in selector.views(now.raw_ns):
+    for v in selector.views(raw_ns):
         edge = edges.inputs.get(v.name)
-        report = {} if edge is None else {**edge, **router.references[v.name].status()}
+        report = {} if edge is None else {**edge, **parts.references[v.name].status()}
         rows.append(ReferenceRow(**vars_of(v), since_tai_ns=served(v.since_raw_ns), input=report))
     p = selector.policy
     return ReferencesStatus(selector.active, selector.pinned, p.revertive, p.wait_to_restore_s, p.step_limit_ns,
                             p.slew_ns_per_s, selector.switches, tuple(selector.disagreements), tuple(rows))
 
 
-def _receivers(router: Router) -> tuple[ReceiverRow, ...]:
+def _receivers(parts: Parts) -> tuple[ReceiverRow, ...]:
     """Every GNSS receiver, in the order of the [[gnss]] array (the order of their drivers)."""
-    served = router.clock.backend.served_ns
+    served = parts.clock.backend.served_ns
     rows = []
-    gnss = [ref for ref in router.references.values() if isinstance(ref, GnssReference)]
+    gnss = [ref for ref in parts.references.values() if isinstance(ref, GnssReference)]
     for number, ref in enumerate(gnss, 1):
         snap = ref.receiver.snapshot()
         epoch = snap.last_epoch
@@ -128,10 +145,10 @@ def vars_of(view: RefView) -> dict[str, Any]:
     return {f.name: getattr(view, f.name) for f in dataclasses.fields(view)}
 
 
-def _integrity(router: Router, now: Now, edges: EdgeStatus) -> GuardStatus:
-    guard = router.gnss.guard
+def _integrity(parts: Parts, raw_ns: int, edges: EdgeStatus) -> GuardStatus:
+    guard = parts.gnss.guard
     assert guard is not None
-    status = guard.status(now.raw_ns)
+    status = guard.status(raw_ns)
     if edges.cross_check is None:
         return status
     return dataclasses.replace(status, ntp={**(status.ntp or {}), "servers": edges.cross_check})

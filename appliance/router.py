@@ -12,7 +12,9 @@ One PPS edge, for instance: the runtime hands it to ``input("gnss", edge, now)``
 label and measures it on the served clock (``refs/gnss.py``); the sample goes to the selector (``refs/selector.py``),
 whose loop sample goes to the clock service (``clock/service.py``); the clock's state change becomes ``Notify`` and
 ``PublishClock``.  The router owns the engines; nothing else calls them.  Operator commands (holdover, integrity,
-reference) are events too, answered with a reply and effects; the read model is built by ``readmodel.py``.
+reference) are events too, answered with a reply and effects.  Nothing outside the router reads its engines: what
+the surfaces, the simulator's trials and the benches see is ``snapshot(now, edges)``, one frozen ``TimeStatus``
+(assembled by ``readmodel.py`` from the engines the router hands it), and the few named reads below.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from appliance import leap
+from appliance import leap, readmodel
 from appliance.alarms import (
     CLOCK_ALARMS,
     CLOCK_CODES,
@@ -52,6 +54,7 @@ from appliance.events import (
     StepClock,
 )
 from appliance.gnss.guard import IntegrityChanged
+from appliance.readmodel import EdgeStatus
 from appliance.refs.gnss import GnssReference
 from appliance.refs.model import Reference, RefSample, RefUsable
 from appliance.refs.selector import (
@@ -60,6 +63,7 @@ from appliance.refs.selector import (
     RefStateChanged,
     RefSwitched,
 )
+from appliance.status import TimeStatus
 from appliance.units import NS_PER_MS, NS_PER_S
 from appliance.utcoffset import UtcOffset
 
@@ -214,6 +218,16 @@ class Router:
         return self._take()
 
     # --- reads -----------------------------------------------------------------------------------------------------
+    def snapshot(self, now: Now, edges: EdgeStatus) -> TimeStatus:
+        """The one read model at ``now``: the engines' state joined with what the edges report of themselves."""
+        parts = readmodel.Parts(self.clock, self.selector, self.references, self.gnss, self.utc, self.alarms)
+        return readmodel.build(parts, now.raw_ns, edges)
+
+    def leap_table(self) -> leap.LeapTable:
+        """The leap-second table UTC is converted through (the packaged or configured one, extended by what the
+        receiver announced)."""
+        return self.utc.table
+
     def now_tai_ns(self, now: Now) -> int:
         """The served (disciplined) time at ``now``."""
         return self.clock.backend.served_ns(now.raw_ns)

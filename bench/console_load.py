@@ -4,7 +4,7 @@
                                  [--ptp-rate 16] [--web-rate 10000] [--generator ab|wrk] [--load-sched idle|normal]
                                  [--ftrace] [--json FILE]
 
-Set-up: two network namespaces joined by a veth pair (tests/interop/ptp_harness.py NetnsPair).  In namespace A the
+Set-up: two network namespaces joined by a veth pair (harness/ptp_harness.py NetnsPair).  In namespace A the
 appliance (the ``appliance run`` command of bench/ptp_offset.py, with a learned clock state so that it locks within
 seconds) pinned to CPU 0, serving at once PTP on the veth (udp4, default-e2e, ``--ptp-rate`` Sync/s), NTP on its
 address (one worker, no NTP rate limit) and the HTTPS console on its address.  The console rate-limits each client
@@ -94,10 +94,10 @@ sys.path.insert(0, str(ROOT))
 
 from bench.ntp_throughput import build_load
 from bench.ptp_offset import DEFAULT_CANDIDATE, PROFILE_DELAY, Candidate, log_sync_of, slave_options
-from bench.kernel_trace import KernelTrace, kernel_transits, merge_kernel
-from tests.interop.procs import ENV, status, wait_for
-from tests.interop.ptp_appliance import seed_learned_state
-from tests.interop.ptp_harness import PROFILE_SLAVE_OPTIONS, NetnsPair, Ptp4l, summarize
+from harness.kernel_trace import KernelTrace, kernel_transits, merge_kernel
+from harness.procs import ENV, status, wait_for
+from harness.ptp_appliance import seed_learned_state
+from harness.ptp_harness import PROFILE_SLAVE_OPTIONS, NetnsPair, Ptp4l, summarize
 
 APPLIANCE_CPU, LOAD_CPU = 0, 1
 NTP_PORT, WEB_PORT = 11123, 8443  # inside namespace A, which is new: nothing else is bound there

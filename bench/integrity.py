@@ -30,9 +30,10 @@ from appliance.units import NS_PER_S
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from appliance.edge.input_files import read_capture
 from appliance.events import Alarm
 from appliance.gnss.guard import IntegrityChanged
-from appliance.gnss.replay import capture_integrity, read_capture
+from appliance.gnss.replay import capture_integrity
 from appliance.sim import attacks
 
 CAPTURES = Path(__file__).resolve().parents[1] / "tests" / "data" / "gnss"
@@ -74,10 +75,11 @@ def benign_sky(seed: int, hours: float) -> dict:
     for _ in range(seconds):
         scheduler.run_for(NS_PER_S)
         max_te = max(max_te, abs(app.sim_time_error_ns() or 0))
-    g = app.router.gnss.guard
+    status = app.status()
+    g = status.integrity
     return {"hours": hours, "alarms": alarms, "rejections": g.rejections, "level_changes": changes,
-            "detector_counts": dict(g.monitor.alarms), "max_te_ns": max_te, "state_end": app.router.clock.state.value,
-            "survey": g.monitor.survey.snapshot().reason}
+            "detector_counts": dict(g.alarms), "max_te_ns": max_te, "state_end": status.clock.state,
+            "survey": g.survey["reason"]}
 
 
 def main() -> int:

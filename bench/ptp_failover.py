@@ -3,7 +3,7 @@ into holdover, the time until the slave selects the other.
 
     python bench/ptp_failover.py [--runs 3] [--transport udp4] [--candidate-cmd CMD] [--holdover-cmd CMD] [--json F]
 
-Three namespaces on a Linux bridge (tests/interop/ptp_harness.py NetnsLan: gm1, gm2, slave).  gm1 and gm2 run
+Three namespaces on a Linux bridge (harness/ptp_harness.py NetnsLan: gm1, gm2, slave).  gm1 and gm2 run
 ``--candidate-cmd`` (by default the appliance), gm1 with priority2 100 and gm2 with priority2 128: priority1 and the
 clock quality being equal, gm1 is the best master -- and since priority2 is compared *after* clockClass, a degraded
 clockClass on gm1 (holdover) hands the role to gm2.  A ptp4l slave (free-running, never adjusting the clock) selects
@@ -42,10 +42,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.interop.ptp_appliance import seed_learned_state  # noqa: E402
-from tests.interop.ptp_harness import (SETPRIV, NetnsLan, Ptp4l, pmc, ptp4l_config,  # noqa: E402
-                                       stop_process)
-from tests.interop.procs import wait_for  # noqa: E402
+from harness.procs import wait_for  # noqa: E402
+from harness.ptp_appliance import seed_learned_state  # noqa: E402
+from harness.ptp_harness import (SETPRIV, NetnsLan, Ptp4l, pmc, ptp4l_config,  # noqa: E402
+                                 stop_process)
 
 DEFAULT_CANDIDATE = ("{python} -m appliance run --set ptp.interface={iface} --set ptp.transport={transport} "
                      "--set ptp.priority2={priority2} --set state_dir={state_dir} --set ntp.enabled=false "

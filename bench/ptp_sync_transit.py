@@ -7,7 +7,7 @@ candidate (the appliance) against ptp4l, same veth pair, same run.
 With software timestamps a grandmaster's error as its slaves see it starts here: the Sync's transmit timestamp is
 taken by the sending driver, the slave's receive timestamp when the packet is handed to the peer's stack, and any
 work the kernel does for the sender in between (waking readers of the sending socket, for one) lands in every
-offset.  Two network namespaces joined by a veth pair (tests/interop/ptp_harness.py NetnsPair); each grandmaster
+offset.  Two network namespaces joined by a veth pair (harness/ptp_harness.py NetnsPair); each grandmaster
 runs alone in namespace A (default profile, E2E, UDPv4, --rate Sync/s; ptp4l with free_running 1 and the
 appliance on the simulated world, both under setpriv --bounding-set -sys_time); in namespace B an observer joins
 224.0.1.129 on ports 319 and 320 with kernel software receive timestamps and pairs each Sync's receive time with its
@@ -46,11 +46,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.kernel_trace import KernelTrace, kernel_transits, merge_kernel  # noqa: E402
 from bench.ptp_offset import DEFAULT_CANDIDATE, Candidate  # noqa: E402
-from tests.interop.procs import wait_for  # noqa: E402
-from tests.interop.ptp_appliance import seed_learned_state  # noqa: E402
-from tests.interop.ptp_harness import NetnsPair, Ptp4l  # noqa: E402
+from harness.kernel_trace import KernelTrace, kernel_transits, merge_kernel  # noqa: E402
+from harness.procs import wait_for  # noqa: E402
+from harness.ptp_appliance import seed_learned_state  # noqa: E402
+from harness.ptp_harness import NetnsPair, Ptp4l  # noqa: E402
 
 OBSERVER = r"""
 import select, socket, struct, sys, time

@@ -71,11 +71,11 @@ def drill(seed: int, settings: dict[str, object], steady_s: int, settle_s: int) 
     def run(seconds: int) -> None:
         for _ in range(seconds):
             scheduler.run_for(NS_PER_S)
-            clock = app.status().clock
+            status = app.status()
             rec.te.append(app.sim_time_error_ns())
-            rec.bound.append(clock.error_bound_ns)
-            rec.state.append(clock.state)
-            rec.active.append(app.router.selector.active)
+            rec.bound.append(status.clock.error_bound_ns)
+            rec.state.append(status.clock.state)
+            rec.active.append(status.references.active)
 
     def world_cmd(action: str) -> None:
         reply = app.handle_command({"cmd": "world", "action": action, "user": "bench"})

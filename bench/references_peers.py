@@ -9,7 +9,7 @@ grandmaster and chronyd as NTP server(s).  True time is the host clock, so the a
 ``status.clock.sim_time_error_ns`` is its TE: served minus true (= host) time.  Every peer here serves or reads the
 same kernel clock, so the true offset between any two of them is 0 and every figure is an error.
 
-The set-up (tests/interop/ptp_harness.py ``NetnsPair``): two network namespaces joined by a veth pair.
+The set-up (harness/ptp_harness.py ``NetnsPair``): two network namespaces joined by a veth pair.
 
 * Namespace A, the upstream: ptp4l as grandmaster (``Ptp4l(net.a, role="master")``: free_running 1, software
   timestamps, UDPv4, E2E, domain 0, clockClass 6, ``--sync-rate`` Sync/s, 1 Announce/s, Delay_Req up to
@@ -81,8 +81,8 @@ sys.path.insert(0, str(ROOT))
 
 from appliance.edge import control
 from bench.ptp_offset import slave_options
-from tests.interop.ptp_appliance import seed_learned_state
-from tests.interop.ptp_harness import ENV, SETPRIV, NetnsPair, Ptp4l, stop_process
+from harness.ptp_appliance import seed_learned_state
+from harness.ptp_harness import ENV, SETPRIV, NetnsPair, Ptp4l, stop_process
 
 POLL_S = 0.5
 NTP_BASE_PORT = 12300  # chronyd servers in namespace A (a fresh namespace: nothing else there)

@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from appliance import settings  # noqa: E402
-from tests.interop.snmp_wire import encode_request  # noqa: E402
+from harness.snmp_wire import encode_request  # noqa: E402
 
 WEB_BUDGET_PER_S = settings.WebSettings.__dataclass_fields__["max_requests_per_s"].default
 SNMP_BUDGET_PER_S = settings.SnmpSettings.__dataclass_fields__["max_requests_per_s"].default

@@ -90,8 +90,8 @@ from bench.console_load import (
 )
 from bench.ntp_throughput import build_load
 from bench.ptp_offset import PROFILE_DELAY, slave_options
-from tests.interop.procs import ENV, wait_for
-from tests.interop.ptp_harness import PROFILE_SLAVE_OPTIONS, NetnsPair, Ptp4l
+from harness.procs import ENV, wait_for
+from harness.ptp_harness import PROFILE_SLAVE_OPTIONS, NetnsPair, Ptp4l
 
 SNMP_PORT = 16161  # inside namespace A, which is new: nothing else is bound there
 COMMUNITY = "public"

@@ -1,6 +1,6 @@
 """Decode a receiver capture file into epochs (``appliance replay``).
 
-Core module apart from ``read_capture``, which reads the file it is given.  Captures are what a receiver sent on its
+Pure core: it takes a capture's bytes (``edge/input_files.py`` reads the file).  Captures are what a receiver sent on its
 serial line; the files from gpsd's regression suite start with ``#`` comment lines, which are stripped only from the
 head of the file because further on a ``#`` byte can be part of a binary UBX frame.
 """
@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 from appliance import leap
 from appliance.events import Constellation, GnssEpoch, LeapInfo
@@ -31,10 +30,6 @@ def strip_header(data: bytes) -> bytes:
         end = data.find(b"\n", pos)
         pos = len(data) if end < 0 else end + 1
     return data[pos:]
-
-
-def read_capture(path: str | Path) -> bytes:
-    return strip_header(Path(path).read_bytes())
 
 
 def replay_bytes(data: bytes, table: leap.LeapTable | None = None, chunk: int = 4096) -> ReplayResult:

@@ -230,8 +230,12 @@ class RateLimiter:
     def __deepcopy__(self, memo: dict[int, object]) -> RateLimiter:
         """A copy with every client's bucket (the simulated world and the tests copy whole engines)."""
         twin = RateLimiter(self.rate_per_s, self.burst, self.max_clients)
-        twin._table.load(self._table.state())
+        twin.load(self._table.state())
         return twin
+
+    def load(self, state: object) -> None:
+        """Take another limiter's table (``dataplane.RateTable.state()``): this one must not have been used."""
+        self._table.load(state)
 
     def check_key(self, key: bytes, now_ns: int) -> Limit:
         return _DECISIONS[self._table.check(key, now_ns)]

@@ -50,21 +50,6 @@ class Platform:
     world: Any = None
 
 
-def load_leap_table(config: Config) -> leap.LeapTable:
-    """The packaged table, or the configured file if it expires later; a bad file is logged and ignored."""
-    table = leap.LeapTable.load_default()
-    path = config.clock.leap_file
-    if path:
-        try:
-            other = leap.LeapTable.load_file(path)
-        except (OSError, ValueError) as exc:
-            log.error("clock.leap_file %s not used: %s", path, exc)
-            return table
-        if (other.expires_posix_s or 0) > (table.expires_posix_s or 0):
-            return other
-    return table
-
-
 def assemble(config: Config, scheduler: Scheduler, platform: Platform, table: leap.LeapTable,
              save_state: Callable[[LearnedState], None] | None = None) -> Runtime:
     """The router over the engines and the reference drivers, and the runtime around it."""
@@ -89,6 +74,7 @@ def assemble(config: Config, scheduler: Scheduler, platform: Platform, table: le
         runtime.add_output(pulses.status)
     if hasattr(backend, "publish"):  # a kernel clock: its synchronised status and error bound, once a second
         runtime.add_second_consumer(KernelStatus(backend))
+        runtime.kernel_clock = getattr(backend, "clock", None)
     return runtime
 
 

@@ -16,9 +16,9 @@ from typing import Any
 from appliance import __version__, leap
 from appliance.clock.learned import LearnedState
 from appliance.config import Config
+from appliance.edge.input_files import load_leap_table
 from appliance.events import Alarm, Severity
 from appliance.runtime import inputs, outputs, surfaces
-from appliance.runtime.build import load_leap_table
 from appliance.runtime.platforms import hardware, simulated
 from appliance.runtime.runtime import Runtime
 from appliance.units import NS_PER_S
@@ -123,15 +123,15 @@ def _parts(config: Config, runtime: Runtime, loop: asyncio.AbstractEventLoop, wa
                                  runtime.alarm, runtime.now_tai_ns)
         _output(runtime, ptp, clock=True)
     if config.serial_out.device:
-        _output(runtime, outputs.serial_output(config, lambda: runtime.router.utc.table, runtime.status,
+        _output(runtime, outputs.serial_output(config, runtime.leap_table, runtime.status,
                                                runtime.served_at_host))
     runtime.add(outputs.pulse_sinks(config, runtime.pulses, runtime.raw_now, time.time_ns,
-                                    lambda: runtime.router.utc.table))
+                                    runtime.leap_table))
     audit = surfaces.audit_trail(config, runtime, loop)
     if config.web.enabled:
         _output(runtime, surfaces.web_console(config, runtime, loop, audit))
     served_posix = lambda host_ns: leap.tai_to_posix_ns(runtime.served_at_host(host_ns)[0],  # noqa: E731
-                                                        runtime.router.utc.table)[0]
+                                                        runtime.leap_table())[0]
     r = config.references
     if config.integrity.enabled and config.integrity.ntp_servers:
         poller = inputs.cross_check_poller(config, runtime.cross_check, post, served_posix)
@@ -140,11 +140,11 @@ def _parts(config: Config, runtime: Runtime, loop: asyncio.AbstractEventLoop, wa
     if r.ntp_servers:
         _input(runtime, "ntp", inputs.ntp_upstream(config, runtime.deliver, post, served_posix))
     if r.ptp_interface:
-        tai_utc_s = runtime.router.utc.table.tai_utc_at_tai_ns(runtime.now_tai_ns())
+        tai_utc_s = runtime.leap_table().tai_utc_at_tai_ns(runtime.now_tai_ns())
         _input(runtime, "ptp", inputs.ptp_upstream(config, runtime.deliver, runtime.served_at_past_host, tai_utc_s))
     if r.irig_input:
-        year = leap.tai_to_utc(runtime.now_tai_ns(), runtime.router.utc.table).year
-        _input(runtime, "irig", inputs.irig_input(config, runtime.deliver, post, runtime.router.utc.table, year))
+        year = leap.tai_to_utc(runtime.now_tai_ns(), runtime.leap_table()).year
+        _input(runtime, "irig", inputs.irig_input(config, runtime.deliver, post, runtime.leap_table(), year))
     if r.pps_in_device:
         _input(runtime, "pps", inputs.pps_input(config, runtime.deliver, post))
     if config.snmp.enabled:
@@ -180,7 +180,7 @@ def _clock_kept_time(runtime: Runtime) -> bool:
     clock under the software backend is someone else's, so nothing vouches for it."""
     if runtime.mode == "simulated":
         return True
-    kernel = getattr(runtime.router.clock.backend, "clock", None)
+    kernel = runtime.kernel_clock
     if kernel is None or kernel.is_phc:
         return False
     try:

@@ -327,7 +327,8 @@ def ptp_security(p: Any) -> Any:
     """The port's ``PortSecurity`` from ``ptp.spp``, ``ptp.sa_file`` and ``ptp.active_key_id``; None when ptp.spp is
     -1.  A missing or broken file, an spp it does not hold or a key it does not have is a start-up error
     (ValueError naming every problem, never a key)."""
-    from appliance.protocol.ptp.security import PortSecurity, SaFileError, load_sa_file
+    from appliance.edge.input_files import load_sa_file
+    from appliance.protocol.ptp.security import PortSecurity, SaFileError
 
     if p.spp < 0:
         return None

@@ -5,7 +5,7 @@ so the same runtime runs live on the asyncio scheduler and in simulated time on 
 receiver's reader, an output, the console, the SNMP agent, the audit trail) is started and stopped through the same
 small protocol (``start``, ``stop``) and was built with the callbacks it needs (``deliver``, ``subscribe``,
 ``status``, ``command`` ...), never with this object.  What the parts report of themselves comes back through the
-status functions they were registered with, into the one read model (``readmodel.py``).
+status functions they were registered with, into the one read model (``Router.snapshot``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from appliance import __version__, leap, readmodel
+from appliance import __version__, leap
 from appliance.clock.learned import LearnedState
 from appliance.events import Alarm, ReceiverBaud, ReceiverWrite
 from appliance.outputs.ntp import publish
@@ -89,6 +89,7 @@ class Runtime:
         self._cross_check: Callable[[], dict[str, Any]] | None = None
         self._refid, self._generation = "GNSS", 0
         self.pulses: PulseOutputs | None = None  # the 1PPS and IRIG-B plans, when the settings ask for either
+        self.kernel_clock: Any = None  # the kernel clock the appliance steers (KernelClock), when it steers one
         self._timers = [every(scheduler, 200 * NS_PER_MS, self._tick), every(scheduler, NS_PER_S, self._second),
                         every(scheduler, 60 * NS_PER_S, self._minute),
                         every(scheduler, save_interval_s * NS_PER_S, self.save_learned)]
@@ -140,7 +141,7 @@ class Runtime:
 
     # --- inputs from the edges ------------------------------------------------------------------------------------
     def now(self) -> Now:
-        host_ns = leap.tai_to_posix_ns(self.scheduler.now_ns(), self.router.utc.table)[0]
+        host_ns = leap.tai_to_posix_ns(self.scheduler.now_ns(), self.router.leap_table())[0]
         return Now(self.raw_now(), host_ns)
 
     def deliver(self, ref: str, item: object) -> None:
@@ -247,7 +248,12 @@ class Runtime:
         """The served (disciplined) time now."""
         return self.router.now_tai_ns(self.now())
 
+    def leap_table(self) -> leap.LeapTable:
+        """The leap-second table in use now (it grows when the receiver announces a leap second)."""
+        return self.router.leap_table()
+
     def status(self, now: Now | None = None) -> TimeStatus:
+        """The one read model: the router's snapshot with what the outputs and input edges report of themselves."""
         reports: dict[str, Any] = {}
         for output in self._outputs:
             reports.update(output())
@@ -255,7 +261,7 @@ class Runtime:
                            {name: status() for name, status in self._inputs.items()},
                            None if self._cross_check is None else self._cross_check(),
                            None if self._sim_time_error is None else self._sim_time_error())
-        return readmodel.build(self.router, now or self.now(), edges)
+        return self.router.snapshot(now or self.now(), edges)
 
     # --- operator commands ------------------------------------------------------------------------------------
     def handle_command(self, request: dict[str, Any]) -> dict[str, Any]:

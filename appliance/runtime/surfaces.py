@@ -29,10 +29,10 @@ def audit_trail(config: Config, runtime: Runtime, loop: asyncio.AbstractEventLoo
     state_dir = config.state_path()
     persist.ensure_state_dir(state_dir)
     try:
-        store, quality, forwarder = open_stores(state_dir, config, runtime.router.utc.table)
+        store, quality, forwarder = open_stores(state_dir, config, runtime.leap_table())
     except AuditError as exc:
         raise ValueError(str(exc)) from None
-    part = AuditPart(loop, store, runtime.status, runtime.now_tai_ns, lambda: runtime.router.utc.table,
+    part = AuditPart(loop, store, runtime.status, runtime.now_tai_ns, runtime.leap_table,
                      runtime.subscribe, quality, forwarder, alarm=runtime.alarm)
     runtime.audit_to(part.on_command)
     return part
@@ -70,7 +70,7 @@ def web_console(config: Config, runtime: Runtime, loop: asyncio.AbstractEventLoo
     start = {"config": config, "state_dir": str(state_dir), "listen": w.listen, "port": w.port, "cert": str(cert),
              "key": str(key), "log_level": logging.getLogger().getEffectiveLevel()}
     calls = {"command": runtime.handle_command, "audit_append": audit_append, "apply_live": runtime.apply_live}
-    return Output("web", ConsoleProcess(loop, runtime.status, lambda: runtime.router.utc.table, calls, start,
+    return Output("web", ConsoleProcess(loop, runtime.status, runtime.leap_table, calls, start,
                                         w.listen, w.port, alarm=runtime.alarm, now_tai_ns=runtime.now_tai_ns))
 
 
@@ -78,5 +78,5 @@ def snmp_agent(config: Config, runtime: Runtime, loop: asyncio.AbstractEventLoop
     from appliance.snmp.service import SnmpPart
 
     agent = SnmpPart(loop, config, warm, runtime.status, runtime.handle_command, runtime.now_tai_ns,
-                     lambda: runtime.router.utc.table, runtime.subscribe, audit.record_listeners.append)
+                     runtime.leap_table, runtime.subscribe, audit.record_listeners.append)
     return Output("snmp", agent)

@@ -16,9 +16,10 @@ from typing import Any
 
 from appliance import config as cfg, leap
 from appliance.events import Alarm
-from appliance.gnss.guard import JAMMING, SPOOFING
+from appliance.gnss.guard import JAMMING, SPOOFING, GuardStatus
 from appliance.sim import drills
 from appliance.sim.leapsecond import first_after_expiry
+from appliance.status import TimeStatus
 from appliance.units import NS_PER_S
 
 START_TAI_NS = 1_782_000_037 * NS_PER_S + 250_000_000  # 2026-06-21, a quarter second past a true second
@@ -65,56 +66,59 @@ def run_trial(name: str, attack: Callable[[Any], Any], *, seed: int = 1, warm_s:
     """Warm up, attack for ``attack_s``, end it (``stop-attacks`` unless ``end`` is given), watch ``recover_s``.
     ``attack`` and ``end`` act on the simulated world."""
     app, world, scheduler = appliance(seed, settings)
-    clock, guard = app.router.clock, _guard(app)
     raised: list[tuple[int, Alarm]] = []
     app.subscribe(lambda e: raised.append((world.true_ns(), e)) if isinstance(e, Alarm) and e.raised
                   and e.code in ALARMS else None)
     scheduler.run_for(warm_s * NS_PER_S)
     t = Trial(name, seed)
-    t.figures["state_before"] = clock.state.value
+    status = app.status()
+    t.figures["state_before"] = status.clock.state
     t.figures["alarms_before"] = [a.code for _, a in raised]
     raised.clear()
     start = world.true_ns()
     attack(world)
-    monitor_only = guard.action == "monitor"
+    monitor_only = _integrity(status).action == "monitor"
     worst_before = 0
     for second in range(attack_s + recover_s):
         if second == attack_s:
             (end or _drill("stop-attacks"))(world)
             stopped = world.true_ns()
         scheduler.run_for(NS_PER_S)
-        te = abs(_time_error(app))
+        status = app.status()
+        integrity = _integrity(status)
+        te = abs(_time_error(status))
         t.max_te_ns = max(t.max_te_ns, te)
         if second < attack_s:
             t.max_te_attack_ns = max(t.max_te_attack_ns, te)
-        caught = (raised if monitor_only else []) or not guard.usable
+        caught = (raised if monitor_only else []) or not integrity.usable
         if not t.detected:
             worst_before = max(worst_before, te)
             if caught:
                 t.detected = True
                 t.detect_s = round((world.true_ns() - start) / NS_PER_S, 1)
                 t.max_te_before_ns = worst_before
-                t.reasons = guard.monitor.verdict().reasons
+                t.reasons = integrity.reasons
         elif t.state_after_detect is None and second >= (t.detect_s or 0) + 1:
-            t.state_after_detect = clock.state.value
-        if second >= attack_s and t.detected and t.requalified_s is None and guard.usable and \
-                guard.monitor.verdict().level.value == "ok":
+            t.state_after_detect = status.clock.state
+        if second >= attack_s and t.detected and t.requalified_s is None and integrity.usable and \
+                integrity.level == "ok":
             t.requalified_s = round((world.true_ns() - stopped) / NS_PER_S, 1)
     if not t.detected:
         t.max_te_before_ns = worst_before
     t.alarms = sorted({a.code for _, a in raised})
-    t.state_end = clock.state.value
-    t.level_end = guard.monitor.verdict().level.value
+    t.state_end = status.clock.state
+    t.level_end = _integrity(status).level
     return t
 
 
-def _guard(runtime: Any) -> Any:
-    """The integrity guard of the appliance's own receiver."""
-    return runtime.router.gnss.guard
+def _integrity(status: TimeStatus) -> GuardStatus:
+    """The integrity checks' verdict on the appliance's own receiver, as its snapshot shows it."""
+    assert status.integrity is not None
+    return status.integrity
 
 
-def _time_error(runtime: Any) -> int:
-    error = runtime.sim_time_error_ns()
+def _time_error(status: TimeStatus) -> int:
+    error = status.clock.sim_time_error_ns
     assert error is not None
     return int(error)
 
@@ -177,16 +181,16 @@ def leap_second_trial(seed: int = 1) -> Trial:
     app.subscribe(lambda e: raised.append(e.code) if isinstance(e, Alarm) and e.raised and e.code in ALARMS
                   else None)
     world.start()
-    clock, guard = app.router.clock, _guard(app)
     t = Trial("leap-second", seed)
     usable = True
     for _ in range(30 * 60):
         scheduler.run_for(NS_PER_S)
-        usable = usable and guard.usable
-        t.max_te_ns = max(t.max_te_ns, abs(_time_error(app)) if clock.state.value == "LOCKED" else 0)
+        status = app.status()
+        usable = usable and _integrity(status).usable
+        t.max_te_ns = max(t.max_te_ns, abs(_time_error(status)) if status.clock.state == "LOCKED" else 0)
     t.alarms = sorted(set(raised))
     t.detected = not usable
-    t.state_end = clock.state.value
-    t.level_end = guard.monitor.verdict().level.value
-    t.figures["tai_utc_end"] = app.router.utc.snapshot(app.now_tai_ns()).tai_utc_s
+    t.state_end = status.clock.state
+    t.level_end = _integrity(status).level
+    t.figures["tai_utc_end"] = status.leap.tai_utc_s
     return t

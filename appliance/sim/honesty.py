@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import product
-from typing import Any
 
 from appliance.sim import drills
 from appliance.sim.attacks import appliance
+from appliance.status import TimeStatus
 from appliance.units import NS_PER_S
 
 
@@ -65,7 +65,6 @@ class Honesty:
 def push_trial(push: Push) -> Honesty:
     """Stage ``push`` on a fresh simulated appliance and measure the served error against the advertised bound."""
     app, world, scheduler = appliance(push.seed, (f"clock.oscillator={push.oscillator}",))
-    clock, guard = app.router.clock, app.router.gnss.guard
     scheduler.run_for(push.warm_s * NS_PER_S)
     out = Honesty(push)
     conditions = world.receivers[0].receiver.conditions
@@ -78,17 +77,19 @@ def push_trial(push: Push) -> Honesty:
             drills.apply(world, "stop-attacks")
             conditions = world.receivers[0].receiver.conditions
         scheduler.run_for(NS_PER_S)
-        _measure(out, second, app, clock, world)
-        if out.detected_s is None and not guard.usable:
+        status = app.status()
+        _measure(out, second, status)
+        if out.detected_s is None and status.integrity is not None and not status.integrity.usable:
             out.detected_s = second
     return out
 
 
-def _measure(out: Honesty, second: int, app: Any, clock: Any, world: Any) -> None:
-    snap = clock.snapshot(world.raw_ns())
+def _measure(out: Honesty, second: int, status: TimeStatus) -> None:
+    snap = status.clock
     if not out.states or out.states[-1] != snap.state:
         out.states.append(snap.state)
-    te = int(app.sim_time_error_ns())
+    assert snap.sim_time_error_ns is not None
+    te = int(snap.sim_time_error_ns)
     out.max_te_ns = max(out.max_te_ns, abs(te))
     if snap.error_bound_ns is None:
         return  # FREERUN: nothing advertised, nothing promised

@@ -17,7 +17,7 @@ from flask import Blueprint, Response, current_app, jsonify, request
 
 from appliance.alarms import CATALOG, HISTORY_KINDS, Episode, from_audit, select
 from appliance.units import NS_PER_S
-from appliance.web.app import audit, audit_verified, ctx_of, needs
+from appliance.web.access import audit, audit_verified, ctx_of, needs
 from appliance.web.openapi import document
 
 bp = Blueprint("api", __name__)

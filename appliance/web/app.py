@@ -3,7 +3,8 @@
 Edge module (HTTP through Flask).  ``create_app(ctx)`` builds the application around a ``WebContext``: the latest
 status (published by the appliance once a second; the web never touches the engines), a way to hand an operator
 command to the appliance's event loop, the user store, the audit store, the time-quality log and the settings
-editor.  Pages are in ``views.py``, the REST API in ``api.py``, ``/metrics`` in ``metrics.py``.
+editor.  Pages are in ``views.py``, the REST API in ``api.py``, ``/metrics`` in ``metrics.py``; what they share of the
+request (its user and role, the context, the audit record) is in ``access.py``, which none of them imports back.
 
 Every route needs a session or an API token except the login page, static assets and, when
 ``web.metrics_public`` is set, ``/metrics``; a user who must change its password (the first admin) reaches only
@@ -21,51 +22,25 @@ before it is parsed.  A request whose Host header is no host name is answered 40
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flask import Flask, Response, g, jsonify, redirect, render_template, request, session, url_for
+from flask import Flask, Response, g, jsonify, redirect, request, session, url_for
 from flask_wtf.csrf import CSRFError, CSRFProtect
 from werkzeug.exceptions import BadHost
 
 from appliance.edge.pacer import Pacer
 from appliance.protocol import limits
 from appliance.units import NS_PER_S
+from appliance.web import api, metrics, system, views
+from appliance.web.access import WebContext, can, refuse
 from appliance.web.admission import MAX_BODY_BYTES, client_of
-from appliance.web.users import ROLES, UserStore
 
 log = logging.getLogger("appliance.web")
-RANK = {role: i for i, role in enumerate(ROLES)}
-
-
-@dataclass
-class WebContext:
-    status: Callable[[], dict[str, Any]]  # the latest TimeStatus as a dict
-    command: Callable[[dict[str, Any]], dict[str, Any]]  # runs on the appliance's loop; returns its reply
-    users: UserStore
-    settings: Any  # SettingsEditor
-    audit: Any = None  # AuditStore
-    audit_append: Callable[[str, str, str, dict[str, Any]], Any] | None = None  # kind, actor, text, detail
-    quality: Any = None  # TimeQualityLog
-    export_bundle: Callable[[int | None, int | None], bytes] | None = None  # signed audit bundle of a range
-    utc_label: Callable[[int], str] = str
-    posix_ms: Callable[[int], int] = lambda tai_ns: tai_ns // 1_000_000  # noqa: E731 - for chart axes
-    now_tai_ns: Callable[[], int] = time.time_ns
-    sky_tracks: Callable[[], list[dict[str, Any]]] | None = None  # SkyTracks.tracks: the satellites' recent positions
-    wall_s: Callable[[], float] = time.time  # host time for sessions, lockouts and tokens (a test moves it)
-    metrics_public: bool = False
-    session_timeout_s: int = 3600
-    rate_per_s: float = 20.0
-    rate_burst: int = 100
-    budget_per_s: float = 0.0  # all clients together (0: none): beyond it requests wait their turn
-    state_dir: Path | None = None  # for the system page's disk use (None: not shown)
-
 
 BUDGET_MAX_WAIT_S = 5.0
 LOGIN_RATE_PER_S, LOGIN_BURST = 0.2, 10  # per client address: 10 tries at once, then one every 5 s
@@ -190,18 +165,18 @@ def create_app(ctx: WebContext, secret_key: bytes) -> Flask:
         if isinstance(request.routing_exception, BadHost):  # before anything that builds a URL from the host
             return _refuse_bad_host(bad_hosts, ctx.wall_s())
         if not limiter.allow(client_of(request.remote_addr or "?")):
-            return _refuse(429, "too many requests")
+            return refuse(429, "too many requests")
         if not pacer.wait(BUDGET_MAX_WAIT_S):  # the console's share of the machine is spent: wait, or come back
-            return _refuse(503, "console busy: the appliance serves time first; try again shortly")
+            return refuse(503, "console busy: the appliance serves time first; try again shortly")
         if request.is_json and json_depth(request.get_data(cache=True), MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
-            return _refuse(400, f"refused: the JSON body nests deeper than {MAX_JSON_DEPTH} levels")
+            return refuse(400, f"refused: the JSON body nests deeper than {MAX_JSON_DEPTH} levels")
         g.user, g.role, g.via, g.must_change = None, None, None, False
         endpoint = request.endpoint or ""
         header = request.headers.get("Authorization", "")
         if header.startswith("Bearer "):
             found = ctx.users.token_user(header[7:].strip())
             if found is None:
-                return _refuse(401, "invalid token")
+                return refuse(401, "invalid token")
             g.user, g.role, g.via, g.must_change = found.user, found.role, "token", found.must_change
         elif "user" in session:
             found = ctx.users.session_user(session.get("sid", ""), ctx.wall_s(), ctx.session_timeout_s)
@@ -213,13 +188,13 @@ def create_app(ctx: WebContext, secret_key: bytes) -> Flask:
                     csrf.protect()
         if g.must_change and endpoint not in PASSWORD_CHANGE_ENDPOINTS:
             if request.path.startswith("/api/") or endpoint == "metrics" or g.via == "token":
-                return _refuse(403, PASSWORD_CHANGE_REQUIRED)
+                return refuse(403, PASSWORD_CHANGE_REQUIRED)
             return redirect(url_for("views.password_page"))
         if endpoint in ("static", "views.login") or (endpoint == "metrics" and ctx.metrics_public):
             return None
         if g.user is None:
             if request.path.startswith("/api/") or endpoint == "metrics":
-                return _refuse(401, "authentication required (a session or an API token)")
+                return refuse(401, "authentication required (a session or an API token)")
             return redirect(url_for("views.login", next=request.path))
         return None
 
@@ -238,26 +213,24 @@ def create_app(ctx: WebContext, secret_key: bytes) -> Flask:
 
     @app.errorhandler(CSRFError)
     def csrf_refused(exc: CSRFError) -> Any:
-        return _refuse(400, f"refused: {exc.description} (reload the page and try again)")
+        return refuse(400, f"refused: {exc.description} (reload the page and try again)")
 
     @app.errorhandler(404)
     def not_found(_exc: Exception) -> Any:
-        return _refuse(404, f"no such page or API route: {request.path[:200]}")
+        return refuse(404, f"no such page or API route: {request.path[:200]}")
 
     @app.errorhandler(405)
     def wrong_method(_exc: Exception) -> Any:
-        return _refuse(405, f"{request.method} is not allowed on {request.path[:200]}")
+        return refuse(405, f"{request.method} is not allowed on {request.path[:200]}")
 
     @app.errorhandler(413)
     def too_large(_exc: Exception) -> Any:
-        return _refuse(413, f"refused: the request body is larger than {app.config['MAX_CONTENT_LENGTH']} bytes")
+        return refuse(413, f"refused: the request body is larger than {app.config['MAX_CONTENT_LENGTH']} bytes")
 
     @app.context_processor
     def inject() -> dict[str, Any]:
         return {"user": g.get("user"), "role": g.get("role"), "must_change": g.get("must_change", False),
                 "can": lambda r: can(r), "verdict": lambda: _verdict(ctx)}
-
-    from appliance.web import api, metrics, system, views
 
     app.register_blueprint(views.bp)
     app.register_blueprint(api.bp, url_prefix="/api/v1")
@@ -272,50 +245,6 @@ def _verdict(ctx: WebContext) -> dict[str, Any] | None:
         return ctx.status().get("verdict")
     except Exception:  # noqa: BLE001 - a page is still drawn when the appliance has not published yet
         return None
-
-
-def can(role: str) -> bool:
-    """Whether the current user holds ``role`` or a higher one."""
-    current = g.get("role")
-    return current is not None and RANK[current] >= RANK[role]
-
-
-def needs(role: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Refuse (403) a request whose user lacks ``role``."""
-    def wrap(view: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(view)
-        def checked(*args: Any, **kwargs: Any) -> Any:
-            if not can(role):
-                return _refuse(403, f"refused: the {role} role is needed")
-            return view(*args, **kwargs)
-        return checked
-    return wrap
-
-
-def ctx_of() -> WebContext:
-    from flask import current_app
-
-    return current_app.extensions["ctx"]  # type: ignore[no-any-return]
-
-
-def audit(kind: str, text: str, detail: dict[str, Any] | None = None, actor: str | None = None) -> None:
-    ctx = ctx_of()
-    if ctx.audit_append is not None:
-        who = actor or g.get("user") or "anonymous"
-        ctx.audit_append(kind, f"web:{who}" if g.get("via") != "token" else f"api:{who}", text,
-                         {"client": request.remote_addr, **(detail or {})})
-
-
-def audit_verified(result: Any) -> None:
-    """The record of an audit chain check made for a console or API user.  A store that cannot take it (found cut
-    short, say: the check's own answer says so) costs the record, not the answer."""
-    from appliance.audit.chain import AuditError
-
-    try:
-        audit("audit.verify", f"audit chain verified: {'OK' if result.ok else 'BROKEN'} "
-              f"({result.checked + result.earlier} records)", {"ok": result.ok, "first_bad_seq": result.first_bad_seq})
-    except AuditError as exc:
-        logging.getLogger("appliance.web").warning("audit check not recorded: %s", exc)
 
 
 def _refuse_bad_host(note: LogNote, now_s: float) -> Response:
@@ -334,15 +263,3 @@ def _refuse_bad_host(note: LogNote, now_s: float) -> Response:
         response = Response(message + "\n", mimetype="text/plain")
     response.status_code = 400
     return response
-
-
-def _refuse(code: int, message: str) -> Any:
-    if request.path.startswith("/api/") or request.endpoint == "metrics" or request.accept_mimetypes.best == \
-            "application/json":
-        response = jsonify({"error": message})
-        response.status_code = code
-        return response
-    if code == 401:
-        return redirect(url_for("views.login"))
-    return render_template("refused.html", code=code, message=message), code
-

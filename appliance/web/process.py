@@ -97,7 +97,7 @@ class Feed:
 def console_context(start: dict[str, Any], feed: Feed, channel: Channel) -> Any:
     """The WebContext of the console process: its own readers of the state files, calls for everything else."""
     from appliance.audit.store import AuditError, AuditStore
-    from appliance.web.app import WebContext
+    from appliance.web.access import WebContext
     from appliance.web.settings_edit import SettingsEditor
     from appliance.web.usercli import USERS_FILE
     from appliance.web.users import UserStore

@@ -27,8 +27,9 @@ from cheroot.ssl.builtin import BuiltinSSLAdapter
 from appliance.edge.persist import UnsafePathError, read_private, write_private
 from appliance.edge.proc import lower_priority
 from appliance.units import NS_PER_MS, NS_PER_S
+from appliance.web.access import WebContext
 from appliance.web.admission import Admission, Limits, Readiness, Stage, request_readiness, without_expect
-from appliance.web.app import WebContext, create_app
+from appliance.web.app import create_app
 from appliance.web.tls import Opening, Step, ensure_certificate, handshake_step, harden, opening, refuse_plain_http
 
 log = logging.getLogger("appliance.web")

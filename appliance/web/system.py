@@ -21,7 +21,7 @@ from flask import Blueprint, current_app, jsonify, render_template
 
 from appliance.edge.procstats import DiskUse, ProcessSampler
 from appliance.units import NS_PER_S
-from appliance.web.app import ctx_of
+from appliance.web.access import ctx_of
 
 bp = Blueprint("system", __name__)
 KOD_CODES = {"kod_rate": "RATE", "kod_deny": "DENY", "kod_rstr": "RSTR", "nts_nak": "NTSN"}

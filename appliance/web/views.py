@@ -16,7 +16,7 @@ from flask_wtf.csrf import generate_csrf
 from appliance import config as cfg
 from appliance.web import settings_view
 from appliance.web.admission import client_of
-from appliance.web.app import audit, audit_verified, ctx_of, needs
+from appliance.web.access import audit, audit_verified, ctx_of, needs
 from appliance.web.users import ROLES, Ended, UserError
 
 bp = Blueprint("views", __name__)

@@ -1,6 +1,6 @@
 """linuxptp 4.x (>= 4.3: PTP authentication, IEEE 1588-2019 16.14 / Annex P) for the interop tests.
 
-The system's linuxptp is Debian 12's 3.1.1 (tests/interop/ptp_harness.py drives it).  linuxptp 4.x comes from Debian
+The system's linuxptp is Debian 12's 3.1.1 (harness/ptp_harness.py drives it).  linuxptp 4.x comes from Debian
 sid's binary package, unpacked with the libc and libnettle it needs beside the system's own by
 ``scripts/get-linuxptp4`` (which ``scripts/test-all`` runs, exporting the directory as ``LINUXPTP4_DIR``):
 ``ptp4l4() / "ptp4l"``, ``ptp4l4() / "pmc"``, ... run like any program.
@@ -16,7 +16,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from tests.missing import missing
+from harness.missing import missing
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "get-linuxptp4"
 DEFAULT_DIR = Path("/opt/appliance-test/linuxptp4")
@@ -73,7 +73,7 @@ def ptp4l4() -> Path:
 
 def requirements() -> Path:
     """What a linuxptp 4.x interop test needs: ``ptp4l4()``, root (namespaces) and ip, setpriv, tshark."""
-    from tests.interop import ptp_harness as h
+    from harness import ptp_harness as h
 
     directory = ptp4l4()
     h.require_root()

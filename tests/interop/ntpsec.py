@@ -12,7 +12,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from tests.missing import missing
+from harness.missing import missing
 
 DEFAULT_DIR = Path("/opt/appliance-test/ntpsec")
 _found: dict[str, Path | str] = {}

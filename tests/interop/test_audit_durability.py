@@ -20,8 +20,8 @@ import pytest
 
 from appliance.edge import control
 from appliance.audit.store import TABLE, AuditStore
-from tests.interop.procs import ENV, appliance, wait_for
-from tests.interop.ptp_appliance import seed_learned_state
+from harness.procs import ENV, appliance, wait_for
+from harness.ptp_appliance import seed_learned_state
 
 pytestmark = [pytest.mark.interop]
 FAST = ["--set", "clock.warmup_s=0", "--set", "clock.qualify_s=3", "--set", "ntp.enabled=false",

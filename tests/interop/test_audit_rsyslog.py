@@ -23,8 +23,8 @@ import pytest
 
 from appliance.audit.remote import parse_log
 from appliance.audit.store import AuditStore
-from tests.interop.procs import ENV, appliance, free_tcp_port, stop, wait_for
-from tests.missing import missing
+from harness.missing import missing
+from harness.procs import ENV, appliance, free_tcp_port, stop, wait_for
 from tests.unit.test_audit_anchor_forwarder import Pki, make_pki
 
 pytestmark = [pytest.mark.interop]

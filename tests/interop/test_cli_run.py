@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.interop.procs import ENV, appliance, stop, wait_for
+from harness.procs import ENV, appliance, stop, wait_for
 
 DATA = Path(__file__).parents[1] / "data" / "gnss"
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.interop.procs import ENV, appliance, status, stop, wait_for
+from harness.procs import ENV, appliance, status, stop, wait_for
 
 pytestmark = pytest.mark.slow
 FAST = ["--set", "clock.warmup_s=0", "--set", "clock.qualify_s=3", "--set", "clock.save_interval_s=15"]

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.interop.peers import Chronyd
-from tests.interop.procs import ENV, appliance, free_udp_port, stop, wait_for
-from tests.interop.ptp_appliance import seed_learned_state
+from harness.peers import Chronyd
+from harness.procs import ENV, appliance, free_udp_port, stop, wait_for
+from harness.ptp_appliance import seed_learned_state
 
 pytestmark = pytest.mark.slow
 

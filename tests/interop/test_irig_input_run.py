@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from appliance.edge.irig import files
-from tests.interop.procs import ENV, appliance, status, stop, wait_for
+from harness.procs import ENV, appliance, status, stop, wait_for
 
 pytestmark = pytest.mark.slow
 RATE = 48_000

@@ -31,8 +31,8 @@ from appliance.outputs.pulses import AmPlanner
 from appliance.refs.irig_in import IrigDecoder
 from appliance.edge.irig.input import EdgeEvents, IrigGpioInput, IrigWavInput, gpiod_edge_events
 from appliance.refs.model import PairedTime
-from tests.interop.peers import require
-from tests.interop.procs import ENV, appliance
+from harness.peers import require
+from harness.procs import ENV, appliance
 
 pytestmark = [pytest.mark.interop]
 NS = 1_000_000_000

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.interop import ptp_harness as h
+from harness import ptp_harness as h
 from tests.interop.linuxptp4 import requirements
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]

@@ -12,7 +12,7 @@ from appliance.protocol.ntp.packet import decode
 from appliance.outputs.ntp.policy import ServerConfig
 from appliance.edge.ntp.shm import ClockSegment
 from appliance.edge.ntp.worker import config_dict, worker_main
-from tests.interop.ntp_harness import host_map, request
+from harness.ntp_harness import host_map, request
 
 
 def _free_port_v6() -> int:

@@ -6,8 +6,11 @@ reply's receive timestamp can be checked against the host clock directly.
 
 from __future__ import annotations
 
+import random
 import time
 from collections import Counter
+from collections.abc import Mapping
+from typing import Any
 
 import ntplib
 import pytest
@@ -17,8 +20,8 @@ from tests.oracle.auth_model import Outcome
 from appliance.outputs.ntp.policy import ServerConfig
 from appliance.timebase import ntp64_to_posix_ns, posix_ns_to_ntp64
 from appliance.units import NS_PER_S
-from tests.interop.ntp_harness import (Client, InProcessWorker, NtpWorker, extension, fields, host_map,
-                                       mixed_traffic, request)
+from harness.ntp_harness import Client, NtpWorker, extension, fields, host_map, request
+from tests.oracle.inprocess import InProcessWorker
 
 KEYS_TEXT = "1 MD5 ASCII:md5-secret\n2 SHA1 HEX:00112233445566778899aabbccddeeff00112233\n" \
             "3 AES128 HEX:2b7e151628aed2a6abf7158809cf4f3c\n"
@@ -251,6 +254,33 @@ def test_replies_are_never_larger_than_requests(server):
             assert wire is not None and len(wire) <= len(data)
             if len(data) not in (68, 72):
                 assert len(wire) == 48  # extension fields (and a client's crypto-NAK) are not echoed
+
+
+def mixed_traffic(worker: NtpWorker, bad: list[bytes], keys: Mapping[int, auth.Key]) -> None:
+    """A fixed mix, the same for both paths: ``bad`` packets from 127.0.0.1, a flood of 9 bare requests from
+    127.0.0.4 and of 7 signed (key 1) from 127.0.0.5, 3 requests from 127.0.0.3 (deny it), then from 127.0.0.6 a bad
+    MAC (key 2), an unknown key, an extension field and an NTPv1 request, and from 127.0.0.7 two interleaved pairs,
+    bare and signed (key 3)."""
+    rng = random.Random(7)
+
+    def req(**kw: Any) -> bytes:
+        return request(transmit=rng.getrandbits(64), **kw)
+
+    with worker.client("127.0.0.1") as c1, worker.client("127.0.0.4") as c4, worker.client("127.0.0.5") as c5, \
+            worker.client("127.0.0.6") as c6, worker.client("127.0.0.7") as c7, worker.client("127.0.0.3") as c3:
+        for client, packets in ((c1, bad), (c4, [req() for _ in range(9)]),
+                                (c5, [auth.sign(keys[1], req()) for _ in range(7)]), (c3, [req() for _ in range(3)])):
+            for data in packets:
+                client.send(data)
+        c6.query(auth.sign(keys[2], req())[:-1] + b"\0")
+        c6.query(req() + (9).to_bytes(4, "big") + bytes(16))
+        c6.query(req() + extension(16))
+        c6.query(req(version=1, mode=0))
+        a = fields(c7.query(req()))
+        c7.query(req(origin=a.receive_ts, receive=123))
+        a = fields(c7.query(auth.sign(keys[3], req())))
+        c7.query(auth.sign(keys[3], req(origin=a.receive_ts, receive=456)))
+
 
 
 def test_counters_of_a_mixed_traffic_are_the_decisions_taken(keys_file):

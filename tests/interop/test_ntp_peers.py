@@ -22,9 +22,9 @@ import ntplib
 import pytest
 
 from appliance.timebase import ntp64_to_posix_ns
-from tests.interop.peers import (Capture, Chronyd, Key, eventually, exchange, netns_pair, request, require, run,
-                                 seconds)
-from tests.interop.procs import ENV, appliance, free_udp_port, status, stop, wait_for
+from harness.peers import (Capture, Chronyd, Key, eventually, exchange, netns_pair, request, require, run,
+                           seconds)
+from harness.procs import ENV, appliance, free_udp_port, status, stop, wait_for
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 FAST = ["--set", "clock.warmup_s=0", "--set", "clock.qualify_s=3"]
@@ -89,7 +89,7 @@ def _grandmaster(base: Path, learned: bool):
     (base / "keys").write_text("".join(k.line() + "\n" for k in KEYS))
     port, state = free_udp_port(), base / "state"
     if learned:
-        from tests.interop.ptp_appliance import seed_learned_state
+        from harness.ptp_appliance import seed_learned_state
 
         state.mkdir()
         seed_learned_state(state)

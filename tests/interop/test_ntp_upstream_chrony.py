@@ -26,8 +26,8 @@ import pytest
 from appliance.edge.ntp_poller import NtpCrossCheckPoller
 from appliance.refs.ntp_select import FALSETICKER, PHI, SURVIVOR, NtpEstimate, NtpUpstream
 from appliance.timebase import ns_to_ntp_short, posix_ns_to_ntp64
-from tests.interop.peers import Chronyd, eventually
-from tests.interop.procs import free_udp_port
+from harness.peers import Chronyd, eventually
+from harness.procs import free_udp_port
 
 pytestmark = [pytest.mark.interop]
 MS = 1_000_000

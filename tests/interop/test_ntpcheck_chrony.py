@@ -16,12 +16,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from appliance.gnss.integrity import Level, NtpCrossCheck
 from appliance.edge.ntp_poller import NtpCrossCheckPoller, NtpSample
+from appliance.gnss.integrity import Level, NtpCrossCheck
 from appliance.units import NS_PER_S
-from tests.interop.peers import Chronyd, eventually
-from tests.interop.procs import free_udp_port
-from tests.missing import missing
+from harness.missing import missing
+from harness.peers import Chronyd, eventually
+from harness.procs import free_udp_port
 
 pytestmark = [pytest.mark.interop]
 MS = 1_000_000

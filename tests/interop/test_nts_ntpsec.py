@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.interop import ptp_harness as h
+from harness import ptp_harness as h
+from harness.peers import eventually
+from harness.procs import ENV, status, stop, wait_for
 from tests.interop.ntpsec import ntpd
-from tests.interop.peers import eventually
-from tests.interop.procs import ENV, status, stop, wait_for
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 

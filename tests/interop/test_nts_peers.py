@@ -16,8 +16,8 @@ from OpenSSL import SSL
 
 from appliance.edge.ntp.ntske import _io_timeout
 from tests.oracle import nts_model as nts
-from tests.interop.peers import Chronyd, eventually
-from tests.interop.procs import appliance, free_tcp_port, free_udp_port, status, stop, wait_for
+from harness.peers import Chronyd, eventually
+from harness.procs import appliance, free_tcp_port, free_udp_port, status, stop, wait_for
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 

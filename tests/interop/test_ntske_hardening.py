@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from appliance.edge.ntp.ntske import CONNECTION_TIMEOUT_S, per_client_slots
-from tests.interop.peers import Chronyd, eventually
-from tests.interop.procs import appliance, free_tcp_port, free_udp_port, status, stop, wait_for
+from harness.peers import Chronyd, eventually
+from harness.procs import appliance, free_tcp_port, free_udp_port, status, stop, wait_for
 from tests.interop.test_nts_peers import _connects
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.interop.procs import ENV, appliance, free_tcp_port, status, stop, wait_for
+from harness.procs import ENV, appliance, free_tcp_port, status, stop, wait_for
 
 pytestmark = pytest.mark.slow
 PASSWORD = "a-password-for-the-admin-1"

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from appliance.audit.store import AuditStore
-from tests.interop import ptp_harness as h
-from tests.interop.ptp_appliance import ApplianceGm
+from harness import ptp_harness as h
+from harness.ptp_appliance import ApplianceGm
 
 pytestmark = pytest.mark.slow
 

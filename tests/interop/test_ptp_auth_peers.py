@@ -25,10 +25,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.interop import ptp_harness as h
+from harness import ptp_harness as h
+from harness.procs import ENV
+from harness.ptp_appliance import ApplianceGm
 from tests.interop.linuxptp4 import requirements
-from tests.interop.procs import ENV
-from tests.interop.ptp_appliance import ApplianceGm
 from tests.interop.test_linuxptp4_auth import (ANNOUNCE, BAD_RE, BEST_RE, DELAY_RESP, FOLLOW_UP, FOREIGN_RE, KEY,
                                                OFFSET_RE, OTHER_KEY, SYNC, Ptp4l4, check_signed, ptp_payloads,
                                                sa_file)

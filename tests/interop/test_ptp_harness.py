@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.interop.ptp_harness import (L2_FORWARDABLE, L2_NON_FORWARDABLE, PROFILE_MASTER_OPTIONS,
-                                       PROFILE_SLAVE_OPTIONS, PROFILE_TRANSPORTS, GmSelection, OffsetSample,
-                                       PmcStream, PortTransition, Summary, _pairs, _ptpd_clock_id, dissect_json,
-                                       parse_pmc, parse_ptp4l_line, parse_ptpd_stats_line, parse_ptpd_status,
-                                       ptp4l_config, summarize)
+from harness.ptp_harness import (L2_FORWARDABLE, L2_NON_FORWARDABLE, PROFILE_MASTER_OPTIONS,
+                                 PROFILE_SLAVE_OPTIONS, PROFILE_TRANSPORTS, GmSelection, OffsetSample,
+                                 PmcStream, PortTransition, Summary, _pairs, _ptpd_clock_id, dissect_json,
+                                 parse_pmc, parse_ptp4l_line, parse_ptpd_stats_line, parse_ptpd_status,
+                                 ptp4l_config, summarize)
 
 PROFILES_DIR = Path(__file__).resolve().parents[2] / "appliance" / "data" / "ptp-profiles"
 

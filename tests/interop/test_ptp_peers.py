@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from appliance.edge import kernel_preemption
-from tests.interop import ptp_harness as h
-from tests.interop.ptp_appliance import ApplianceGm
+from harness import ptp_harness as h
+from harness.ptp_appliance import ApplianceGm
 
 pytestmark = pytest.mark.slow
 LOCK_WITHIN_S = 15.0

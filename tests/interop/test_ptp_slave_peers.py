@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from tests.interop import ptp_harness as h
+from harness import ptp_harness as h
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]

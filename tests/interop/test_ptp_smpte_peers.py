@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.interop import ptp_harness as h
-from tests.interop.ptp_appliance import ApplianceGm
+from harness import ptp_harness as h
+from harness.ptp_appliance import ApplianceGm
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 

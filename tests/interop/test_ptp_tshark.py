@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from appliance.protocol.ptp import codec as c
-from tests.interop.peers import require, run
+from harness.peers import require, run
 
 pytestmark = pytest.mark.interop
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.interop.procs import ENV, appliance, stop, wait_for
+from harness.procs import ENV, appliance, stop, wait_for
 
 pytestmark = pytest.mark.slow
 DISCONNECTED = "gnss-disconnected"

@@ -3,8 +3,8 @@ and chronyd as an NTP client, next to its (simulated) GNSS receiver -- failover,
 
 The appliance runs as ``python -m appliance run`` on its simulated world in live mode: true time is the host clock,
 so ``status.clock.sim_time_error_ns`` (TE) is the served time minus the truth.  ptp4l (``free_running 1``, software
-timestamps, under ``setpriv --bounding-set -sys_time``: tests/interop/ptp_harness.py) and chronyd (``-x`` under the
-same setpriv: tests/interop/peers.py) serve the host clock too, so a PTP or NTP offset of the appliance (served minus
+timestamps, under ``setpriv --bounding-set -sys_time``: harness/ptp_harness.py) and chronyd (``-x`` under the
+same setpriv: harness/peers.py) serve the host clock too, so a PTP or NTP offset of the appliance (served minus
 upstream) is its TE plus the measurement's own error.  Nothing here can adjust this machine's clock; the appliance
 itself runs under the same setpriv, and PTP traffic stays in the two network namespaces of a ``NetnsPair`` (ptp4l in
 a, the appliance in b), NTP on loopback.
@@ -39,10 +39,10 @@ from typing import Any, Self
 import pytest
 
 from appliance.edge import control
-from tests.interop import ptp_harness as h
-from tests.interop.peers import Chronyd, require
-from tests.interop.procs import ENV, free_udp_port
-from tests.interop.ptp_appliance import seed_learned_state
+from harness import ptp_harness as h
+from harness.peers import Chronyd, require
+from harness.procs import ENV, free_udp_port
+from harness.ptp_appliance import seed_learned_state
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]

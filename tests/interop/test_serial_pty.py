@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.interop.procs import appliance, stop, wait_for
+from harness.procs import appliance, stop, wait_for
 
 pytestmark = pytest.mark.slow
 

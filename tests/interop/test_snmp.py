@@ -25,10 +25,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.interop.peers import require
-from tests.interop.procs import ENV, appliance, free_tcp_port, free_udp_port, status, stop, wait_for
-from tests.interop.ptp_appliance import seed_learned_state
-from tests.interop.snmp_wire import request
+from harness.peers import require
+from harness.procs import ENV, appliance, free_tcp_port, free_udp_port, status, stop, wait_for
+from harness.ptp_appliance import seed_learned_state
+from harness.snmp_wire import request
 
 pytestmark = [pytest.mark.interop]
 REPO = Path(__file__).parents[2]

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.interop.peers import require
-from tests.interop.procs import ENV, appliance, free_udp_port, status, stop, wait_for
-from tests.interop.ptp_appliance import seed_learned_state
+from harness.peers import require
+from harness.procs import ENV, appliance, free_udp_port, status, stop, wait_for
+from harness.ptp_appliance import seed_learned_state
 from tests.interop.snmp_relay import Relay, replay
 from tests.interop.test_snmp import snmp
 

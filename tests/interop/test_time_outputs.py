@@ -21,9 +21,9 @@ from pathlib import Path
 import pynmea2
 import pytest
 
-from tests.interop.peers import require
-from tests.interop.procs import appliance, stop, wait_for
-from tests.interop.ptp_appliance import seed_learned_state
+from harness.peers import require
+from harness.procs import appliance, stop, wait_for
+from harness.ptp_appliance import seed_learned_state
 
 pytestmark = [pytest.mark.interop]
 FAST = ["--set", "clock.warmup_s=0", "--set", "clock.qualify_s=3", "--set", "ntp.enabled=false"]

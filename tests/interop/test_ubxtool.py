@@ -25,7 +25,7 @@ from appliance.gnss import ubxlegacy as legacy
 from appliance.gnss.framer import ubx_frame_bytes
 from appliance.gnss.plan import ReceiverPlan
 from appliance.sim.ubxdevice import SimUblox
-from tests.interop.peers import require
+from harness.peers import require
 
 pytestmark = [pytest.mark.interop]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import ntplib
 import pytest
 
-from tests.interop.procs import ENV, appliance, free_udp_port, stop, wait_for
+from harness.procs import ENV, appliance, free_udp_port, stop, wait_for
 
 pytestmark = [pytest.mark.interop]
 

@@ -19,11 +19,12 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from appliance import leap
+from appliance.edge.input_files import read_capture
 from appliance.events import GnssEpoch, Rejected
 from appliance.gnss import nmea, ubx
 from appliance.gnss.framer import Framer, NmeaFrame, UbxFrame, nmea_sentence_bytes, ubx_frame_bytes
 from appliance.gnss.receiver import GnssReceiver
-from appliance.gnss.replay import read_capture, replay_bytes, strip_header
+from appliance.gnss.replay import replay_bytes, strip_header
 from tests.props.fuzzing import FUZZ, apply_edits, edits, fuzz, mutated
 
 TABLE = leap.LeapTable.load_default()

@@ -268,7 +268,8 @@ TIMING = {"heartbeat_ns", "pid", "fast_path", "slow_path", "tx_kernel_timestamps
 
 @pytest.fixture(scope="module")
 def both_paths() -> Iterator[tuple[Any, Any]]:
-    from tests.interop.ntp_harness import InProcessWorker, host_map
+    from tests.oracle.inprocess import InProcessWorker
+    from harness.ntp_harness import host_map
 
     with InProcessWorker(True, ServerConfig(rate_per_s=0), keys=KEYS) as fast, \
             InProcessWorker(False, ServerConfig(rate_per_s=0), keys=KEYS) as python:

@@ -34,7 +34,7 @@ from pysnmp.proto.mpmod.rfc3412 import SNMPv3Message
 
 from appliance.snmp import limits
 from appliance.snmp.agent import MAX_MESSAGE_BYTES
-from tests.interop.snmp_wire import V1, V2C, encode_request
+from harness.snmp_wire import V1, V2C, encode_request
 from tests.props.fuzzing import fuzz, mutated
 from tests.unit.test_snmp_limits import ROW_COUNT, ROWS, SYS_DESCR, SYSTEM, Running, no_traceback
 

@@ -13,12 +13,13 @@ import pytest
 from tests.replay.gpsd_reference import CAPTURES, DATA_DIR, load, satellite_keys, satellite_level, tod_ms_of
 
 from appliance import leap
+from appliance.edge.input_files import read_capture
 from appliance.events import (Constellation, FixMode, GnssEpoch, LeapInfo, ReceiverState, TimeLabel,
                               TimePulseInfo)
 from appliance.gnss import nmea, ubx
 from appliance.gnss.framer import UBX_SYNC, Framer, NmeaFrame, UbxFrame, ubx_checksum
 from appliance.gnss.receiver import GnssReceiver
-from appliance.gnss.replay import ReplayResult, read_capture, replay_bytes
+from appliance.gnss.replay import ReplayResult, replay_bytes
 
 DEG_TOLERANCE = 1e-6
 M8T, F9T, ZEUS = "u-blox-m8t-time", "ublox-zed-f9t-ubx_nmea_l5", "bundg_zeus_9"

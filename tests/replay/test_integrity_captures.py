@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 from tests.replay.gpsd_reference import CAPTURES, DATA_DIR
 
-from appliance.gnss.replay import capture_integrity, read_capture
+from appliance.edge.input_files import read_capture
+from appliance.gnss.replay import capture_integrity
 
 
 @pytest.mark.parametrize("name", CAPTURES)

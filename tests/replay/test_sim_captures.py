@@ -13,9 +13,10 @@ import pytest
 from tests.replay.sim_captures import SECONDS, TTFF_S, path_of, record, start_tai_ns
 
 from appliance import leap
+from appliance.edge.input_files import read_capture
 from appliance.events import FixMode, GnssEpoch, ReceiverState, TimeLabel
 from appliance.gnss.receiver import GnssReceiver
-from appliance.gnss.replay import ReplayResult, read_capture, replay_bytes
+from appliance.gnss.replay import ReplayResult, replay_bytes
 from appliance.sim.receiver import MESSAGE_SETS
 from appliance.units import NS_PER_S
 

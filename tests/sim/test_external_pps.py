@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 def pulses(sim: Sim, late_ns: list[int]) -> None:
     """A 1PPS on every true second, ``late_ns[0]`` after it (a list, so a test can move it)."""
-    table = sim.app.router.utc.table
+    table = sim.app.leap_table()
     count = [0]
 
     def edge() -> None:
@@ -35,9 +35,10 @@ def test_the_external_pps_takes_over_from_gnss_without_a_step() -> None:
     sim = build_sim(**{"references.pps_in_device": "/dev/pps-ext", "references.qualify_s": "5"})
     pulses(sim, [0])
     sim.run_s(300)
-    rows = {v.name: v for v in sim.app.router.selector.views(sim.app.raw_now())}
-    assert sim.app.router.selector.active == "gnss" and rows["pps"].state == "qualified"
-    assert abs(rows["pps"].offset_ns) < 100 and sim.app.router.references["pps"].pps.paired > 250
+    references = sim.app.status().references
+    rows = {row.name: row for row in references.rows}
+    assert references.active == "gnss" and rows["pps"].state == "qualified"
+    assert abs(rows["pps"].offset_ns) < 100 and rows["pps"].samples > 250
     before = sim.app.sim_time_error_ns()
     assert sim.app.handle_command({"cmd": "world", "action": "receiver-off"})["ok"]
     worst = 0
@@ -56,6 +57,6 @@ def test_an_external_pps_off_the_second_is_disqualified_against_gnss() -> None:
     sim = build_sim(**{"references.pps_in_device": "/dev/pps-ext", "references.qualify_s": "5"})
     pulses(sim, [2_000])
     sim.run_s(120)
-    rows = {v.name: v for v in sim.app.router.selector.views(sim.app.raw_now())}
+    rows = {row.name: row for row in sim.app.status().references.rows}
     assert rows["pps"].state == "disqualified" and "disagrees with gnss" in rows["pps"].reason
     assert not any(isinstance(e, RefSwitched) and e.new == "pps" for e in sim.events)

@@ -80,9 +80,11 @@ class Run:
         app = self.sim.app
         for _ in range(seconds):
             self.sim.run_s(1)
-            clock = app.status().clock
+            status = app.status()
+            clock = status.clock
+            backup = any(a.code == "reference-backup" for a in status.alarms)
             self.seconds.append(Second(len(self.seconds), app.sim_time_error_ns(), clock.error_bound_ns, clock.state,
-                                       app.router.selector.active, "reference-backup" in app.router.alarms.active))
+                                       status.references.active, backup))
 
     def world(self, action: str, value: str = "") -> None:
         reply = self.sim.app.handle_command({"cmd": "world", "action": action, "value": value, "user": "test"})
@@ -109,9 +111,10 @@ class Run:
 def start(warm_s: int = WARM_S, **settings: Any) -> Run:
     sim = build_sim(seed=SEED, **settings)
     sim.run_s(warm_s)
-    clock = sim.app.status().clock
-    assert clock.state == "LOCKED" and sim.app.router.selector.active == "gnss", (clock.state, sim.app.router.selector.active)
-    views = {v.name: v.state for v in sim.app.router.selector.views(sim.app.raw_now())}
+    status = sim.app.status()
+    clock, active = status.clock, status.references.active
+    assert clock.state == "LOCKED" and active == "gnss", (clock.state, active)
+    views = {row.name: row.state for row in status.references.rows}
     assert all(state == "qualified" for state in views.values()), views
     return Run(sim)
 

@@ -59,9 +59,10 @@ class Run:
         app = self.sim.app
         for _ in range(seconds):
             self.sim.run_s(1)
-            clock = app.status().clock
+            status = app.status()
+            clock = status.clock
             self.seconds.append(Second(app.sim_time_error_ns(), clock.error_bound_ns, clock.state,
-                                       app.router.selector.active))
+                                       status.references.active))
 
     def power(self, number: int, on: bool) -> None:
         self.sim.world.receivers[number - 1].powered = on
@@ -81,8 +82,9 @@ class Run:
 def start(**settings: Any) -> Run:
     sim = build_sim(**settings)
     sim.run_s(WARM_S)
-    assert sim.app.status().clock.state == "LOCKED" and sim.app.router.selector.active == "gnss"
-    views = {v.name: v.state for v in sim.app.router.selector.views(sim.app.raw_now())}
+    status = sim.app.status()
+    assert status.clock.state == "LOCKED" and status.references.active == "gnss"
+    views = {row.name: row.state for row in status.references.rows}
     assert all(state == "qualified" for state in views.values()), views
     return Run(sim)
 
@@ -115,10 +117,9 @@ def two() -> Run:
 def test_two_receivers_are_two_references_on_their_own_antennas(two: Run) -> None:
     first, second = two.sim.world.receivers
     assert first.source != second.source and first.receiver is not second.receiver
-    drivers = two.sim.app.router.references
-    assert [d.watched for d in drivers.values()] == [True, False]  # the integrity checks watch the first
-    assert two.sim.app.router.gnss is drivers["gnss"]
-    assert [r["name"] for r in two.snapshots["back"]["receivers"]] == ["gnss", "gnss2"]
+    rows = two.snapshots["back"]["receivers"]
+    assert [r["name"] for r in rows] == ["gnss", "gnss2"]
+    assert [r["watched"] for r in rows] == [True, False]  # the integrity checks watch the first
 
 
 def test_the_clock_goes_on_locked_on_the_standby_when_the_first_is_pulled(two: Run) -> None:

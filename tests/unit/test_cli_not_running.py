@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from appliance.cli import main
-from tests.interop.procs import ENV
+from harness.procs import ENV
 
 SAME_AS_RUN = "give this command the same --config FILE and --set state_dir=... (or control.socket=...) as " \
               "`appliance run`"

@@ -10,7 +10,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tests.missing import missing
+from harness.missing import missing
 
 DEPLOY = Path(__file__).parents[2] / "deploy"
 UNIT = DEPLOY / "appliance.service"
@@ -26,7 +26,7 @@ REAL_PATHS = ("/opt/appliance", "/etc/appliance", "/var/lib/appliance", "/etc/sy
 
 
 def systemd_analyze() -> str:
-    """Its path; missing, the test is skipped locally and fails under CI (as tests/interop/peers.py `require`)."""
+    """Its path; missing, the test is skipped locally and fails under CI (as harness/peers.py `require`)."""
     path = shutil.which("systemd-analyze") or next(
         (p for p in ("/usr/bin/systemd-analyze", "/bin/systemd-analyze") if os.access(p, os.X_OK)), None)
     if path is None:

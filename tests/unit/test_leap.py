@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from appliance.edge.input_files import read_leap_file
 from appliance.leap import (
     LeapFileError,
     LeapTable,
@@ -37,7 +38,7 @@ def packaged_text() -> str:
 
 @pytest.fixture(scope="module")
 def table() -> LeapTable:
-    return LeapTable.load_file(DATED_FILE)
+    return read_leap_file(DATED_FILE)
 
 
 # --- parsing -----------------------------------------------------------------------------------------
@@ -46,7 +47,7 @@ def table() -> LeapTable:
 def test_packaged_file_parses_with_valid_hash_and_is_current() -> None:
     shipped = LeapTable.load_default()
     assert shipped.entries[0] == (posix_s(1972, 1, 1), 10)
-    assert shipped.entries[-1][1] >= 37 and shipped.entries[:28] == LeapTable.load_file(DATED_FILE).entries
+    assert shipped.entries[-1][1] >= 37 and shipped.entries[:28] == read_leap_file(DATED_FILE).entries
     # The IERS publishes a new file every six months; one that expires before mid-2027 is out of date.
     assert shipped.expires_posix_s is not None and shipped.expires_posix_s >= posix_s(2027, 6, 28)
     assert shipped.updated_posix_s is not None and shipped.updated_posix_s < shipped.expires_posix_s
@@ -60,12 +61,12 @@ def test_dated_file_parses_with_valid_hash(table: LeapTable) -> None:
     assert table.updated_posix_s is not None and table.updated_posix_s < table.expires_posix_s
 
 
-def test_load_default_is_shared_and_load_file_matches(tmp_path) -> None:
+def test_load_default_is_shared_and_read_leap_file_matches(tmp_path) -> None:
     shipped = LeapTable.load_default()
     assert LeapTable.load_default() is shipped
     path = tmp_path / "leap-seconds.list"
     path.write_text(files("appliance").joinpath("data/leap-seconds.list").read_text(encoding="utf-8"), encoding="utf-8")
-    loaded = LeapTable.load_file(path)
+    loaded = read_leap_file(path)
     assert loaded.entries == shipped.entries and loaded.source == str(path)
     assert loaded.expires_posix_s == shipped.expires_posix_s
 

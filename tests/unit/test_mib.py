@@ -2,7 +2,7 @@
 the object table the agent builds from it is consistent (and agrees with the enumerations in the code).
 
 net-snmp's snmptranslate, libsmi's smilint and the standard MIB modules the MIB imports are outside the venv: a
-missing one skips those tests locally and fails them under CI, as tests/interop/peers.py ``require`` does.
+missing one skips those tests locally and fails them under CI, as harness/peers.py ``require`` does.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from appliance.events import Constellation, ReceiverState, Severity
 from appliance.clock.state import ClockState
 from appliance.outputs.ptp.port import STATE_CODES
 from appliance.snmp import mibgen
-from tests.missing import missing
+from harness.missing import missing
 
 REPO = Path(__file__).resolve().parents[2]
 MIB_DIR = REPO / "deploy" / "mibs"

@@ -37,7 +37,7 @@ def runtime(name: str) -> str:
 @pytest.fixture(scope="module")
 def sanitized_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tree = tmp_path_factory.mktemp("sanitized")
-    for part in ("appliance", "tests"):
+    for part in ("appliance", "tests", "harness"):
         shutil.copytree(ROOT / part, tree / part, ignore=IGNORED)
     for part in ("setup.py", "pyproject.toml"):
         shutil.copy2(ROOT / part, tree / part)

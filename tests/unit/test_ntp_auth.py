@@ -9,8 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.oracle import auth_model as auth
-from tests.oracle.auth_model import (Key, KeysFileError, KeyTable, KeyType, Outcome, crypto_nak, load_keys_file,
-                                        mac, parse_keys, sign, split_mac, verify)
+from appliance.edge.input_files import load_keys_file
+from tests.oracle.auth_model import (Key, KeysFileError, KeyTable, KeyType, Outcome, crypto_nak, mac, parse_keys,
+                                     sign, split_mac, verify)
 
 HEADER = bytes(range(0x23, 0x23 + 48))  # any 48 bytes will do: the MAC does not look inside the header
 AES_KEY = bytes.fromhex("2b7e151628aed2a6abf7158809cf4f3c")  # RFC 4493 §4

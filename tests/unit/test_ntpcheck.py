@@ -18,7 +18,7 @@ import pytest
 
 from appliance.edge.ntp_poller import NtpCrossCheckPoller, NtpSample, parse_server
 from appliance.timebase import ns_to_ntp_short, posix_ns_to_ntp64
-from tests.missing import missing
+from harness.missing import missing
 
 MS = 1_000_000
 TIMEOUT_S = 0.3

@@ -2,7 +2,7 @@
 ntp/nts.py and the Python server.
 
 Requests are built here with ``cryptography``'s AES-SIV; replies are opened with it and their cookies with the jar
-(``nts.CookieJar``).  Each test drives an in-process worker (tests/interop/ntp_harness.py) one receive step at a
+(``nts.CookieJar``).  Each test drives an in-process worker (harness/ntp_harness.py) one receive step at a
 time on a loopback socket: the fast path decides, its counters are the fast path's own, merged as the worker
 publishes them.  The cross-check sends the same requests (mutated valid ones, and authentic requests of odd
 shapes) to a fast-path worker and a Python-path worker holding the same keys: same drops, same counters, replies
@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from tests.oracle.ntp_server import ServerConfig
 from tests.oracle import nts_model as nts
-from tests.interop.ntp_harness import InProcessWorker
+from tests.oracle.inprocess import InProcessWorker
 from tests.props.fuzzing import apply_edits, edits, fuzz
 
 TIMING = {"heartbeat_ns", "pid", "fast_path", "slow_path", "tx_kernel_timestamps", "rx_without_kernel_timestamp"}

@@ -16,7 +16,7 @@ import pytest
 
 from tests.oracle.ntp_server import MAX_REQUEST_LEN, ServerConfig
 from tests.oracle import nts_model as nts
-from tests.interop.ntp_harness import InProcessWorker
+from tests.oracle.inprocess import InProcessWorker
 from tests.unit.test_nts_fastpath import (C2S, S2C, Probe, _both_paths, jar, nts_request, reply_cookies,
                                           require_nts_in_c, shape, uid_of)
 

@@ -12,7 +12,7 @@ import pytest
 
 from appliance.edge.persist import (PRIVATE_FILES, UnsafePathError, check_state_dir, ensure_state_dir, read_private,
                                     write_private)
-from tests.interop.procs import ENV
+from harness.procs import ENV
 
 
 def test_write_private_refuses_a_link_and_leaves_its_target_untouched(tmp_path: Path) -> None:

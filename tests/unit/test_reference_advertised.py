@@ -40,5 +40,5 @@ def test_on_a_ptp_upstream_the_clock_says_ptp() -> None:
     status = sim.app.status()
     assert status.references.active == "ptp" and status.clock.state == "LOCKED"
     assert status.clock.advertised.time_source == 0x40
-    host_now = leap.tai_to_posix_ns(sim.scheduler.now_ns(), sim.app.router.utc.table)[0]
+    host_now = leap.tai_to_posix_ns(sim.scheduler.now_ns(), sim.app.leap_table())[0]
     assert sim.app.clock_map(host_now).reference_id == b"PTP\0"

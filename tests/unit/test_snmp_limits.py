@@ -1,7 +1,7 @@
 """The SNMP agent's response bound: GETBULK with many varbinds is answered (cut to fit, RFC 3416 4.2.3), a GET too
 large to answer gets tooBig (RFC 3416 4.2.1), max-repetitions cannot amplify past 8 x the request, and none of it
 writes a traceback.  The agent runs in a thread on its own event loop, as in the appliance, on a loopback port; the
-manager is a bare SNMPv2c client (tests/interop/snmp_wire.py)."""
+manager is a bare SNMPv2c client (harness/snmp_wire.py)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from pyasn1.type import univ
 from appliance.snmp import limits
 from appliance.snmp.agent import AccessGate, Agent, ResponseGuard
 from appliance.snmp.view import MibView
-from tests.interop.procs import free_udp_port
-from tests.interop.snmp_wire import Answer, request
+from harness.procs import free_udp_port
+from harness.snmp_wire import Answer, request
 
 SYS_DESCR = (1, 3, 6, 1, 2, 1, 1, 1, 0)
 SYSTEM = (1, 3, 6, 1, 2, 1, 1)

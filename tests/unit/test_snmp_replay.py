@@ -18,8 +18,8 @@ from appliance.snmp.agent import AccessGate, Agent, V3User
 from appliance.snmp.process import next_engine_boots
 from appliance.snmp.replay import WINDOW_S, ReplayCache, Verdict, WriteId
 from appliance.snmp.view import MibView
+from harness.snmp_wire import request
 from tests.interop.snmp_relay import Relay, replay
-from tests.interop.snmp_wire import request
 from tests.unit import test_snmp_limits as limits_test
 
 HOLDOVER = (1, 3, 6, 1, 4, 1, 99999, 1, 2, 14, 0)  # a writable object of the test's view

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from appliance.edge.input_files import read_leap_file
 from appliance.events import LeapInfo, Severity
 from appliance.leap import LeapTable, UtcTime, tai_to_utc, utc_fields_to_tai, utc_to_tai
 from appliance.utcoffset import LeapStatus, UtcOffset
@@ -14,7 +15,7 @@ from appliance.utcoffset import LeapStatus, UtcOffset
 S = 1_000_000_000
 # A fixed IERS file, not the packaged one (which each new release replaces): expires 2026-12-28, last entry
 # 2017-01-01 (37 s).
-TABLE = LeapTable.load_file(Path(__file__).parent.parent / "data" / "leap" / "leap-seconds-expires-2026-12-28.list")
+TABLE = read_leap_file(Path(__file__).parent.parent / "data" / "leap" / "leap-seconds-expires-2026-12-28.list")
 
 
 def posix(*fields: int) -> int:

@@ -209,7 +209,8 @@ def console_env(tmp_path: Path, sim_status: dict[str, Any], users_template: Path
     from appliance.audit import bundle
     from appliance.audit.store import AuditStore
     from appliance.audit.tqlog import QualitySample, TimeQualityLog, utc_labeler
-    from appliance.web.app import WebContext, create_app
+    from appliance.web.access import WebContext
+    from appliance.web.app import create_app
     from appliance.web.settings_edit import SettingsEditor
     from appliance.web.users import UserStore
 

@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from tests.interop.peers import require
-from tests.interop.procs import ENV, appliance, free_tcp_port, stop, wait_for
-from tests.interop.ptp_appliance import seed_learned_state
+from harness.peers import require
+from harness.procs import ENV, appliance, free_tcp_port, stop, wait_for
+from harness.ptp_appliance import seed_learned_state
 from tests.web.conftest import PASSWORDS as FAKE_PASSWORDS
 from tests.web.conftest import SPOOFED, ConsoleEnv
 

@@ -18,7 +18,7 @@ import pytest
 from playwright.sync_api import expect
 
 from appliance import config as cfg
-from tests.interop.procs import appliance, free_tcp_port, stop, wait_for
+from harness.procs import appliance, free_tcp_port, stop, wait_for
 from tests.web import test_browser as browser_tests
 from tests.web.test_browser import browser  # noqa: F401, F811  (the fixture: Debian's Chromium under Playwright)
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from tests.interop.procs import appliance, free_tcp_port, stop, wait_for
+from harness.procs import appliance, free_tcp_port, stop, wait_for
 from tests.web.test_browser import browser  # noqa: F401, F811  (the fixture: Debian's Chromium under Playwright)
 
 pytestmark = [pytest.mark.interop]

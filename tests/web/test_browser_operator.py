@@ -23,7 +23,7 @@ import pytest
 from playwright.sync_api import expect
 
 from appliance.edge import control
-from tests.interop.procs import appliance, free_tcp_port, stop, wait_for
+from harness.procs import appliance, free_tcp_port, stop, wait_for
 from tests.web import test_browser as browser_tests
 from tests.web.test_browser import ARTIFACTS, browser, login, shot  # noqa: F401  (browser: the fixture)
 

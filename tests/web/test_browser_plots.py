@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from tests.interop.procs import ENV, appliance, free_tcp_port, stop, wait_for
+from harness.procs import ENV, appliance, free_tcp_port, stop, wait_for
 from tests.web.test_browser import FAST, INTEGRITY, PASSWORDS, add_user, login
 from tests.web.test_browser import browser  # noqa: F401  (the fixture: Debian's Chromium under Playwright)
 

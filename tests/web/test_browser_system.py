@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from tests.interop.procs import appliance, free_tcp_port, free_udp_port, stop, wait_for
+from harness.procs import appliance, free_tcp_port, free_udp_port, stop, wait_for
 from tests.web.test_browser import add_user, browser, login  # noqa: F401, F811  (browser: the Chromium fixture)
 
 pytestmark = [pytest.mark.interop]

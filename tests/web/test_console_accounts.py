@@ -24,7 +24,7 @@ import pytest
 from appliance.edge.persist import UnsafePathError
 from appliance.web.usercli import INITIAL_PASSWORD_FILE, first_admin, settle_initial_password
 from appliance.web.users import UserStore
-from tests.interop.procs import ENV
+from harness.procs import ENV
 from tests.web.conftest import PASSWORDS, Browser, ConsoleEnv
 
 NEW_PASSWORD = "a-password-of-my-own-1"

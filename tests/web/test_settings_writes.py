@@ -11,7 +11,7 @@ import pytest
 
 from appliance import config as cfg
 from appliance.web.settings_edit import OVERRIDES_FILE
-from tests.interop.procs import ENV
+from harness.procs import ENV
 from tests.web.conftest import ConsoleEnv
 
 BAD_ELEMENTS = ["ntp.example\x1b[2J", "ntp\x00.example", "ntp.example\x9b31m", "ntp.\x7fexample"]

@@ -17,10 +17,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from appliance.protocol.ntp import auth
 from appliance.protocol.clockmap import ClockMap
 from appliance.outputs.ntp.policy import ServerConfig
 from appliance.outputs.ntp.clients import RequestRate, SpaceSaving, client_text
+from appliance.edge.input_files import load_keys_file
 from appliance.edge.ntp.shm import CLIENT_SLOTS, COUNTER_NAMES, ClockSegment
 from appliance.edge.ntp.worker import config_dict, probe_port, worker_main
 from appliance.edge import persist
@@ -66,7 +66,7 @@ class NtpService:
         s = self.settings
         try:
             if s.keys_file:
-                auth.load_keys_file(s.keys_file)  # a broken keys file is a start-up error, not a worker crash
+                load_keys_file(s.keys_file)  # a broken keys file is a start-up error, not a worker crash
             probe_port(s.listen, s.port)
             if s.nts is not None:
                 self._prepare_nts(s.nts)

@@ -25,9 +25,10 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from appliance.protocol.ntp import auth
+from appliance.edge.input_files import load_keys_file
 from appliance.outputs.ntp.clients import RecentClients
 from appliance.outputs.ntp.policy import ServerConfig
+from appliance.protocol.ntp import auth
 from appliance.edge.ntp.shm import CLIENT_SLOTS, ClockReader
 from appliance.edge.proc import die_with_parent
 
@@ -117,7 +118,7 @@ def worker_main(index: int, shm_name: str, listen: str, port: int, config: dict[
     stopping = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stopping.update(now=True))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the appliance decides when workers stop
-    keys = auth.load_keys_file(keys_path) if keys_path else None
+    keys = load_keys_file(keys_path) if keys_path else None
     cookie_keys = None
     if nts_keys_path:
         from pathlib import Path

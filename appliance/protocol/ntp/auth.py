@@ -1,7 +1,8 @@
 """NTP symmetric keys (RFC 5905 §7.3; RFC 8573): the keys file, read into the table the data plane is handed.
 
-Core module: pure except ``load_keys_file``, which reads the keys file it is given.  The MACs themselves are checked
-and made by the data plane alone (``appliance/edge/ntp/_auth.c``; its model is ``tests/oracle/auth_model.py``).  The file is the one chrony and
+Pure core: ``parse_keys`` takes the keys file's text (``edge/input_files.py`` reads it).  The MACs themselves are
+checked and made by the data plane alone (``appliance/edge/ntp/_auth.c``; its model is
+``tests/oracle/auth_model.py``).  The file is the one chrony and
 ntpd both read (``ID TYPE KEY`` a line), so an operator can reuse an existing one.  Like the configuration loader,
 parsing collects every problem before raising, and no message ever quotes a token from a key line: any of them might
 be a secret typed in the wrong column.
@@ -12,7 +13,6 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 
 MIN_KEY_ID, MAX_KEY_ID = 1, 65534  # ntpd's range (0 is the crypto-NAK); chrony accepts it too
@@ -88,16 +88,6 @@ class _Bad(Exception):
 
 
 # --- the keys file ------------------------------------------------------------------------------------------
-
-def load_keys_file(path: str | Path) -> KeyTable:
-    """Read and parse a keys file; raises KeysFileError listing every problem."""
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise KeysFileError([f"{path}: cannot read keys file: {exc.strerror or type(exc).__name__}"]) from None
-    # Undecodable bytes become U+FFFD, which the printable-ASCII check then reports on their line.
-    return parse_keys(raw.decode("utf-8", errors="replace"), str(path))
-
 
 def parse_keys(text: str, origin: str = "keys file") -> KeyTable:
     """Parse keys-file text; raises KeysFileError listing every problem, each with its line number."""

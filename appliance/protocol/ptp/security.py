@@ -1,7 +1,7 @@
 """PTP integrity protection: the AUTHENTICATION TLV (IEEE 1588-2019 16.14, immediate security processing of
 Annex P) as linuxptp 4.x writes and checks it, and its security association file (``sa_file``).
 
-Core module: pure except ``load_sa_file``, which reads the file it is given.  The file is linuxptp's, so an operator
+Pure core: ``parse_sa_file`` takes the file's text (``edge/input_files.py`` reads it).  The file is linuxptp's, so an operator
 hands the appliance and its ptp4l slaves the same one::
 
     [security_association]
@@ -29,7 +29,6 @@ import hmac
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from cryptography.hazmat.primitives import cmac
 from cryptography.hazmat.primitives.ciphers import algorithms
@@ -172,16 +171,6 @@ def parse_sa_file(text: str, origin: str = "sa_file") -> dict[int, SecurityAssoc
     if problems:
         raise SaFileError(problems)
     return {spp: SecurityAssociation(**sa) for spp, sa in found.items()}
-
-
-def load_sa_file(path: str | Path) -> dict[int, SecurityAssociation]:
-    """Read and parse an sa_file; raises SaFileError."""
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise SaFileError([f"{path}: cannot read the security association file: "
-                           f"{exc.strerror or type(exc).__name__}"]) from None
-    return parse_sa_file(raw.decode("utf-8", errors="replace"), str(path))
 
 
 def _icv_input(message: bytes, allow_mutable: bool) -> bytes:

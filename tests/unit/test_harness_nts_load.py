@@ -1,4 +1,4 @@
-"""The NTS throughput bench's pure parts (bench/nts_throughput.py): the NTS-KE exchange it makes, the key file it
+"""The NTS throughput bench's pure parts (harness/nts_load.py): the NTS-KE exchange it makes, the key file it
 hands its generator, and its verdict (median of per-round ratios, decided only when every round agrees)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import struct
 import pytest
 
 from appliance.protocol.ntp import nts
-from bench.nts_throughput import (best_sustainable, key_file_text, ke_request, parse_ke_response, summarize,
-                                  sustainable)
+from harness.nts_load import (best_sustainable, key_file_text, ke_request, parse_ke_response, summarize,
+                              sustainable)
 
 
 def _run(**over) -> dict:

@@ -30,8 +30,8 @@ import ntplib
 from cryptography.hazmat.primitives import cmac
 from cryptography.hazmat.primitives.ciphers import algorithms
 
-from tests.interop.procs import ENV
-from tests.missing import missing
+from harness.missing import missing
+from harness.procs import ENV
 
 _serial = itertools.count()
 

@@ -1,11 +1,11 @@
-"""The PTP offset bench's statistics (bench/ptp_offset.py): windows of 10 Syncs at every rate, the bootstrap of the
+"""The PTP offset bench's statistics (harness/offset_stats.py): windows of 10 Syncs at every rate, the bootstrap of the
 candidate / ptp4l ratio with windows resampled alone or as time-aligned pairs, and the verdict on the target."""
 
 from __future__ import annotations
 
 import random
 
-from bench.ptp_offset import bootstrap_mean, bootstrap_ratio, print_windows, window_stats
+from harness.offset_stats import bootstrap_mean, bootstrap_ratio, print_windows, window_stats
 
 
 def _noise(seed: int, n: int, scale: float) -> list[float]:

@@ -3,7 +3,7 @@
 ``NtpWorker`` creates a ClockSegment, publishes a ClockMap anchored at the current host time (synchronized, stratum
 1, refid GPS, rate 0: the served clock *is* the host clock), spawns ``worker_main`` (once, or as several workers
 sharing the port) with the ``spawn`` start method on 127.0.0.1 at a free port, and waits until it answers.
-``InProcessWorker`` runs the data plane, or the executable model (tests/oracle), in this process, a step at a time.  Test traffic stays on loopback (any 127.0.0.0/8 source works) and never touches port 123.
+(``tests/oracle/inprocess.py`` runs the data plane, or its executable model, in this process, a step at a time.)  Test traffic stays on loopback (any 127.0.0.0/8 source works) and never touches port 123.
 """
 
 from __future__ import annotations
@@ -12,19 +12,15 @@ import multiprocessing
 import random
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.oracle import auth_model as auth
-from tests.oracle.auth_model import Key
 from appliance.protocol.clockmap import ClockMap
 from appliance.protocol.ntp.packet import HEADER_LEN, MODE_CLIENT, NtpHeader, decode, refid
 from appliance.outputs.ntp.policy import ServerConfig
-from appliance.edge.ntp.shm import ClockReader, ClockSegment
-from appliance.edge.ntp.worker import Worker, config_dict, open_socket, worker_main
-from tests.oracle.ntp_server import NtpServer
-from tests.oracle.ntp_worker import OracleWorker
+from appliance.edge.ntp.shm import ClockSegment
+from appliance.edge.ntp.worker import config_dict, worker_main
 from appliance.timebase import ns_to_ntp_short, posix_ns_to_ntp64
 from appliance.units import NS_PER_S
 
@@ -203,116 +199,9 @@ class NtpWorker:
         self.stop()
 
 
-class InProcessWorker:
-    """The data plane (``fast``) or the executable model (tests/oracle) in this process, driven one receive step at
-    a time, without a poll loop: what it does between datagrams is then exactly what its receive path does.
-    ``cookies``: an NTS cookie jar (``use_cookies`` replaces it, as a key rotation does); ``keys``: the keys file's
-    table of symmetric keys."""
-
-    def __init__(self, fast: bool, config: ServerConfig = ServerConfig(), cookies: Any = None,
-                 keys: auth.KeyTable | None = None):
-        self.segment = ClockSegment(1)
-        self.segment.publish(host_map())
-        self.reader = ClockReader(self.segment.name, 0)
-        self.sock = open_socket("127.0.0.1", 0, reuseport=False)
-        self.port = self.sock.getsockname()[1]
-        self.fast: Any = None
-        self.oracle: OracleWorker | None = None
-        if fast:
-            from appliance.edge.ntp.fast import make_fast_path, sync_cookie_keys
-
-            self.jar = _FixedJar(cookies)
-            self.worker = Worker(self.sock, config, self.reader, keys, self.jar)
-            self.fast = make_fast_path(self.worker)
-            sync_cookie_keys(self.worker, self.fast)
-        else:
-            self.oracle = OracleWorker(self.sock, NtpServer(config, keys, cookies), self.reader)
-
-    def use_cookies(self, cookies: Any) -> None:
-        if self.oracle is not None:
-            self.oracle.server.cookies = cookies
-            return
-        from appliance.edge.ntp.fast import sync_cookie_keys
-
-        self.jar.jar = cookies
-        sync_cookie_keys(self.worker, self.fast)
-
-    def counters(self) -> dict[str, int]:
-        if self.oracle is not None:
-            return self.oracle.counters()
-        from appliance.edge.ntp.fast import counters
-
-        return counters(self.fast)
-
-    def step(self) -> None:
-        """Read and answer what has arrived (as the worker's loop does after each poll)."""
-        if self.oracle is not None:
-            self.oracle.receive_batch()
-        else:
-            self.fast.serve(0, 1)
-
-    def exchange(self, client: socket.socket, datagrams: list[bytes]) -> list[bytes]:
-        """Send ``datagrams`` from ``client`` (bound, non-blocking), answer them (one step), and collect what came
-        back."""
-        for data in datagrams:
-            client.sendto(data, ("127.0.0.1", self.port))
-        self.step()
-        replies = []
-        while True:
-            try:
-                replies.append(client.recv(2048))
-            except BlockingIOError:
-                return replies
-
-    def __enter__(self) -> InProcessWorker:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.fast = None  # the data plane's view of the segment goes first
-        self.sock.close()
-        self.reader.close()
-        self.segment.close()
-
-
-class _FixedJar:
-    """A worker's cookie-key file stand-in: ``refresh`` returns the jar a test set."""
-
-    def __init__(self, jar: Any):
-        self.jar = jar
-
-    def refresh(self, _now_s: float) -> Any:
-        return self.jar
-
-
 def extension(n: int) -> bytes:
     """An RFC 7822 extension field of ``n`` bytes (an unassigned type, zero value)."""
     return bytes([0x02, 0x04]) + n.to_bytes(2, "big") + bytes(n - 4)
-
-
-def mixed_traffic(worker: NtpWorker, bad: list[bytes], keys: Mapping[int, Key]) -> None:
-    """A fixed mix, the same for both paths: ``bad`` packets from 127.0.0.1, a flood of 9 bare requests from
-    127.0.0.4 and of 7 signed (key 1) from 127.0.0.5, 3 requests from 127.0.0.3 (deny it), then from 127.0.0.6 a bad
-    MAC (key 2), an unknown key, an extension field and an NTPv1 request, and from 127.0.0.7 two interleaved pairs,
-    bare and signed (key 3)."""
-    rng = random.Random(7)
-
-    def req(**kw: Any) -> bytes:
-        return request(transmit=rng.getrandbits(64), **kw)
-
-    with worker.client("127.0.0.1") as c1, worker.client("127.0.0.4") as c4, worker.client("127.0.0.5") as c5, \
-            worker.client("127.0.0.6") as c6, worker.client("127.0.0.7") as c7, worker.client("127.0.0.3") as c3:
-        for client, packets in ((c1, bad), (c4, [req() for _ in range(9)]),
-                                (c5, [auth.sign(keys[1], req()) for _ in range(7)]), (c3, [req() for _ in range(3)])):
-            for data in packets:
-                client.send(data)
-        c6.query(auth.sign(keys[2], req())[:-1] + b"\0")
-        c6.query(req() + (9).to_bytes(4, "big") + bytes(16))
-        c6.query(req() + extension(16))
-        c6.query(req(version=1, mode=0))
-        a = fields(c7.query(req()))
-        c7.query(req(origin=a.receive_ts, receive=123))
-        a = fields(c7.query(auth.sign(keys[3], req())))
-        c7.query(auth.sign(keys[3], req(origin=a.receive_ts, receive=456)))
 
 
 def fields(reply: bytes) -> NtpHeader:

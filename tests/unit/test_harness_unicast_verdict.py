@@ -1,9 +1,9 @@
-"""The PTP unicast bench's verdict (bench/ptp_unicast.py): a Sync over 1 ms late is the grandmaster's unless its
+"""The PTP unicast bench's verdict (harness/unicast_verdict.py): a Sync over 1 ms late is the grandmaster's unless its
 SCHED_FIFO sender was held off its CPU for the excess (the host's), and every other shortfall fails the run."""
 
 from __future__ import annotations
 
-from bench.ptp_unicast import canary_slowdown, classify_late, own_late, target_failures
+from harness.unicast_verdict import canary_slowdown, classify_late, own_late, target_failures
 
 
 def _run(**late) -> dict:
@@ -88,7 +88,7 @@ def test_a_kernel_thread_that_kept_the_cpu_past_the_senders_wake_up_is_the_hosts
 
 
 def test_contention_spans_pair_the_threads_begin_and_end_on_its_cpu() -> None:
-    from bench.kernel_trace import contention_spans
+    from harness.kernel_trace import contention_spans
 
     text = "\n".join([
         "        ptp-sync-77 [000] d..1. 10.000100: contention_begin: 0xffff8881 (flags=SPIN)",
@@ -101,7 +101,7 @@ def test_contention_spans_pair_the_threads_begin_and_end_on_its_cpu() -> None:
 
 
 def test_a_count_passes_only_when_every_run_of_it_does() -> None:
-    from bench.ptp_unicast import passing_count, target_verdict
+    from harness.unicast_verdict import passing_count, target_verdict
     clean = _run() | {"target_failures": []}
     broke = _run() | {"target_failures": ["2 of 100000 Syncs over 1 ms after their slot"]}
     assert passing_count([clean, clean]) == 10_000
@@ -140,7 +140,7 @@ def test_a_load_generator_that_fell_behind_is_named_as_the_harness_limit() -> No
 
 
 def test_the_trace_around_a_late_sync_not_set_apart_is_kept() -> None:
-    from bench.ptp_unicast import trace_excerpts
+    from harness.unicast_verdict import trace_excerpts
     text = "\n".join(["# tracer: nop",
                       "   ptp-sync-812  [000] d.h1. 19.999500: local_timer_entry: vector=236",
                       "   ptp-sync-812  [000] ..... 20.000500: sys_enter: NR 307 (3, 7f, 40, 0, 0, 0)",

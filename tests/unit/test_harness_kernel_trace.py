@@ -1,7 +1,7 @@
-"""The PTP benches' kernel-trace reading (bench/kernel_trace.py): frames paired by skb, Syncs told from their
+"""The PTP benches' kernel-trace reading (harness/kernel_trace.py): frames paired by skb, Syncs told from their
 Follow_Ups, and a stall told silent (the hypervisor's) only when the sending CPU showed no guest event in it."""
 
-from bench.kernel_trace import Trace, kernel_transits, summarize_frames, syncs
+from harness.kernel_trace import Trace, kernel_transits, summarize_frames, syncs
 
 
 def _xmit(ts: float, dev: str, skb: str, cpu: int = 0, length: int = 86, comm: str = "python-100") -> str:

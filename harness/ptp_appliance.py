@@ -15,7 +15,7 @@ from typing import Any
 
 from appliance.clock.learned import LearnedState
 from appliance.edge.persist import save_state
-from tests.interop.procs import ENV, status, stop, wait_for
+from harness.procs import ENV, status, stop, wait_for
 
 FAST = ["--set", "clock.warmup_s=0", "--set", "clock.qualify_s=3", "--set", "ntp.enabled=false",
         "--set", "sim.initial_clock_error_ns=0"]

@@ -1,9 +1,9 @@
-"""Silent timer gaps in a kernel trace (bench/kernel_trace.py): a timer interrupt that came late on a CPU with no
+"""Silent timer gaps in a kernel trace (harness/kernel_trace.py): a timer interrupt that came late on a CPU with no
 guest event meanwhile marks a stretch the vCPU was not running; one that came on time, or on a busy CPU, does not."""
 
 from __future__ import annotations
 
-from bench.kernel_trace import Trace, ipis_sent, kernel_holds, overlap_s, silent_timer_gaps, traced_span
+from harness.kernel_trace import Trace, ipis_sent, kernel_holds, overlap_s, silent_timer_gaps, traced_span
 
 
 def _line(comm: str, ts: float, event: str, fields: str) -> str:
