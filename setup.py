@@ -13,6 +13,7 @@ import sysconfig
 
 from setuptools import Extension, setup
 
+HIDDEN = ["-fvisibility=hidden"]  # an extension's own functions are its own: only PyInit_* is exported
 FLAGS = ["-O2", "-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers"]
 # APPLIANCE_CFLAGS / APPLIANCE_LDFLAGS: extra flags, e.g. the sanitizers' (tests/unit/test_native_sanitized.py).
 EXTRA_CFLAGS = os.environ.get("APPLIANCE_CFLAGS", "").split()
@@ -54,10 +55,12 @@ SHARED = Extension("appliance.protocol.dataplane", [f"{NATIVE}/dataplane.c"], in
                    extra_compile_args=FLAGS + EXTRA_CFLAGS, extra_link_args=EXTRA_LDFLAGS, depends=HEADERS)
 NTP = Extension("appliance.edge.ntp._fastpath",
                 ["appliance/edge/ntp/_fastpath.c", "appliance/edge/ntp/_auth.c", "appliance/edge/ntp/_nts.c"],
-                include_dirs=[NATIVE], extra_compile_args=FLAGS + EXTRA_CFLAGS, extra_link_args=EXTRA_LDFLAGS,
+                include_dirs=[NATIVE], extra_compile_args=FLAGS + HIDDEN + EXTRA_CFLAGS, extra_link_args=EXTRA_LDFLAGS,
                 libraries=["crypto"], depends=["appliance/edge/ntp/_nts.h", "appliance/edge/ntp/_auth.h", *HEADERS])
-PTP = Extension("appliance.edge.ptp._syncsend", ["appliance/edge/ptp/_syncsend.c", "appliance/edge/ptp/_ptpauth.c"],
-                include_dirs=[NATIVE], extra_compile_args=FLAGS + EXTRA_CFLAGS, extra_link_args=EXTRA_LDFLAGS,
-                libraries=["crypto"], depends=["appliance/edge/ptp/_ptpauth.h", *HEADERS])
+PTP = Extension("appliance.edge.ptp._syncsend",
+                [f"appliance/edge/ptp/{name}.c" for name in ("_syncsend", "_sender", "_delayreq", "_ptpauth")],
+                include_dirs=[NATIVE], extra_compile_args=FLAGS + HIDDEN + EXTRA_CFLAGS, extra_link_args=EXTRA_LDFLAGS,
+                libraries=["crypto"], depends=["appliance/edge/ptp/_ptpauth.h", "appliance/edge/ptp/_syncsend.h",
+                                               *HEADERS])
 
 setup(ext_modules=[SHARED, NTP, PTP])
