@@ -4,11 +4,10 @@ the differential property test (tests/props/test_limits_native.py)."""
 
 from __future__ import annotations
 
-import math
 from collections import OrderedDict
 
 from appliance.protocol.limits import (DEFAULT_MAX_CLIENTS, KOD_INTERVAL_NS, Address, Limit, LimiterCounters,
-                                       client_key)
+                                       RateLimiter, client_key)
 
 
 class _Bucket:
@@ -24,12 +23,7 @@ class ModelRateLimiter:
     """Token bucket per client (IPv4 address or IPv6 /64) in a true-LRU table of at most ``max_clients``."""
 
     def __init__(self, rate_per_s: float, burst: int, max_clients: int = DEFAULT_MAX_CLIENTS) -> None:
-        if not (math.isfinite(rate_per_s) and rate_per_s >= 0):
-            raise ValueError(f"rate_per_s must be a finite number >= 0 (0 disables), got {rate_per_s!r}")
-        if isinstance(burst, bool) or not isinstance(burst, int) or burst < 1:
-            raise ValueError(f"burst must be an integer >= 1, got {burst!r}")
-        if isinstance(max_clients, bool) or not isinstance(max_clients, int) or max_clients < 1:
-            raise ValueError(f"max_clients must be an integer >= 1, got {max_clients!r}")
+        RateLimiter(rate_per_s, burst, max_clients)  # the product's checks of the arguments, ValueError as there
         self.rate_per_s = float(rate_per_s)
         self.burst = burst
         self.max_clients = max_clients
