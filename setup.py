@@ -50,16 +50,17 @@ if any(a in sys.argv for a in ("build_ext", "build", "bdist_wheel", "develop", "
     check_toolchain()
 
 NATIVE = "appliance/protocol/native"
-HEADERS = [f"{NATIVE}/clockmap.h", f"{NATIVE}/bucket.h", f"{NATIVE}/lateness.h"]
+HEADERS = [f"{NATIVE}/clockmap.h", f"{NATIVE}/bucket.h", f"{NATIVE}/lateness.h", "appliance/edge/kstamp.h"]
+EDGE = "appliance/edge"  # kstamp.h: the kernel's timestamps, read one way
 SHARED = Extension("appliance.protocol.dataplane", [f"{NATIVE}/dataplane.c"], include_dirs=[NATIVE],
                    extra_compile_args=FLAGS + EXTRA_CFLAGS, extra_link_args=EXTRA_LDFLAGS, depends=HEADERS)
 NTP = Extension("appliance.edge.ntp._fastpath",
                 ["appliance/edge/ntp/_fastpath.c", "appliance/edge/ntp/_auth.c", "appliance/edge/ntp/_nts.c"],
-                include_dirs=[NATIVE], extra_compile_args=FLAGS + HIDDEN + EXTRA_CFLAGS, extra_link_args=EXTRA_LDFLAGS,
+                include_dirs=[NATIVE, EDGE], extra_compile_args=FLAGS + HIDDEN + EXTRA_CFLAGS, extra_link_args=EXTRA_LDFLAGS,
                 libraries=["crypto"], depends=["appliance/edge/ntp/_nts.h", "appliance/edge/ntp/_auth.h", *HEADERS])
 PTP = Extension("appliance.edge.ptp._syncsend",
                 [f"appliance/edge/ptp/{name}.c" for name in ("_syncsend", "_sender", "_delayreq", "_ptpauth")],
-                include_dirs=[NATIVE], extra_compile_args=FLAGS + HIDDEN + EXTRA_CFLAGS, extra_link_args=EXTRA_LDFLAGS,
+                include_dirs=[NATIVE, EDGE], extra_compile_args=FLAGS + HIDDEN + EXTRA_CFLAGS, extra_link_args=EXTRA_LDFLAGS,
                 libraries=["crypto"], depends=["appliance/edge/ptp/_ptpauth.h", "appliance/edge/ptp/_syncsend.h",
                                                *HEADERS])
 

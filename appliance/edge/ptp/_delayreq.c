@@ -72,16 +72,7 @@ int grow_slots(SyncSender *s) {
     return 0;
 }
 
-int64_t rx_timestamp(struct msghdr *msg) {
-    for (struct cmsghdr *cm = CMSG_FIRSTHDR(msg); cm != NULL; cm = CMSG_NXTHDR(msg, cm)) {
-        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SO_TIMESTAMPING) {
-            struct timespec ts[3];
-            memcpy(ts, CMSG_DATA(cm), sizeof(ts));
-            return (int64_t)ts[0].tv_sec * NS_PER_S + ts[0].tv_nsec;
-        }
-    }
-    return 0;
-}
+int64_t rx_timestamp(struct msghdr *msg) { return ks_timestamp_ns(msg); }
 
 /* A Delay_Req this thread answers itself: exactly a 44-octet Delay_Req of PTP version 2 (majorSdoId 0) in the
  * port's domain with the unicast flag, not our own, from a registered client.  The rest goes to Python. */

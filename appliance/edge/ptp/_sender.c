@@ -168,38 +168,17 @@ void send_general(SyncSender *s, struct mmsghdr *out, int n, uint64_t *sent_coun
 
 /* Reads at most ``limit`` transmit timestamps and sends their Follow_Ups; returns how many it read. */
 int read_timestamps(SyncSender *s, int limit) {
-    uint8_t data[64], ctrl[512];
     struct mmsghdr out[BATCH];
     struct iovec iov[BATCH];
     uint8_t fups[BATCH][MSG_LEN + PTPAUTH_MAX];
     int n_out = 0, n_read = 0;
     while (n_read < limit) {
-        struct iovec v = {data, sizeof(data)};
-        struct msghdr mh = {0};
-        mh.msg_iov = &v;
-        mh.msg_iovlen = 1;
-        mh.msg_control = ctrl;
-        mh.msg_controllen = sizeof(ctrl);
-        ssize_t got = recvmsg(s->event_fd, &mh, MSG_ERRQUEUE | MSG_DONTWAIT);
+        int64_t ts_ns = 0;
+        uint32_t id = 0;
+        int got = ks_read_tx(s->event_fd, &ts_ns, &id);
         if (got < 0) break;
         n_read++;
-        int64_t ts_ns = 0;
-        int has_id = 0;
-        uint32_t id = 0;
-        for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
-            if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SO_TIMESTAMPING) {
-                struct timespec *t = (struct timespec *)CMSG_DATA(cm);
-                ts_ns = (int64_t)t[0].tv_sec * NS_PER_S + t[0].tv_nsec;
-            } else if ((cm->cmsg_level == SOL_IP && cm->cmsg_type == IP_RECVERR) ||
-                       (cm->cmsg_level == SOL_IPV6 && cm->cmsg_type == IPV6_RECVERR)) {
-                struct sock_extended_err *ee = (struct sock_extended_err *)CMSG_DATA(cm);
-                if (ee->ee_origin == SO_EE_ORIGIN_TIMESTAMPING) {
-                    has_id = 1;
-                    id = ee->ee_data;
-                }
-            }
-        }
-        if (!has_id || ts_ns == 0) continue;
+        if (!got) continue;
         lock_mu(s);
         pending *p = &s->ring[id % RING];
         if (p->valid) {

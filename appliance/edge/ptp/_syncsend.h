@@ -27,6 +27,7 @@
 #include <linux/net_tstamp.h>
 
 #include "_ptpauth.h"
+#include "kstamp.h"
 #include "bucket.h"
 #include "clockmap.h"
 #include "lateness.h"
