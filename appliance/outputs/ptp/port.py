@@ -37,8 +37,9 @@ from appliance.outputs.ptp.lateness import SyncLateness
 from appliance.outputs.ptp.notices import ManagementSet, MasterAgain, Outranked, PortNotice
 from appliance.protocol.ptp.port_common import (DISABLED, FAULTY, INITIALIZING, LISTENING, MASTER, PASSIVE,
                                                 PORT_STATE_CODES, PRE_MASTER, PortStateMachine, Send, TxTimestamps,
-                                                admit, answer_pdelay_req, from_each, interval_ns, keep_recent,
+                                                admit, answer_pdelay_req, interval_ns, keep_recent,
                                                 pdelay_resp_follow_up, port_identity_text)
+from appliance.protocol.ptp.fsm import MASTER_FSM
 from appliance.protocol.ptp.profiles import PortConfig
 from appliance.protocol.ptp.gptp import LinkState
 from appliance.protocol.ptp.security import PortSecurity
@@ -58,24 +59,10 @@ MANAGEMENT_NAMES = {c.PRIORITY1: "priority1", c.PRIORITY2: "priority2", c.DOMAIN
                     c.PATH_TRACE_ENABLE: "pathTraceEnable", c.DEFAULT_DATA_SET: "DEFAULT_DATA_SET",
                     c.TIME_PROPERTIES_DATA_SET: "TIME_PROPERTIES_DATA_SET"}
 
-# The port states a grandmaster port takes (Table 20) and its transitions (Figure 30, without the slave side).
+# The port states a grandmaster port takes (Table 20) and its transitions (Figure 30 without its slave side, fsm.py).
 STATE_CODES = {state: PORT_STATE_CODES[state] for state in (INITIALIZING, FAULTY, DISABLED, LISTENING, PRE_MASTER,
                                                             MASTER, PASSIVE)}
-TRANSITIONS: dict[tuple[str, str], str] = {
-    (INITIALIZING, "INIT_COMPLETE"): LISTENING,
-    (LISTENING, "ANNOUNCE_RECEIPT_TIMEOUT"): MASTER,
-    (LISTENING, "RS_MASTER"): MASTER,
-    (LISTENING, "RS_PASSIVE"): PASSIVE,
-    (PRE_MASTER, "QUALIFICATION_TIMEOUT"): MASTER,
-    (PRE_MASTER, "RS_PASSIVE"): PASSIVE,
-    (MASTER, "RS_PASSIVE"): PASSIVE,
-    (PASSIVE, "RS_MASTER"): MASTER,
-    (PASSIVE, "ANNOUNCE_RECEIPT_TIMEOUT"): MASTER,
-    (FAULTY, "FAULT_CLEARED"): INITIALIZING,
-    (DISABLED, "DESIGNATED_ENABLED"): INITIALIZING,
-    **from_each((INITIALIZING, LISTENING, PRE_MASTER, MASTER, PASSIVE), "FAULT_DETECTED", FAULTY),
-    **from_each((INITIALIZING, LISTENING, PRE_MASTER, MASTER, PASSIVE, FAULTY), "DESIGNATED_DISABLED", DISABLED),
-}
+TRANSITIONS = MASTER_FSM
 
 
 @dataclass
