@@ -21,7 +21,8 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from appliance.outputs.ptp.datasets import GrandmasterView
-from appliance.outputs.ptp.port import MASTER, PtpPort
+from appliance.protocol.ptp.fsm import MASTER
+from appliance.protocol.ptp.port import PtpPort
 from appliance.protocol.limits import AccessRules
 from appliance.protocol.ptp import codec as c
 from appliance.protocol.ptp.port_common import Send

@@ -27,7 +27,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from appliance.outputs.ptp.datasets import GrandmasterView
-from appliance.outputs.ptp.port import MASTER, PtpPort
+from appliance.protocol.ptp.fsm import MASTER
+from appliance.protocol.ptp.port import PtpPort
 from appliance.protocol.ptp import codec as c
 from appliance.protocol.ptp.port_common import Send, clock_identity_text, port_identity_text
 from appliance.protocol.ptp.profiles import load_profile, resolve

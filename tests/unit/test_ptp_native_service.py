@@ -11,7 +11,7 @@ import pytest
 
 from appliance.edge.ptp import gm_service, native_sync
 from appliance.edge.ptp.transport import UdpTransport
-from appliance.outputs.ptp.port import MASTER
+from appliance.protocol.ptp.fsm import MASTER
 from appliance.protocol.clockmap import not_ready
 from appliance.protocol.ptp import codec as c
 from appliance.protocol.ptp.profiles import load_profile, resolve

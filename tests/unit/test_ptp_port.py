@@ -9,7 +9,8 @@ import pytest
 from appliance.protocol.limits import AccessRules
 from appliance.protocol.ptp import codec as c
 from appliance.outputs.ptp.datasets import AnnouncedQuality, GrandmasterView, leap_flags
-from appliance.outputs.ptp.port import LISTENING, MASTER, PASSIVE, TRANSITIONS, PtpPort
+from appliance.protocol.ptp.fsm import LISTENING, MASTER, PASSIVE
+from appliance.protocol.ptp.port import PtpPort
 from appliance.protocol.ptp.port_common import Send
 from appliance.protocol.ptp.profiles import load_profile, resolve
 
@@ -58,9 +59,10 @@ def announce_from(identity: bytes, seq: int, clock_class: int = 6, priority1: in
                                0x20))
 
 
-def test_state_table_has_no_slave_side() -> None:
-    assert all("SLAVE" not in new for new in TRANSITIONS.values())
-    assert TRANSITIONS[(LISTENING, "ANNOUNCE_RECEIPT_TIMEOUT")] == MASTER
+def test_the_grandmaster_port_runs_figure_30_without_its_slave_side() -> None:
+    table = make().fsm.table
+    assert all(new not in ("SLAVE", "UNCALIBRATED") for new in table.values())
+    assert table[(LISTENING, "ANNOUNCE_RECEIPT_TIMEOUT")] == MASTER
 
 
 def test_listens_for_the_receipt_timeout_then_masters_and_sends_two_step_sync() -> None:
@@ -215,6 +217,23 @@ def test_peer_delay_to_the_neighbour_is_measured() -> None:
     fup = c.PdelayRespFollowUp(c.Header(c.MsgType.PDELAY_RESP_FOLLOW_UP, 0, neighbour, seq), 50_100, port.identity)
     port.handle_rx(c.encode(fup), SRC, None, 1)
     assert port.peer_delay_ns == ((10_700 - 10_000) - (50_100 - 50_000)) // 2
+
+
+def test_a_peer_delay_request_answered_by_two_neighbours_is_not_used() -> None:
+    """Two responders to one Pdelay_Req (a hub, a bridge that is not PTP-aware) is not a 1588 link: mixing one's t2
+    with the other's t3 would give a link delay of neither."""
+    port = make("default-p2p")
+    req = next(a for a in port.handle_timer(0, 10_000) if c.decode(a.data).header.message_type == c.MsgType.PDELAY_REQ)
+    seq = c.decode(req.data).header.sequence_id
+    port.handle_tx_timestamp(req.token, 10_000)
+    for identity, t2 in ((OTHER, 50_000), (bytes.fromhex("0200ddfffe000004"), 90_000)):
+        resp = c.PdelayResp(c.Header(c.MsgType.PDELAY_RESP, 0, c.PortIdentity(identity, 1), seq,
+                                     flags=c.FLAG_TWO_STEP), t2, port.identity)
+        port.handle_rx(c.encode(resp), SRC, 10_700, 1)
+    fup = c.PdelayRespFollowUp(c.Header(c.MsgType.PDELAY_RESP_FOLLOW_UP, 0, c.PortIdentity(OTHER, 1), seq), 50_100,
+                               port.identity)
+    port.handle_rx(c.encode(fup), SRC, None, 1)
+    assert port.peer_delay_ns is None and port.counters["pdelay_multiple_responders"] == 1
 
 
 def management(action: int, mid: int, data: bytes = b"") -> bytes:

@@ -22,10 +22,10 @@ from appliance.edge.ptp.runner import PortHooks, PortRunner, PortSpec
 from appliance.edge.ptp.transport import TransportError, UdpTransport, clock_identity
 from appliance.outputs.ptp.datasets import GrandmasterView
 from appliance.outputs.ptp.notices import ManagementSet, MasterAgain, PortNotice
-from appliance.outputs.ptp.port import PtpPort
 from appliance.protocol.clockmap import ClockMap
 from appliance.protocol.limits import AccessRules
 from appliance.protocol.phcmap import PhcMap
+from appliance.protocol.ptp.port import PtpPort
 from appliance.protocol.ptp.port_common import Send
 from appliance.protocol.ptp.profiles import PortConfig
 from appliance.protocol.ptp.security import PortSecurity

@@ -5,7 +5,8 @@ attributes and, for the same grandmaster, by topology; ITU-T G.8275.1 6.3.1 / G.
 alternate comparison (no priority1, localPriority before the tie-break, the grandmaster identity only among
 clockClass <= 127).  9.3.2.4.5 qualifies a foreign master once it has sent FOREIGN_MASTER_THRESHOLD Announces inside
 FOREIGN_MASTER_TIME_WINDOW announce intervals; a master silent for announceReceiptTimeout of its intervals is
-forgotten.  9.3.3 (Figure 33) decides the port's recommended state for an ordinary clock of one port.
+forgotten.  9.3.3 (Figure 33) decides the port's recommended state for an ordinary clock of one port, slaveOnly or
+not.
 """
 
 from __future__ import annotations
@@ -167,17 +168,22 @@ def best(candidates: list[Candidate], alternate: bool = False) -> Candidate | No
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    state: str  # "MASTER" | "PASSIVE" | "LISTENING"
-    code: str  # 9.3.3 decision code: M1, M2, P1, P2 (or S1 taken as PASSIVE), or "listening"
+    state: str  # "MASTER" | "PASSIVE" | "SLAVE" | "LISTENING"
+    code: str  # 9.3.3 decision code: M1, M2, P1, P2, S1 (taken as PASSIVE unless slaveOnly), or "listening"
     reason: str
 
 
 def decide(d0: Candidate, erbest: Candidate | None, listening: bool, master_only: bool = False,
-           alternate: bool = False) -> Decision:
-    """9.3.3 for an ordinary clock with one port.  The appliance follows no other clock (yet): where the standard
-    would make it a slave (S1), it stays PASSIVE, silent, and says why."""
+           alternate: bool = False, slave_only: bool = False) -> Decision:
+    """9.3.3 for an ordinary clock with one port.  A slaveOnly port follows the best master there is (S1), and
+    listens while there is none.  Any other port of the appliance follows no clock: where the standard would make it
+    a slave (S1), it stays PASSIVE, silent, and says why."""
     if master_only:
         return Decision("MASTER", "M1", "masterOnly port (profile)")
+    if slave_only:
+        if erbest is None:
+            return Decision("LISTENING", "listening", "no qualified master")
+        return Decision("SLAVE", "S1", f"best master {erbest.gm_identity.hex()} (class {erbest.gm_class})")
     if erbest is None:
         if listening:
             return Decision("LISTENING", "listening", "waiting for announce receipt timeout")

@@ -7,6 +7,7 @@ Pure core: no I/O, no clock reads; every instant comes in as an argument.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -179,3 +180,44 @@ def pdelay_resp_follow_up(identity: c.PortIdentity, context: Any, tx_ts_ns: int,
     header = c.Header(c.MsgType.PDELAY_RESP_FOLLOW_UP, domain, identity, seq, correction=correction)
     count("tx_pdelay_resp_follow_up")
     return [Send(c.encode(c.PdelayRespFollowUp(header, tx_ts_ns, requester)), False, to, peer=True)]
+
+
+class Timers:
+    """A port's one-shot timers, one per (kind, key): ``at`` arms one (again: the new instant replaces the old),
+    ``pop(now_ns)`` takes the earliest due, ``next_ns`` says when the next is due.  A heap with the live instant of
+    each timer beside it; entries that were re-armed or cancelled are dropped as they surface."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[int, int, str, Any]] = []
+        self._order = itertools.count()
+        self._due: dict[tuple[str, Any], int] = {}
+
+    def at(self, at_ns: int, kind: str, key: Any = None) -> None:
+        self._due[(kind, key)] = at_ns
+        heapq.heappush(self._heap, (at_ns, next(self._order), kind, key))
+
+    def due_ns(self, kind: str, key: Any = None) -> int | None:
+        return self._due.get((kind, key))
+
+    def cancel(self, kind: str, key: Any = None) -> None:
+        self._due.pop((kind, key), None)
+
+    def _drop_stale(self) -> None:
+        while self._heap:
+            at, _, kind, key = self._heap[0]
+            if self._due.get((kind, key)) == at:
+                return
+            heapq.heappop(self._heap)
+
+    def next_ns(self) -> int | None:
+        self._drop_stale()
+        return self._heap[0][0] if self._heap else None
+
+    def pop(self, now_ns: int) -> tuple[int, str, Any] | None:
+        """(instant, kind, key) of the earliest timer due at ``now_ns``, disarmed; None when none is."""
+        self._drop_stale()
+        if not self._heap or self._heap[0][0] > now_ns:
+            return None
+        at, _, kind, key = heapq.heappop(self._heap)
+        del self._due[(kind, key)]
+        return at, kind, key
