@@ -32,7 +32,9 @@ from appliance.protocol.ptp.port import PtpPort
 from appliance.protocol.ptp import codec as c
 from appliance.protocol.ptp.port_common import Send, clock_identity_text, port_identity_text
 from appliance.protocol.ptp.profiles import load_profile, resolve
-from appliance.refs.ptp_slave import LISTENING, SLAVE, PtpMeasurement, PtpSlave, SlaveConfig
+from appliance.protocol.ptp.fsm import LISTENING, SLAVE
+from appliance.protocol.ptp.measure import PtpMeasurement
+from appliance.refs.ptp_slave import SlaveConfig, slave_port
 
 S = 1_000_000_000
 BASE_NS = 1_700_000_000 * S  # true time (TAI) when both engines start
@@ -117,22 +119,22 @@ class Link:
 
 
 def connect(mechanism: str = "e2e", gm_ahead_ns: int = 0, delay_ns: int = 50_000,
-            asymmetry_ns: int = 0) -> tuple[Link, PtpPort, PtpSlave]:
+            asymmetry_ns: int = 0) -> tuple[Link, PtpPort, PtpPort]:
     config, errors, _warnings = resolve(load_profile(f"default-{mechanism}"), {})
     assert not errors
     gm = PtpPort(config, GM_ID, LOCKED, BASE_NS)
-    slave = PtpSlave(SlaveConfig(delay_mechanism=mechanism), SLAVE_ID, BASE_NS, random.Random(1))
+    slave = slave_port(SlaveConfig(delay_mechanism=mechanism), SLAVE_ID, BASE_NS, random.Random(1))
     gm_end = End("10.0.0.1", gm_ahead_ns, gm.handle_rx, gm.handle_tx_timestamp, gm.handle_timer, gm.next_due_ns)
-    slave_end = End("10.0.0.2", 0, lambda data, source, ts, now: slave.on_message(data, ts, source, now),
-                    slave.on_tx_timestamp, lambda now, _clock: slave.on_timer(now), slave.next_due_ns)
+    slave_end = End("10.0.0.2", 0, slave.handle_rx, slave.handle_tx_timestamp, slave.handle_timer, slave.next_due_ns)
     link = Link(gm_end, slave_end, delay_ns, asymmetry_ns)
     link.emit(gm_end, gm.start(BASE_NS))
+    link.emit(slave_end, slave.start(BASE_NS))
     return link, gm, slave
 
 
-def locked_measurements(link: Link, slave: PtpSlave, count: int = 8) -> list[PtpMeasurement]:
+def locked_measurements(link: Link, slave: PtpPort, count: int = 8) -> list[PtpMeasurement]:
     link.run(LOCK_S)
-    assert slave.state == SLAVE, slave.snapshot()
+    assert slave.state == SLAVE, slave.snapshot(link.now_ns)
     recent = link.since(link.now_ns - count * S)
     assert len(recent) >= count - 1
     return recent
@@ -144,7 +146,7 @@ def test_the_slave_locks_to_the_grandmaster_and_measures_its_offset_and_the_link
     recent = locked_measurements(link, slave)
     assert gm.state == MASTER
     gm_port = port_identity_text(c.PortIdentity(GM_ID, 1))
-    snap = slave.snapshot()
+    snap = slave.snapshot(link.now_ns)
     assert snap["master"] == gm_port and snap["grandmaster"]["identity"] == clock_identity_text(GM_ID)
     for m in recent:
         assert m.offset_ns == -1234 and m.path_delay_ns == 50_000  # local minus master
@@ -177,7 +179,7 @@ def test_a_silent_grandmaster_is_given_up_after_the_announce_receipt_timeout_and
     # announceReceiptTimeout: 3 of its 2 s Announce intervals after the last Announce, which came 0-2 s before
     assert 4 * S < link.now_ns - silent_since <= 6 * S + S // 10
     assert slave.state == LISTENING and "announce receipt timeout" in slave.reason
-    assert slave.snapshot()["master"] is None and not link.since(silent_since)
+    assert slave.snapshot(link.now_ns)["master"] is None and not link.since(silent_since)
     link.gm.silent = False
     recent = locked_measurements(link, slave)
     assert all(m.offset_ns == 0 for m in recent)
@@ -191,7 +193,7 @@ def test_the_grandmasters_clock_class_reaches_the_slaves_measurements() -> None:
     link.run(3)
     after = link.since(changed)
     assert after and after[-1].clock_class == 7 and after[-1].time_source == 0xA0
-    assert slave.snapshot()["grandmaster"]["clock_class"] == 7 and slave.state == SLAVE
+    assert slave.snapshot(link.now_ns)["grandmaster"]["clock_class"] == 7 and slave.state == SLAVE
 
 
 @settings(max_examples=30, deadline=None)

@@ -1,6 +1,6 @@
 """Run the PTP slave port on the appliance's event loop: an upstream grandmaster as a time reference.
 
-I/O edge.  The slave engine (refs/ptp_slave.py) decides; a ``PortRunner`` (runner.py) runs it: the transport, its
+I/O edge.  The port engine, configured slaveOnly (refs/ptp_slave.py), decides; a ``PortRunner`` (runner.py) runs it: the transport, its
 readers, one timer at the engine's next due time, a transport that cannot open (no such interface, port in use, no
 permission, hardware timestamps asked for and not offered) left FAULTY with the reason in ``status()`` and tried
 again every ``runner.FAULT_RETRY_S`` seconds, as the grandmaster port is.  This module puts the packets' timestamps
@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from appliance.edge.ptp.runner import PortHooks, PortRunner, PortSpec
 from appliance.edge.ptp.transport import clock_identity
-from appliance.refs.ptp_slave import PtpMeasurement, PtpSlave, SlaveAction, SlaveConfig
+from appliance.protocol.ptp.port import Action, PtpPort
+from appliance.refs.ptp_slave import PtpMeasurement, SlaveConfig, slave_port
 
 log = logging.getLogger("appliance.ptp.slave")
 PHC_SAMPLE_S = 1.0  # how often the NIC's PHC is read against the host clock (hardware timestamps)
@@ -44,7 +46,7 @@ class PtpSlaveService:
         self.local_of_host, self.on_measurement = local_of_host, on_measurement
         self.on_event = on_event or (lambda kind, text: None)
         self.rng, self.port_number = rng, port_number
-        self.slave: PtpSlave | None = None
+        self.port: PtpPort | None = None
         hooks = PortHooks(self._start_slave, self._received, self._transmitted, self._timers, self.local_ns,
                           self._measured)
         self.runner = PortRunner(_spec(config, iface, timestamping), hooks, log,
@@ -58,8 +60,8 @@ class PtpSlaveService:
 
     def set_tai_utc_s(self, tai_utc_s: int | None) -> None:
         """TAI - UTC from the leap table, for an ARB master that does not mark its currentUtcOffset valid."""
-        if self.slave is not None:
-            self.slave.set_tai_utc_s(tai_utc_s)
+        if self.port is not None:
+            self.port.set_tai_utc_s(tai_utc_s)
         self.config = replace(self.config, tai_utc_s=tai_utc_s)
 
     def local_ns(self, ts_ns: int) -> int:
@@ -72,24 +74,22 @@ class PtpSlaveService:
                 "domain": self.config.domain}
         return self.runner.status(idle)
 
-    # --- the runner's hooks: the slave engine in its own terms --------------------------------------------------
-    def _start_slave(self, transport: Any, now_ns: int) -> tuple[PtpSlave, list[SlaveAction]]:
-        if self.slave is None:
-            self.slave = PtpSlave(self.config, clock_identity(transport.mac), now_ns, self.rng, self.port_number)
-        else:
-            self.slave.fault_cleared(now_ns)
-        return self.slave, []
+    # --- the runner's hooks -----------------------------------------------------------------------------------------
+    def _start_slave(self, transport: Any, now_ns: int) -> tuple[PtpPort, list[Action]]:
+        if self.port is None:
+            self.port = slave_port(self.config, clock_identity(transport.mac), now_ns, self.rng, self.port_number)
+        return self.port, self.port.start(now_ns)
 
-    def _received(self, data: bytes, source: Any, rx_ts_ns: int | None, now_ns: int) -> list[SlaveAction]:
-        return [] if self.slave is None else self.slave.on_message(data, rx_ts_ns, source, now_ns)
+    def _received(self, data: bytes, source: Any, rx_ts_ns: int | None, now_ns: int) -> list[Action]:
+        return [] if self.port is None else self.port.handle_rx(data, source, rx_ts_ns, now_ns)
 
-    def _transmitted(self, token: int, tx_ts_ns: int) -> list[SlaveAction]:
-        return [] if self.slave is None else self.slave.on_tx_timestamp(token, tx_ts_ns)
+    def _transmitted(self, token: int, tx_ts_ns: int) -> list[Action]:
+        return [] if self.port is None else self.port.handle_tx_timestamp(token, tx_ts_ns)
 
-    def _timers(self, now_ns: int) -> list[SlaveAction]:
-        return [] if self.slave is None else self.slave.on_timer(now_ns)
+    def _timers(self, now_ns: int) -> list[Action]:
+        return [] if self.port is None else self.port.handle_timer(now_ns, self.local_of_host(time.time_ns()))
 
-    def _measured(self, actions: list[SlaveAction]) -> None:
+    def _measured(self, actions: list[Action]) -> None:
         for a in actions:
             if isinstance(a, PtpMeasurement):
                 try:

@@ -19,8 +19,8 @@ from appliance.protocol.ptp import codec as c
 from appliance.protocol.ptp.bmca import Candidate, ForeignMasters
 from appliance.protocol.ptp.fsm import ANNOUNCE_RECEIPT_TIMEOUT, MASTER_CLOCK_SELECTED, RS_SLAVE, UNCALIBRATED
 from appliance.protocol.ptp.measure import DelayFilter, PtpMeasurement, SlaveMeasure
-from appliance.protocol.ptp.port_common import Send, Timers, TxTimestamps, clock_identity_text, interval_ns, \
-    port_identity_text
+from appliance.protocol.ptp.port_common import (Send, Timers, TxTimestamps, clock_identity_text, interval_ns,
+                                                port_identity_text)
 from appliance.protocol.ptp.profiles import PortConfig
 
 
