@@ -1,13 +1,14 @@
 """Fuzzing what PTP input reaches beyond the codec: the port engines, the management bodies and the profile files.
 
-``test_ptp_codec_props.py`` already holds the codec itself (round trips, random, header-shaped, TLV-shaped and mutated
-bytes: nothing but PtpDecodeError).  Here decoded frames go on to where they act: the grandmaster port
+``test_ptp_codec_props.py`` already holds the codec itself (round trips, random, header-shaped, TLV-shaped and
+mutated bytes: nothing but PtpDecodeError).  Here decoded frames go on to where they act: the grandmaster port
 (``PtpPort.handle_rx``) in each packaged profile, already MASTER, with management GET/SET and unicast negotiation
-on; and the same port slaveOnly, as the upstream reference runs it, already following a master.  Each is fed a session of messages from a
-couple of peers (valid messages with arbitrary field values, some mutated), timers and transmit timestamps in
-between.  Contract: they raise nothing, and everything they send is a message the codec decodes, from our own port
-identity.  Also: a management TLV's data set body either unpacks or raises PtpDecodeError("tlv"), and
-``parse_profile`` of a mutated profile file returns a Profile or raises ValueError.  Budget: ``fuzzing.py``.
+on; and the same port slaveOnly, as the upstream reference runs it, already following a master.  Each is fed a
+session of messages from a couple of peers (valid messages with arbitrary field values, some mutated), timers and
+transmit timestamps in between.  Contract: they raise nothing, and everything they send is a message the codec
+decodes, from our own port identity.  Also: a management TLV's data set body either unpacks or raises
+PtpDecodeError("tlv"), and ``parse_profile`` of a mutated profile file returns a Profile or raises ValueError.
+Budget: ``fuzzing.py``.
 """
 
 from __future__ import annotations

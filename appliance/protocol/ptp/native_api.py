@@ -19,7 +19,8 @@ from appliance.protocol.ptp import codec as c
 from appliance.protocol.ptp.profiles import PortConfig
 from appliance.protocol.ptp.unicast import Negotiation, SlavesSeen, UnicastClient
 
-StreamChangeRow = tuple[str, Any, str]  # ("start" | "stop", client key or None for multicast, "sync" | "announce" | "delay")
+# ("start" | "stop", the client key or None for the multicast Syncs, "sync" | "announce" | "delay")
+StreamChangeRow = tuple[str, Any, str]
 
 
 class NativeSenderApi:
