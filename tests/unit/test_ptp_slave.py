@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 from hypothesis import given, settings
@@ -17,7 +17,7 @@ from appliance.protocol.ptp.fsm import FAULTY, LISTENING, SLAVE, UNCALIBRATED
 from appliance.protocol.ptp.measure import PtpMeasurement
 from appliance.protocol.ptp.port import PtpPort
 from appliance.protocol.ptp.port_common import Send, clock_identity_text
-from appliance.refs.ptp_slave import SlaveConfig, slave_port
+from appliance.refs.ptp_slave import SLAVE_ONLY_VIEW, SlaveConfig, slave_port
 
 S = 1_000_000_000
 OWN = bytes.fromhex("0200aafffe000001")
@@ -513,6 +513,58 @@ def test_the_snapshot_says_what_a_status_page_needs() -> None:
     assert snap["counters"]["rx_announce"] == 2
     assert [row["to"] for row in snap["transitions"]] == [LISTENING, UNCALIBRATED]
     assert snap["foreign_masters"][0]["clock_class"] == 6
+
+
+# --- unicast negotiation (G.8275.2) ------------------------------------------------------------------------------
+
+
+def requested(actions: list) -> list[tuple[int, int]]:
+    """(messageType, logInterMessagePeriod) of each REQUEST_UNICAST_TRANSMISSION sent, all to the master."""
+    out = []
+    for send in sends(actions):
+        msg = c.decode(send.data)
+        if isinstance(msg, c.Signaling):
+            assert send.to == ("10.0.0.1", 320) and msg.header.flags & c.FLAG_UNICAST
+            out += [(int(t.message_type), t.log_inter_message_period) for t in msg.tlvs]
+    return out
+
+
+def granted(m: Master, *message_types: c.MsgType, duration_s: int = 300) -> bytes:
+    tlvs = tuple(c.GrantUnicastTransmissionTlv(t, 0, duration_s, True) for t in message_types)
+    return c.encode(c.Signaling(m.header(c.MsgType.SIGNALING, 1, c.FLAG_UNICAST), c.PortIdentity(OWN, 1), tlvs))
+
+
+def test_with_unicast_negotiation_the_slave_asks_for_announce_then_its_parents_sync_and_delay_resp() -> None:
+    config = replace(SlaveConfig().port_config(), unicast_negotiation=True, multicast=False,
+                     unicast_masters=(("10.0.0.1", 320),))
+    slave = PtpPort(config, OWN, SLAVE_ONLY_VIEW, 0, rng=random.Random(1))
+    slave.start(0)
+    m = Master(slave)
+    assert requested(slave.handle_timer(0, 0)) == [(c.MsgType.ANNOUNCE, 1)]
+    assert requested(slave.handle_timer(S // 2, S // 2)) == []  # unanswered: asked again after a second
+    assert requested(slave.handle_timer(S, S)) == [(c.MsgType.ANNOUNCE, 1)]
+    slave.handle_rx(granted(m, c.MsgType.ANNOUNCE), ("10.0.0.1", 320), None, S)
+    assert requested(slave.handle_timer(2 * S, 2 * S)) == []  # granted for 300 s: renewed after 150 s
+    t = qualify(m, 2 * S)
+    assert slave.state == UNCALIBRATED
+    assert requested(slave.handle_timer(t, t)) == [(c.MsgType.SYNC, 0), (c.MsgType.DELAY_RESP, 0)]
+    slave.handle_rx(granted(m, c.MsgType.SYNC, c.MsgType.DELAY_RESP, duration_s=60), ("10.0.0.1", 320), None, t)
+    m.sync(t)
+    send, t = request(slave, t)
+    assert send.to == ("10.0.0.1", 320) and c.decode(send.data).header.flags & c.FLAG_UNICAST  # to the parent
+    renewed: dict[int, list[int]] = {}  # the master announcing on and granting each request: when each is renewed
+    for now in range(t + S, t + 160 * S, S):
+        m.announce(now)
+        kinds = [kind for kind, _log in requested(slave.handle_timer(now, now))]
+        for kind in kinds:
+            renewed.setdefault(kind, []).append(now)
+        if kinds:
+            slave.handle_rx(granted(m, *kinds, duration_s=300 if c.MsgType.ANNOUNCE in kinds else 60),
+                            ("10.0.0.1", 320), None, now)
+    assert renewed[c.MsgType.SYNC] == renewed[c.MsgType.DELAY_RESP] == [t + n * 30 * S for n in range(1, 6)]
+    [announce] = renewed[c.MsgType.ANNOUNCE]  # granted at 1 s for 300 s: renewed at the first step from 151 s
+    assert 151 * S <= announce < 152 * S
+    assert slave.state in (UNCALIBRATED, SLAVE)
 
 
 def test_settings_out_of_range_are_refused_by_name() -> None:

@@ -103,6 +103,7 @@ class ForeignMaster:
     announce: Announce
     received_ns: list[int] = field(default_factory=list)  # monotonic receipt times inside the window
     source: str = ""  # the address its latest Announce came from (an alarm and the audit trail name it)
+    address: object = None  # that address as the transport gave it (a slave's unicast messages go there)
 
     def interval_ns(self) -> int:
         log = self.announce.header.log_interval
@@ -118,9 +119,9 @@ class ForeignMasters:
         self.receipt_timeout = receipt_timeout
         self.masters: dict[PortIdentity, ForeignMaster] = {}
 
-    def on_announce(self, msg: Announce, now_ns: int, source: str = "") -> bool:
-        """Record an Announce (from address ``source``); True if it made a new master qualified (the caller then runs
-        the BMCA)."""
+    def on_announce(self, msg: Announce, now_ns: int, source: str = "", address: object = None) -> bool:
+        """Record an Announce (from ``address``, shown as ``source``); True if it made a new master qualified (the
+        caller then runs the BMCA)."""
         sender = msg.header.source_port
         if sender.clock_identity == self.own or msg.steps_removed >= MAX_STEPS_REMOVED:
             return False
@@ -131,7 +132,7 @@ class ForeignMasters:
                 del self.masters[oldest]
             entry = self.masters[sender] = ForeignMaster(msg)
         was = self._qualified(entry, now_ns)
-        entry.announce, entry.source = msg, source
+        entry.announce, entry.source, entry.address = msg, source, address
         entry.received_ns.append(now_ns)
         window = FOREIGN_MASTER_TIME_WINDOW * entry.interval_ns()
         entry.received_ns = [t for t in entry.received_ns if now_ns - t <= window][-FOREIGN_MASTER_TIME_WINDOW:]

@@ -53,12 +53,12 @@ from appliance.protocol.ptp.profiles import PortConfig
 from appliance.protocol.ptp.security import PortSecurity
 from appliance.protocol.ptp.smpte import SyncMetadata
 from appliance.protocol.ptp.slave import SlaveRole
-from appliance.protocol.ptp.unicast import Negotiation, SlavesSeen, address_text
+from appliance.protocol.ptp.unicast import GrantRequests, Negotiation, SlavesSeen, address_text
 
 Action: TypeAlias = Send | PtpMeasurement
 MAX_NOTICES = 256  # notices the edge has not taken yet; beyond, the oldest go (the edge takes them after every call)
 # Timers that belong to a state's activity, not to a grant: a fault stops them (the grants' run on, to expire).
-STATE_TIMERS = ("listening", "foreign", "pdelay", "delay_req") + MASTER_TIMERS
+STATE_TIMERS = ("listening", "foreign", "pdelay", "delay_req", "u-request") + MASTER_TIMERS
 RATE_LIMITED = (c.DelayReq, c.PdelayReq, c.Management, c.Signaling)
 
 
@@ -131,6 +131,7 @@ class PtpPort(MasterRole, SlaveRole, NativeSenderApi):
         self.measure = SlaveMeasure(self.identity, config.log_min_delay_req_interval, config.arb_timescale,
                                     config.tai_utc_s, self.count)
         self.rng = rng if rng is not None else random.Random(int.from_bytes(clock_identity, "big"))
+        self.requests = GrantRequests(config, self.address_key)
 
     # --- state --------------------------------------------------------------------------------------------------
     @property
@@ -177,6 +178,8 @@ class PtpPort(MasterRole, SlaveRole, NativeSenderApi):
         elif new == LISTENING and self.fsm.table.get((LISTENING, ANNOUNCE_RECEIPT_TIMEOUT)) is not None:
             self.timers.at(now_ns + self.config.announce_receipt_timeout * interval_ns(self.log_announce),
                            "listening")
+        elif new == LISTENING and self.config.slave_only and self.config.unicast_negotiation:
+            self.timers.at(now_ns, "u-request")
         if new in (LISTENING, MASTER, PASSIVE) and self.config.delay_mechanism == "p2p":
             self.timers.at(now_ns, "pdelay")
         return []
@@ -262,7 +265,7 @@ class PtpPort(MasterRole, SlaveRole, NativeSenderApi):
                                           for t in msg.tlvs):
             self.count("drop_announce_path_loop")  # 16.2.5: our own Announce came back round a loop
             return []
-        newly = self.foreign.on_announce(msg, now_ns, address_text(source))
+        newly = self.foreign.on_announce(msg, now_ns, address_text(source), source)
         self._schedule_foreign()
         if self.state == LISTENING and not (newly or self.config.slave_only):
             return []  # a master listens out its receipt timeout unless a master newly qualifies
@@ -315,6 +318,8 @@ class PtpPort(MasterRole, SlaveRole, NativeSenderApi):
             return self._pdelay_req(clock_ns, now_ns)
         if kind == "delay_req":
             return self._delay_req_timer(now_ns)
+        if kind == "u-request":
+            return self._request_grants(now_ns)
         if kind in UNICAST_TIMERS:
             return self._unicast_timer(kind, key, at, now_ns, clock_ns)
         return self._master_timer(kind, at, now_ns, clock_ns)
@@ -406,8 +411,9 @@ class PtpPort(MasterRole, SlaveRole, NativeSenderApi):
         elif isinstance(msg, c.Management):
             reply = management.answer(self, msg, source)
             return [] if reply is None else [Send(c.encode(reply), False, source)]
-        elif isinstance(msg, c.Signaling) and not self.config.slave_only:
-            return list(self._on_signaling(msg, source, now_ns))
+        elif isinstance(msg, c.Signaling):
+            return list(self._on_grants(msg, source, now_ns) if self.config.slave_only
+                        else self._on_signaling(msg, source, now_ns))
         else:
             self.count("ignored_" + type(msg).__name__.lower())
         return []

@@ -145,6 +145,9 @@ class PortConfig:
     # "tai"), and TAI - UTC in seconds for one that does not vouch for its own currentUtcOffset (measure.py).
     arb_timescale: str = "utc"
     tai_utc_s: int | None = None
+    # The masters a slaveOnly port with unicast negotiation asks for Announce (transport addresses; ptp4l's
+    # unicast_master_table).
+    unicast_masters: tuple[Any, ...] = ()
 
 
 def resolve(profile: Profile, settings: dict[str, Any]) -> tuple[PortConfig, list[str], list[str]]:

@@ -6,7 +6,9 @@ path delay filter fills, SLAVE once it is full and a Sync has been measured; a n
 master left (announce receipt timeout) the port listens again.  Syncs, Follow_Ups and Delay_Resps of the parent go to
 the measurement (measure.py), which yields a ``PtpMeasurement`` per Sync once the path delay is known; E2E Delay_Reqs
 leave at a mean of 2**logMinDelayReqInterval, spread over +-50 %.  The peer delay mechanism runs in the port itself,
-master or slave (pdelay.py); its link delays are this role's path delays.
+master or slave (pdelay.py); its link delays are this role's path delays.  With unicast negotiation (G.8275.2) the
+role asks its configured masters for Announce and its parent for Sync and Delay_Resp (unicast.GrantRequests), and
+sends its Delay_Reqs to the parent.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ from typing import Any
 
 from appliance.protocol.ptp import codec as c
 from appliance.protocol.ptp.bmca import Candidate, ForeignMasters
-from appliance.protocol.ptp.fsm import ANNOUNCE_RECEIPT_TIMEOUT, MASTER_CLOCK_SELECTED, RS_SLAVE, UNCALIBRATED
+from appliance.protocol.ptp.fsm import (ANNOUNCE_RECEIPT_TIMEOUT, MASTER_CLOCK_SELECTED, OPERATIONAL, RS_SLAVE,
+                                        UNCALIBRATED)
 from appliance.protocol.ptp.measure import DelayFilter, PtpMeasurement, SlaveMeasure
 from appliance.protocol.ptp.port_common import (Send, Timers, TxTimestamps, clock_identity_text, interval_ns,
                                                 port_identity_text)
 from appliance.protocol.ptp.profiles import PortConfig
+from appliance.protocol.ptp.unicast import ALL_PORTS, REQUEST_RETRY_NS, GrantRequests, for_us
 
 
 class SlaveRole:
@@ -35,6 +39,7 @@ class SlaveRole:
     foreign: ForeignMasters
     path: DelayFilter
     measure: SlaveMeasure
+    requests: GrantRequests
     rng: random.Random
     parent: c.PortIdentity | None
     parent_announce: c.Announce | None
@@ -63,6 +68,8 @@ class SlaveRole:
         self.count("master_changes")
         if self.config.delay_mechanism == "e2e":
             self.timers.at(now_ns + self._delay_req_spread_ns(), "delay_req")
+        if self.config.unicast_negotiation:
+            self.timers.at(now_ns, "u-request")  # the new parent's Sync and Delay_Resp
         return out
 
     def _master_lost(self, now_ns: int) -> list[Any]:
@@ -86,8 +93,10 @@ class SlaveRole:
         seq = self.next_seq(c.MsgType.DELAY_REQ)
         self.measure.delay_req_sent(seq)
         self.count("tx_delay_req")
+        unicast = self.config.unicast_negotiation
+        header = self.header(c.MsgType.DELAY_REQ, seq, flags=c.FLAG_UNICAST if unicast else 0)
         # originTimestamp 0, as ptp4l sends it: the master answers with its receive time and our correctionField
-        return [Send(c.encode(c.DelayReq(self.header(c.MsgType.DELAY_REQ, seq), 0)), True,
+        return [Send(c.encode(c.DelayReq(header, 0)), True, self._parent_address() if unicast else None,
                      token=self.pending.expect(c.MsgType.DELAY_REQ, seq, now_ns))]
 
     def _delay_req_spread_ns(self) -> int:
@@ -130,3 +139,29 @@ class SlaveRole:
             return
         self.count("path_delays")
         self.path.add(delay_ns)
+
+    # --- unicast negotiation, the slave's side (16.1) ---------------------------------------------------------------
+    def _parent_address(self) -> Any:
+        entry = self.foreign.masters.get(self.parent) if self.parent is not None else None
+        return None if entry is None else entry.address
+
+    def _request_grants(self, now_ns: int) -> list[Send]:
+        """The grants due to be asked for or renewed, one Signaling message per master."""
+        if self.state not in OPERATIONAL:
+            return []
+        self.timers.at(now_ns + REQUEST_RETRY_NS, "u-request")
+        out = []
+        for address, tlvs in self.requests.due(self._parent_address(), now_ns).items():
+            header = self.header(c.MsgType.SIGNALING, self.next_seq(c.MsgType.SIGNALING), flags=c.FLAG_UNICAST)
+            self.count("tx_signaling")
+            out.append(Send(c.encode(c.Signaling(header, ALL_PORTS, tuple(tlvs))), False, address))
+        return out
+
+    def _on_grants(self, msg: c.Signaling, source: Any, now_ns: int) -> list[Send]:
+        if not for_us(msg.target_port, self.identity):
+            self.count("drop_signaling_not_for_us")
+            return []
+        for tlv in msg.tlvs:
+            if isinstance(tlv, c.GrantUnicastTransmissionTlv | c.CancelUnicastTransmissionTlv):
+                self.requests.answered(source, tlv, now_ns)
+        return []

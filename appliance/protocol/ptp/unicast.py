@@ -1,9 +1,10 @@
-"""Unicast negotiation (IEEE 1588-2019 16.1) and the table of slaves a master port has heard.
+"""Unicast negotiation (IEEE 1588-2019 16.1), both sides, and the table of slaves a master port has heard.
 
 Pure core.  ``Negotiation`` holds the clients a master port grants Announce, Sync and Delay_Resp streams to, within the
 profile's limits (intervals, durations, how many clients): ``request`` answers a REQUEST_UNICAST_TRANSMISSION TLV
 with a GRANT (duration 0: denied, counted by why), ``cancel`` and ``expire`` end a grant.  What a grant starts or ends
 comes back as a ``StreamChange`` for the port to act on (its timers, or the native sender's streams).
+``GrantRequests`` is a slaveOnly port's side: the grants it asks its masters for, and when to renew them.
 ``SlavesSeen`` is the bounded table of the slaves whose Delay_Req or Pdelay_Req the port answered, newest last.
 """
 
@@ -24,6 +25,8 @@ MAX_SLAVES_SEEN = 1024
 SNAPSHOT_SLAVES = 64  # the most recent slaves the status lists
 SLAVE_ACTIVE_NS = 60 * NS_PER_S  # a slave heard within this is active
 ALL_PORTS = c.PortIdentity(b"\xff" * 8, 0xFFFF)
+REQUEST_DURATION_S = 300  # what a slave asks for (G.8275.2's default grant duration)
+REQUEST_RETRY_NS = NS_PER_S  # a wanted grant not held is asked for again this often
 ClientKey = tuple[Any, c.PortIdentity]  # (the transport's address key, the client's portIdentity)
 
 
@@ -137,6 +140,50 @@ class Negotiation:
         if not client.grants:
             del self.clients[key]
         return change
+
+
+class GrantRequests:
+    """The grants a slaveOnly port asks for (16.1.2): Announce of each master it is configured with
+    (``unicast_masters``, transport addresses), Sync and Delay_Resp of its parent.  A grant is renewed halfway
+    through its duration; one denied or unanswered is asked for again after REQUEST_RETRY_NS."""
+
+    def __init__(self, config: PortConfig, address_key: Callable[[Any], Any]) -> None:
+        self.config = config
+        self._key = address_key
+        self.held: dict[tuple[Any, int], tuple[int, int]] = {}  # (address key, message type) -> (renew at, expires)
+        self._asked: dict[tuple[Any, int], int] = {}  # when each was last asked for
+
+    def _wanted(self, parent_address: Any) -> list[tuple[Any, c.MsgType, int]]:
+        cfg = self.config
+        out = [(master, c.MsgType.ANNOUNCE, cfg.log_announce_interval) for master in cfg.unicast_masters]
+        if parent_address is not None:
+            out.append((parent_address, c.MsgType.SYNC, cfg.log_sync_interval))
+            if cfg.delay_mechanism == "e2e":
+                out.append((parent_address, c.MsgType.DELAY_RESP, cfg.log_min_delay_req_interval))
+        return out
+
+    def due(self, parent_address: Any, now_ns: int) -> dict[Any, list[c.RequestUnicastTransmissionTlv]]:
+        """The requests to send now, by the address they go to."""
+        out: dict[Any, list[c.RequestUnicastTransmissionTlv]] = {}
+        for address, mtype, log_interval in self._wanted(parent_address):
+            key = (self._key(address), int(mtype))
+            held, asked = self.held.get(key), self._asked.get(key)
+            if (held is not None and now_ns < held[0]) or (asked is not None and now_ns - asked < REQUEST_RETRY_NS):
+                continue
+            self._asked[key] = now_ns
+            out.setdefault(address, []).append(c.RequestUnicastTransmissionTlv(mtype, log_interval,
+                                                                               REQUEST_DURATION_S))
+        return out
+
+    def answered(self, source: Any, tlv: c.GrantUnicastTransmissionTlv | c.CancelUnicastTransmissionTlv,
+                 now_ns: int) -> None:
+        """A master's GRANT (duration 0: denied) or its CANCEL of a grant."""
+        key = (self._key(source), int(tlv.message_type))
+        if isinstance(tlv, c.CancelUnicastTransmissionTlv) or not tlv.duration_s:
+            self.held.pop(key, None)
+            return
+        duration_ns = tlv.duration_s * NS_PER_S
+        self.held[key] = (now_ns + duration_ns // 2, now_ns + duration_ns)
 
 
 @dataclass
