@@ -24,7 +24,7 @@ from appliance.protocol.ptp.measure import PtpMeasurement
 from appliance.protocol.ptp.port import PtpPort
 from appliance.protocol.ptp.port_common import Send
 from appliance.refs.ptp_slave import SlaveConfig, slave_port
-from tests.unit.test_ptp_port import LOCKED, OWN, make, run
+from tests.unit.test_ptp_port import OWN, make, run
 
 S = 1_000_000_000
 GM = 0x0200BBFFFE000002  # a foreign grandmaster / the slave's master, as scapy's XLongField holds it
