@@ -11,7 +11,9 @@ negotiation, and sends no Announce or Sync; with the peer delay mechanism it ans
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from appliance.outputs.ptp.datasets import GrandmasterView
 from appliance.protocol.ptp.measure import PtpMeasurement
@@ -66,7 +68,7 @@ class SlaveConfig:
 
 
 def slave_port(config: SlaveConfig, clock_identity: bytes, now_ns: int, rng: random.Random | None = None,
-               port_number: int = 1) -> PtpPort:
+               port_number: int = 1, address_key: Callable[[Any], Any] | None = None) -> PtpPort:
     """The reference's port, INITIALIZING until ``start``.  ``rng`` spreads its Delay_Req times (seeded from the
-    clock identity if omitted)."""
-    return PtpPort(config.port_config(), clock_identity, SLAVE_ONLY_VIEW, now_ns, port_number, rng=rng)
+    clock identity if omitted); ``address_key``: the transport's (what a peer is rate-limited by)."""
+    return PtpPort(config.port_config(), clock_identity, SLAVE_ONLY_VIEW, now_ns, port_number, address_key, rng=rng)

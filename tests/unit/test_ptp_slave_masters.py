@@ -201,6 +201,15 @@ def test_wrong_domain_sdo_version_garbage_and_own_messages_are_counted_not_raise
     assert slave.state == LISTENING and not slave.foreign.masters
 
 
+def test_a_peer_delay_request_from_an_ethernet_source_is_answered() -> None:
+    """Over L2 a message's source is its sender's MAC: the port keys it as the transport does (it used to reach the
+    rate limiter as a 6-octet address, which raised)."""
+    slave = make("p2p", transport="l2")
+    req = c.PdelayReq(c.Header(c.MsgType.PDELAY_REQ, 0, c.PortIdentity(GM_A, 1), 1), 0)
+    [resp] = slave.handle_rx(c.encode(req), b"\x02\x00\xbb\x00\x00\x02", 1_000, 0)
+    assert isinstance(c.decode(resp.data), c.PdelayResp) and slave.counters["tx_pdelay_resp"] == 1
+
+
 def test_an_event_message_without_a_receive_timestamp_is_counted() -> None:
     slave = make()
     m = Master(slave)

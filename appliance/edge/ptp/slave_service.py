@@ -73,7 +73,8 @@ class PtpSlaveService:
     # --- the runner's owner (runner.PortOwner) ---------------------------------------------------------------------
     def attach(self, transport: Any, now_ns: int) -> PtpPort:
         if self.port is None:
-            self.port = slave_port(self.config, clock_identity(transport.mac), now_ns, self.rng, self.port_number)
+            self.port = slave_port(self.config, clock_identity(transport.mac), now_ns, self.rng, self.port_number,
+                                   transport.address_key)
         return self.port
 
     def of_host(self, host_ns: int) -> int:

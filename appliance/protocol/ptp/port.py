@@ -54,6 +54,7 @@ from appliance.protocol.ptp.security import PortSecurity
 from appliance.protocol.ptp.smpte import SyncMetadata
 from appliance.protocol.ptp.slave import SlaveRole
 from appliance.protocol.ptp.unicast import GrantRequests, Negotiation, SlavesSeen, address_text
+from appliance.protocol.ptp.unicast import address_key as unicast_address_key
 
 Action: TypeAlias = Send | PtpMeasurement
 MAX_NOTICES = 256  # notices the edge has not taken yet; beyond, the oldest go (the edge takes them after every call)
@@ -104,7 +105,7 @@ class PtpPort(MasterRole, SlaveRole, NativeSenderApi):
         self.log_sync, self.log_announce = config.log_sync_interval, config.log_announce_interval
         self.decision: Decision | None = None
         self.foreign = ForeignMasters(clock_identity, config.announce_receipt_timeout)
-        self.address_key = address_key or (lambda a: a[0] if isinstance(a, tuple) else a)
+        self.address_key = address_key or unicast_address_key
         self.limiter = RateLimiter(config.rate_limit_per_s, max(8, int(config.rate_limit_per_s)), 65536)
         self.management_rules = management_rules
         self.counters: dict[str, int] = {}

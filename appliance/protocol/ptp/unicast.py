@@ -64,6 +64,16 @@ def address_text(address: Any) -> str:
     return str(address)
 
 
+def address_key(address: Any) -> Any:
+    """What a peer is known by (unicast clients, the rate limiter), as the transports key it: the IP of a (host, port)
+    pair; a MAC padded to 16 octets (the rate limiter keys 4- or 16-octet addresses)."""
+    if isinstance(address, tuple):
+        return address[0]
+    if isinstance(address, bytes | bytearray) and len(address) == 6:
+        return bytes(address) + bytes(10)
+    return address
+
+
 def for_us(target: c.PortIdentity, identity: c.PortIdentity) -> bool:
     """A Signaling message's targetPortIdentity names this port, or all ports (of any clock)."""
     return target in (identity, ALL_PORTS) or target.clock_identity == ALL_PORTS.clock_identity
