@@ -3,6 +3,10 @@ streams' phases, and the streams it hands a native sender instead of sending the
 
 from __future__ import annotations
 
+import ast
+import inspect
+
+from appliance.edge.ptp import native_sync
 from appliance.protocol.ptp import codec as c
 from appliance.protocol.ptp.fsm import MASTER
 from tests.unit.test_ptp_port import OTHER, SLAVE, SRC, S, closest_ns, make, run, send_times
@@ -125,3 +129,14 @@ def test_an_offloaded_multicast_sync_stream_starts_whenever_the_port_becomes_mas
     run(port, 30 * S)
     assert port.state == MASTER and port.take_stream_changes() == [("start", None, "sync")]
     assert port.sync_sequence(None)[c.MsgType.SYNC] == 41
+
+
+def test_the_port_has_every_attribute_the_native_sender_uses() -> None:
+    """native_sync.py drives the port through ``port.<name>``: each of those names is the port's."""
+    tree = ast.parse(inspect.getsource(native_sync))
+    used = {node.attr for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "port"}
+    port = make("g8275.2")
+    assert {"announce_phase_ns", "sync_stream", "take_stream_changes"} <= used
+    assert [name for name in sorted(used) if not hasattr(port, name)] == []
+    assert port.announce_phase_ns(-3, 0) == 62_500_000

@@ -16,6 +16,7 @@ from typing import Any
 
 from appliance.outputs.ptp.lateness import SyncLateness
 from appliance.protocol.ptp import codec as c
+from appliance.protocol.ptp.master import announce_phase_ns
 from appliance.protocol.ptp.profiles import PortConfig
 from appliance.protocol.ptp.unicast import Negotiation, SlavesSeen, UnicastClient
 
@@ -38,6 +39,8 @@ class NativeSenderApi:
     _stream_changes: list[StreamChangeRow]
     count: Callable[..., None]  # (name, n=1)
     announce_bytes: Callable[[int, bool], bytes]  # (log interval, unicast): what an Announce says now
+
+    announce_phase_ns = staticmethod(announce_phase_ns)  # where the sender puts a client's Announces: master.py
 
     @property
     def clients(self) -> dict[Any, UnicastClient]:
