@@ -145,7 +145,8 @@ def test_an_interface_that_cannot_open_is_reported_and_retried() -> None:
 def _slave_main(iface: str, transport: str, delay: str, timeout_s: float) -> None:
     import logging
 
-    from appliance.refs.ptp_slave import SLAVE, PtpMeasurement, SlaveConfig
+    from appliance.protocol.ptp.fsm import SLAVE
+    from appliance.refs.ptp_slave import PtpMeasurement, SlaveConfig
     from appliance.edge.ptp.slave_service import PtpSlaveService
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
@@ -159,7 +160,7 @@ def _slave_main(iface: str, transport: str, delay: str, timeout_s: float) -> Non
         def on_measurement(m: PtpMeasurement) -> None:
             nonlocal calibrated
             print(json.dumps({"measurement": dataclasses.asdict(m)}), flush=True)
-            if service.slave is not None and service.slave.state == SLAVE:
+            if service.port is not None and service.port.state == SLAVE:
                 calibrated += 1
                 if calibrated >= SAMPLES:
                     done.set()

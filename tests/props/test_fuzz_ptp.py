@@ -1,13 +1,14 @@
 """Fuzzing what PTP input reaches beyond the codec: the port engines, the management bodies and the profile files.
 
-``test_ptp_codec_props.py`` already holds the codec itself (round trips, random, header-shaped, TLV-shaped and mutated
-bytes: nothing but PtpDecodeError).  Here decoded frames go on to where they act: the grandmaster port
+``test_ptp_codec_props.py`` already holds the codec itself (round trips, random, header-shaped, TLV-shaped and
+mutated bytes: nothing but PtpDecodeError).  Here decoded frames go on to where they act: the grandmaster port
 (``PtpPort.handle_rx``) in each packaged profile, already MASTER, with management GET/SET and unicast negotiation
-on; and the slave (``PtpSlave.on_message``), already following a master.  Each is fed a session of messages from a
-couple of peers (valid messages with arbitrary field values, some mutated), timers and transmit timestamps in
-between.  Contract: they raise nothing, and everything they send is a message the codec decodes, from our own port
-identity.  Also: a management TLV's data set body either unpacks or raises PtpDecodeError("tlv"), and
-``parse_profile`` of a mutated profile file returns a Profile or raises ValueError.  Budget: ``fuzzing.py``.
+on; and the same port slaveOnly, as the upstream reference runs it, already following a master.  Each is fed a
+session of messages from a couple of peers (valid messages with arbitrary field values, some mutated), timers and
+transmit timestamps in between.  Contract: they raise nothing, and everything they send is a message the codec
+decodes, from our own port identity.  Also: a management TLV's data set body either unpacks or raises
+PtpDecodeError("tlv"), and ``parse_profile`` of a mutated profile file returns a Profile or raises ValueError.
+Budget: ``fuzzing.py``.
 """
 
 from __future__ import annotations
@@ -21,12 +22,15 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from appliance.outputs.ptp.datasets import GrandmasterView
-from appliance.outputs.ptp.port import MASTER, PtpPort
+from appliance.protocol.ptp.fsm import MASTER
+from appliance.protocol.ptp.port import PtpPort
 from appliance.protocol.limits import AccessRules
 from appliance.protocol.ptp import codec as c
 from appliance.protocol.ptp.port_common import Send
 from appliance.protocol.ptp.profiles import PROFILE_NAMES, load_profile, parse_profile, resolve
-from appliance.refs.ptp_slave import UNCALIBRATED, PtpMeasurement, PtpSlave, SlaveConfig
+from appliance.protocol.ptp.fsm import UNCALIBRATED
+from appliance.protocol.ptp.measure import PtpMeasurement
+from appliance.refs.ptp_slave import SlaveConfig, slave_port
 from tests.props.fuzzing import fuzz, mutated, mutated_text
 
 S = 1_000_000_000
@@ -215,19 +219,20 @@ def master_answer(request: c.Message, variant: int, stamp: int, correction: int,
     return [(c.encode(resp), rx_ns), (c.encode(follow_up), None)]
 
 
-def following_slave(mechanism: str) -> PtpSlave:
+def following_slave(mechanism: str) -> PtpPort:
     """A slave following GM_A with a path delay already measured: its next Sync gives a measurement."""
-    slave = PtpSlave(SlaveConfig(delay_mechanism=mechanism), OWN, 0, random.Random(1))
+    slave = slave_port(SlaveConfig(delay_mechanism=mechanism), OWN, 0, random.Random(1))
+    slave.start(0)
     for seq in range(3):
         announce = c.Announce(from_master(K.ANNOUNCE, seq), BASE_NS, 37, 128, c.ClockQuality(6, 0x21, 0x4E5D), 128,
                               GM_A, 0, 0x20)
-        slave.on_message(c.encode(announce), None, UDP_SOURCES[0], seq * S)
+        slave.handle_rx(c.encode(announce), UDP_SOURCES[0], None, seq * S)
     for wire, ts in master_sync(0, 1, BASE_NS, 0, BASE_NS + 50_000):
-        slave.on_message(wire, ts, UDP_SOURCES[0], 2 * S)
-    request = next(a for a in slave.on_timer(3 * S) if isinstance(a, Send))
-    slave.on_tx_timestamp(request.token, BASE_NS + 100_000)
+        slave.handle_rx(wire, UDP_SOURCES[0], ts, 2 * S)
+    request = next(a for a in slave.handle_timer(3 * S, 3 * S) if isinstance(a, Send))
+    slave.handle_tx_timestamp(request.token, BASE_NS + 100_000)
     for wire, ts in master_answer(c.decode(request.data), 1, BASE_NS + 150_000, 0, BASE_NS + 200_000):
-        slave.on_message(wire, ts, UDP_SOURCES[0], 3 * S)
+        slave.handle_rx(wire, UDP_SOURCES[0], ts, 3 * S)
     assert slave.state == UNCALIBRATED and slave.path_delay_ns is not None, mechanism
     return slave
 
@@ -245,13 +250,13 @@ def test_the_slave_takes_any_session(mechanism: str, session: list) -> None:
     for kind, data, selector, stamp, correction, dt in session:
         now += dt
         if kind == "rx":
-            out = slave.on_message(data, stamp, UDP_SOURCES[selector], now)
+            out = slave.handle_rx(data, UDP_SOURCES[selector], stamp, now)
         elif kind == "timer":
-            out = slave.on_timer(now)
+            out = slave.handle_timer(now, now)
         elif kind == "tx":
             if not tokens:
                 continue
-            out = slave.on_tx_timestamp(tokens.pop(0), stamp)
+            out = slave.handle_tx_timestamp(tokens.pop(0), stamp)
         else:
             rx_ns = stamp + abs(correction >> 16) % S
             if kind in ("sync", "announce"):
@@ -262,7 +267,7 @@ def test_the_slave_takes_any_session(mechanism: str, session: list) -> None:
                 incoming = master_answer(requests.pop(0), selector, stamp, correction, rx_ns)
             else:
                 continue
-            out = [a for wire, ts in incoming for a in slave.on_message(wire, ts, UDP_SOURCES[0], now)]
+            out = [a for wire, ts in incoming for a in slave.handle_rx(wire, UDP_SOURCES[0], ts, now)]
         assert_sends(out)
         for action in out:
             if isinstance(action, Send) and action.token is not None:

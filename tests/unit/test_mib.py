@@ -18,7 +18,7 @@ import pytest
 
 from appliance.events import Constellation, ReceiverState, Severity
 from appliance.clock.state import ClockState
-from appliance.outputs.ptp.port import STATE_CODES
+from appliance.protocol.ptp.fsm import PORT_STATE_CODES as STATE_CODES
 from appliance.snmp import mibgen
 from harness.missing import missing
 

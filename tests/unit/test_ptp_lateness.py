@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from appliance.outputs.ptp.lateness import N_BINS, SyncLateness, bin_edges_us, bin_of, window
 from appliance.protocol.ptp import codec as c
-from tests.unit.test_ptp_port import SRC, S, make, signaling
+from tests.unit.test_ptp_port import SRC, S, make
+from tests.unit.test_ptp_unicast import signaling
 
 US = 1_000
 BASE_NS = 1_800_000_000 * S  # the served clock (TAI) at monotonic 0

@@ -11,7 +11,7 @@ import pytest
 
 from appliance.edge.ptp import gm_service, native_sync
 from appliance.edge.ptp.transport import UdpTransport
-from appliance.outputs.ptp.port import MASTER
+from appliance.protocol.ptp.fsm import MASTER
 from appliance.protocol.clockmap import not_ready
 from appliance.protocol.ptp import codec as c
 from appliance.protocol.ptp.profiles import load_profile, resolve
@@ -67,23 +67,23 @@ def _run(service: gm_service.PtpService, start_ns: int, until_ns: int) -> list[c
     sent = []
     for t in range(start_ns, until_ns, 50_000_000):
         actions = service.port.handle_timer(t, t)
-        service._take_notices(actions)
+        service.handle(actions)
         sent += [c.decode(a.data) for a in actions]
     return sent
 
 
 def test_the_sender_gets_the_multicast_syncs_and_again_after_a_fault(monkeypatch: pytest.MonkeyPatch) -> None:
     service = _service(monkeypatch, available=True)
-    port, _ = service._start_port(_transport(), 0)
+    port = service.attach(_transport(), 0)
+    service.handle(port.start(0))
     sent = _run(service, 0, 12 * S)
     first = FakeSender.made[0]
     assert port.state == MASTER and first.changes == [("start", None, "sync")] and first.active
     assert not any(isinstance(m, c.Sync) for m in sent) and any(isinstance(m, c.Announce) for m in sent)
 
-    port.fault(12 * S, "link down")
-    service._runner_event("ptp-fault", "link down")
+    service.handle(port.fault(12 * S, "link down"))
     assert not first.active  # silent while FAULTY
-    service._start_port(_transport(), 13 * S)
+    service.handle(service.attach(_transport(), 13 * S).start(13 * S))
     second = FakeSender.made[1]
     assert first.closed and not second.closed
     sent = _run(service, 13 * S, 30 * S)
@@ -94,7 +94,7 @@ def test_the_sender_gets_the_multicast_syncs_and_again_after_a_fault(monkeypatch
 
 def test_without_the_sender_the_port_sends_the_syncs(monkeypatch: pytest.MonkeyPatch) -> None:
     service = _service(monkeypatch, available=False)
-    service._start_port(_transport(), 0)
+    service.handle(service.attach(_transport(), 0).start(0))
     sent = _run(service, 0, 12 * S)
     assert FakeSender.made == [] and any(isinstance(m, c.Sync) for m in sent)
     assert service.status()["native_sync"] == {"running": False, "error": "not built"}

@@ -21,7 +21,8 @@ from appliance.edge.ptp import transport as tr
 from appliance.events import Alarm, Severity
 from appliance.outputs.ptp.datasets import GrandmasterView
 from appliance.outputs.ptp.notices import ManagementSet, MasterAgain, Outranked
-from appliance.outputs.ptp.port import LISTENING, MASTER, PASSIVE, PtpPort
+from appliance.protocol.ptp.fsm import LISTENING, MASTER, PASSIVE
+from appliance.protocol.ptp.port import PtpPort
 from appliance.protocol.clockmap import ClockMap
 from appliance.protocol.limits import AccessRules
 from appliance.protocol.ptp import codec as c

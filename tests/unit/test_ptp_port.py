@@ -1,4 +1,5 @@
-"""The sans-IO PTP port: states, BMCA outcomes, both delay mechanisms, management and unicast negotiation."""
+"""The PTP port as the grandmaster runs it: states, BMCA outcomes, both delay mechanisms, management, the
+Announces' timing (unicast negotiation: test_ptp_unicast.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import pytest
 from appliance.protocol.limits import AccessRules
 from appliance.protocol.ptp import codec as c
 from appliance.outputs.ptp.datasets import AnnouncedQuality, GrandmasterView, leap_flags
-from appliance.outputs.ptp.port import LISTENING, MASTER, PASSIVE, TRANSITIONS, PtpPort
+from appliance.protocol.ptp.fsm import LISTENING, MASTER, PASSIVE
+from appliance.protocol.ptp.port import PtpPort
 from appliance.protocol.ptp.port_common import Send
 from appliance.protocol.ptp.profiles import load_profile, resolve
 
@@ -58,9 +60,10 @@ def announce_from(identity: bytes, seq: int, clock_class: int = 6, priority1: in
                                0x20))
 
 
-def test_state_table_has_no_slave_side() -> None:
-    assert all("SLAVE" not in new for new in TRANSITIONS.values())
-    assert TRANSITIONS[(LISTENING, "ANNOUNCE_RECEIPT_TIMEOUT")] == MASTER
+def test_the_grandmaster_port_runs_figure_30_without_its_slave_side() -> None:
+    table = make().fsm.table
+    assert all(new not in ("SLAVE", "UNCALIBRATED") for new in table.values())
+    assert table[(LISTENING, "ANNOUNCE_RECEIPT_TIMEOUT")] == MASTER
 
 
 def test_listens_for_the_receipt_timeout_then_masters_and_sends_two_step_sync() -> None:
@@ -217,6 +220,23 @@ def test_peer_delay_to_the_neighbour_is_measured() -> None:
     assert port.peer_delay_ns == ((10_700 - 10_000) - (50_100 - 50_000)) // 2
 
 
+def test_a_peer_delay_request_answered_by_two_neighbours_is_not_used() -> None:
+    """Two responders to one Pdelay_Req (a hub, a bridge that is not PTP-aware) is not a 1588 link: mixing one's t2
+    with the other's t3 would give a link delay of neither."""
+    port = make("default-p2p")
+    req = next(a for a in port.handle_timer(0, 10_000) if c.decode(a.data).header.message_type == c.MsgType.PDELAY_REQ)
+    seq = c.decode(req.data).header.sequence_id
+    port.handle_tx_timestamp(req.token, 10_000)
+    for identity, t2 in ((OTHER, 50_000), (bytes.fromhex("0200ddfffe000004"), 90_000)):
+        resp = c.PdelayResp(c.Header(c.MsgType.PDELAY_RESP, 0, c.PortIdentity(identity, 1), seq,
+                                     flags=c.FLAG_TWO_STEP), t2, port.identity)
+        port.handle_rx(c.encode(resp), SRC, 10_700, 1)
+    fup = c.PdelayRespFollowUp(c.Header(c.MsgType.PDELAY_RESP_FOLLOW_UP, 0, c.PortIdentity(OTHER, 1), seq), 50_100,
+                               port.identity)
+    port.handle_rx(c.encode(fup), SRC, None, 1)
+    assert port.peer_delay_ns is None and port.counters["pdelay_multiple_responders"] == 1
+
+
 def management(action: int, mid: int, data: bytes = b"") -> bytes:
     header = c.Header(c.MsgType.MANAGEMENT, 0, SLAVE, 7)
     return c.encode(c.Management(header, c.PortIdentity(b"\xff" * 8, 0xFFFF), 0, 0, action,
@@ -275,59 +295,6 @@ def test_g8275_1_refuses_priority1_and_udp() -> None:
     assert config.domain == 24 and config.log_sync_interval == -4 and config.master_only
 
 
-def signaling(*tlvs: object, source: c.PortIdentity = SLAVE) -> bytes:
-    header = c.Header(c.MsgType.SIGNALING, 44, source, 1, flags=c.FLAG_UNICAST)
-    return c.encode(c.Signaling(header, c.PortIdentity(b"\xff" * 8, 0xFFFF), tuple(tlvs)))  # type: ignore[arg-type]
-
-
-def test_unicast_negotiation_grants_streams_and_cancels() -> None:
-    port = make("g8275.2")
-    run(port, 1 * S)
-    assert port.state == MASTER  # masterOnly: no listening
-    req = signaling(c.RequestUnicastTransmissionTlv(c.MsgType.ANNOUNCE, 0, 300),
-                    c.RequestUnicastTransmissionTlv(c.MsgType.SYNC, -3, 30),
-                    c.RequestUnicastTransmissionTlv(c.MsgType.DELAY_RESP, -3, 5000))
-    out = port.handle_rx(req, SRC, None, 2 * S)
-    grants = c.decode(out[0].data).tlvs
-    assert [g.duration_s for g in grants] == [300, 60, 1000]  # clamped into 60..1000 s
-    assert all(isinstance(g, c.GrantUnicastTransmissionTlv) and g.renewal_invited for g in grants)
-    syncs = [m for a in port.handle_timer(3 * S, 0) for m in [c.decode(a.data)] if isinstance(m, c.Sync)]
-    sent = []
-    for t in range(3 * S, 4 * S, 10_000_000):
-        for a in port.handle_timer(t, 0):
-            m = c.decode(a.data)
-            if isinstance(m, c.Sync):
-                assert a.to == SRC and m.header.flags & c.FLAG_UNICAST and m.header.log_interval == -3
-                sent.append(m)
-    assert 7 <= len(sent) + len(syncs) <= 10  # 8 a second
-    seqs = [m.header.sequence_id for m in sent]
-    assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
-    # a unicast Delay_Req from the client is answered; from a stranger it is not
-    dreq = c.encode(c.DelayReq(c.Header(c.MsgType.DELAY_REQ, 44, SLAVE, 3, flags=c.FLAG_UNICAST), 0))
-    assert c.decode(port.handle_rx(dreq, SRC, 99, 4 * S)[0].data).receive_ts_ns == 99
-    assert port.handle_rx(dreq, ("10.0.0.77", 320), 99, 4 * S) == []
-    # the Sync grant expires after 60 s; cancel of the rest is acknowledged
-    port.handle_timer(63 * S, 0)
-    assert c.MsgType.SYNC not in port.clients[("10.0.0.2", SLAVE)].grants
-    out = port.handle_rx(signaling(c.CancelUnicastTransmissionTlv(c.MsgType.ANNOUNCE),
-                                   c.CancelUnicastTransmissionTlv(c.MsgType.DELAY_RESP)), SRC, None, 64 * S)
-    assert all(isinstance(t, c.AcknowledgeCancelUnicastTransmissionTlv) for t in c.decode(out[0].data).tlvs)
-    assert port.clients == {}
-
-
-def test_unicast_denied_outside_the_profile_rates_and_beyond_capacity() -> None:
-    port = make("g8275.2", unicast_max_clients=1)
-    run(port, 1 * S)
-    too_fast = port.handle_rx(signaling(c.RequestUnicastTransmissionTlv(c.MsgType.SYNC, -8, 60)), SRC, None, 2 * S)
-    assert c.decode(too_fast[0].data).tlvs[0].duration_s == 0
-    port.handle_rx(signaling(c.RequestUnicastTransmissionTlv(c.MsgType.SYNC, 0, 60)), SRC, None, 2 * S)
-    second = c.PortIdentity(OTHER, 1)
-    out = port.handle_rx(signaling(c.RequestUnicastTransmissionTlv(c.MsgType.SYNC, 0, 60), source=second),
-                         ("10.0.0.3", 320), None, 2 * S)
-    assert c.decode(out[0].data).tlvs[0].duration_s == 0
-    assert port.counters["unicast_denied_capacity"] == 1 and port.counters["unicast_denied_rate"] == 1
-
-
 def test_a_flood_from_one_source_is_rate_limited() -> None:
     port = make(rate_limit_per_s=10.0)
     run(port, 7 * S)
@@ -377,7 +344,7 @@ def test_with_path_trace_an_announce_that_went_round_a_loop_is_discarded() -> No
     assert port.state == MASTER and port.counters["drop_announce_path_loop"] == 3  # never a foreign master
 
 
-def _send_times(port: PtpPort, start_ns: int, until_ns: int, step_ns: int = 1_000_000) -> dict[str, list[int]]:
+def send_times(port: PtpPort, start_ns: int, until_ns: int, step_ns: int = 1_000_000) -> dict[str, list[int]]:
     """When each Sync and Announce left, stepping the timers every ``step_ns``."""
     times: dict[str, list[int]] = {"Sync": [], "Announce": []}
     for t in range(start_ns, until_ns, step_ns):
@@ -388,7 +355,7 @@ def _send_times(port: PtpPort, start_ns: int, until_ns: int, step_ns: int = 1_00
     return times
 
 
-def _closest_ns(a: list[int], b: list[int]) -> int:
+def closest_ns(a: list[int], b: list[int]) -> int:
     return min(abs(x - y) for x in a for y in b)
 
 
@@ -398,79 +365,13 @@ def test_announces_run_halfway_between_syncs_never_right_ahead_of_one(profile: s
     port = make(profile)
     run(port, 7 * S)
     assert port.state == MASTER
-    times = _send_times(port, 7 * S, 17 * S)
+    times = send_times(port, 7 * S, 17 * S)
     assert abs(len(times["Announce"]) - 10 * S // announce_ns) <= 1
     assert abs(len(times["Sync"]) - 10 * S // sync_ns) <= 1
-    assert _closest_ns(times["Announce"], times["Sync"]) >= min(sync_ns, announce_ns) // 2 - 1_000_000
+    assert closest_ns(times["Announce"], times["Sync"]) >= min(sync_ns, announce_ns) // 2 - 1_000_000
     # an Announce sent at once for a change of quality is one more; the periodic ones keep their phase
     port.update_view(HOLDOVER, 17 * S)
     [extra] = [m for a in port.handle_timer(17 * S, 0) for m in [c.decode(a.data)] if isinstance(m, c.Announce)]
     assert extra.gm_clock_quality.clock_class == 7
-    later = _send_times(port, 17 * S + 1_000_000, 27 * S)
-    assert _closest_ns(later["Announce"], later["Sync"]) >= min(sync_ns, announce_ns) // 2 - 1_000_000
-
-
-def test_unicast_announces_run_halfway_between_the_clients_syncs() -> None:
-    port = make("g8275.2")
-    run(port, 1 * S)
-    # Announce granted first (as ptp4l asks), Sync a little later: the Announce stream is moved off the Syncs.
-    port.handle_rx(signaling(c.RequestUnicastTransmissionTlv(c.MsgType.ANNOUNCE, 0, 300)), SRC, None, 2 * S)
-    port.handle_rx(signaling(c.RequestUnicastTransmissionTlv(c.MsgType.SYNC, 0, 300)), SRC, None,
-                   2 * S + 300_000_000)
-    times = _send_times(port, 2 * S + 300_000_000, 12 * S)
-    assert len(times["Sync"]) == 10 and len(times["Announce"]) >= 9
-    assert _closest_ns(times["Announce"], times["Sync"]) >= S // 2 - 1_000_000
-
-
-def test_offloaded_unicast_syncs_are_announced_as_stream_changes_not_sent() -> None:
-    """With a native sender taking the Syncs and unicast Announces, the port says which clients' streams start and
-    stop, sends neither itself (Delay_Resps still), and counts what the sender reports as its own."""
-    port = make("g8275.2")
-    port.sync_offload = True
-    run(port, 1 * S)
-    req = signaling(c.RequestUnicastTransmissionTlv(c.MsgType.ANNOUNCE, 0, 300),
-                    c.RequestUnicastTransmissionTlv(c.MsgType.SYNC, -3, 300))
-    port.handle_rx(req, SRC, None, 2 * S)
-    key = ("10.0.0.2", SLAVE)
-    assert port.take_stream_changes() == [("start", key, "announce"), ("start", key, "sync")]
-    kinds = {type(c.decode(a.data)).__name__ for t in range(2 * S, 4 * S, 10_000_000) for a in port.handle_timer(t, 0)}
-    assert "Sync" not in kinds and "Announce" not in kinds  # both the sender's
-    # the same interval again is a renewal: the stream runs on; a new interval restarts it
-    port.handle_rx(signaling(c.RequestUnicastTransmissionTlv(c.MsgType.SYNC, -3, 300)), SRC, None, 5 * S)
-    assert port.take_stream_changes() == []
-    port.handle_rx(signaling(c.RequestUnicastTransmissionTlv(c.MsgType.SYNC, -4, 300)), SRC, None, 6 * S)
-    assert port.take_stream_changes() == [("start", key, "sync")]
-    log_interval, sync, fup = port.sync_stream(key)
-    assert log_interval == -4
-    assert c.decode(sync).header.log_interval == -4 and c.decode(sync).header.flags & c.FLAG_UNICAST
-    assert isinstance(c.decode(fup), c.FollowUp) and len(sync) == len(fup) == 44
-    port.handle_rx(signaling(c.CancelUnicastTransmissionTlv(c.MsgType.SYNC)), SRC, None, 7 * S)
-    assert port.take_stream_changes() == [("stop", key, "sync")]
-    # a grant that expires stops its stream too
-    port.handle_rx(signaling(c.RequestUnicastTransmissionTlv(c.MsgType.SYNC, -3, 60)), SRC, None, 8 * S)
-    port.handle_timer(69 * S, 0)
-    assert port.take_stream_changes() == [("start", key, "sync"), ("stop", key, "sync")]
-    assert port.announce_stream(key) == 0 and c.decode(port.unicast_announce(0)).header.flags & c.FLAG_UNICAST
-    port.add_offloaded({"announces": 3, "syncs": 8, "follow_ups": 7, "timestamps_lost": 1, "late_bins": [(3, 6), (40, 1)],
-                        "late_count": 7, "late_over_1ms": 0, "late_max_ns": 70_000})
-    snap = port.snapshot(70 * S)
-    assert snap["counters"]["tx_sync"] == 8 and snap["counters"]["tx_follow_up"] == 7
-    assert snap["counters"]["tx_announce"] == 3
-    assert snap["counters"]["tx_timestamp_missing"] == 1
-    assert snap["sync_lateness"]["syncs"] == 7 and snap["sync_lateness"]["max_us"] == 70.0
-
-
-def test_an_offloaded_multicast_sync_stream_starts_whenever_the_port_becomes_master() -> None:
-    port = make("default-e2e")
-    port.sync_offload = True
-    sent = run(port, 10 * S)
-    assert port.state == MASTER and port.take_stream_changes() == [("start", None, "sync")]
-    assert not any(isinstance(m, c.Sync) for m in sent) and any(isinstance(m, c.Announce) for m in sent)
-    log_interval, sync, fup = port.sync_stream(None)
-    assert log_interval == port.log_sync and not c.decode(sync).header.flags & c.FLAG_UNICAST
-    port.sync_sequence(None)[c.MsgType.SYNC] = 41  # what a sender hands back
-    port.fault(11 * S, "link down")
-    port.fault_cleared(12 * S)
-    run(port, 30 * S)
-    assert port.state == MASTER and port.take_stream_changes() == [("start", None, "sync")]
-    assert port.sync_sequence(None)[c.MsgType.SYNC] == 41
+    later = send_times(port, 17 * S + 1_000_000, 27 * S)
+    assert closest_ns(later["Announce"], later["Sync"]) >= min(sync_ns, announce_ns) // 2 - 1_000_000

@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.ciphers import algorithms
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from appliance.outputs.ptp.port import PtpPort
+from appliance.protocol.ptp.port import PtpPort
 from appliance.protocol.limits import AccessRules
 from appliance.protocol.ptp import codec as c
 from appliance.protocol.ptp import security as sec

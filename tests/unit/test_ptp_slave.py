@@ -1,9 +1,8 @@
-"""The sans-IO PTP slave port: delay and offset arithmetic (E2E, P2P, one- and two-step, corrections), master
-selection and loss, timescales, and everything it must drop without raising."""
+"""The PTP port configured slaveOnly, as the upstream reference runs it: delay and offset arithmetic (E2E, P2P, one-
+and two-step, corrections).  Its masters, timescales and drops: test_ptp_slave_masters.py."""
 
 from __future__ import annotations
 
-import itertools
 import random
 from dataclasses import dataclass
 
@@ -12,9 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from appliance.protocol.ptp import codec as c
+from appliance.protocol.ptp.fsm import SLAVE, UNCALIBRATED
+from appliance.protocol.ptp.measure import PtpMeasurement
+from appliance.protocol.ptp.port import PtpPort
 from appliance.protocol.ptp.port_common import Send
-from appliance.refs.ptp_slave import (FAULTY, LISTENING, SLAVE, TRANSITIONS, UNCALIBRATED, PtpMeasurement, PtpSlave,
-                                      SlaveConfig, clock_identity_text)
+from appliance.refs.ptp_slave import SlaveConfig, slave_port
 
 S = 1_000_000_000
 OWN = bytes.fromhex("0200aafffe000001")
@@ -30,7 +31,7 @@ class Master:
     reads true + ``offset_ns``; every message crosses the link in ``delay_ns`` plus the residence time of a
     transparent clock, which it adds to correctionField."""
 
-    slave: PtpSlave
+    slave: PtpPort
     identity: bytes = GM_A
     offset_ns: int = 0
     delay_ns: int = 50_000
@@ -58,7 +59,7 @@ class Master:
         self.seq += 1
         msg = c.Announce(self.header(c.MsgType.ANNOUNCE, self.seq, self.flags, log=1), self.true_ns, self.utc_offset,
                          self.priority1, c.ClockQuality(self.clock_class, 0x21, 0x4E5D), 128, self.identity, 0, 0x20)
-        return self.slave.on_message(c.encode(msg), None, ("10.0.0.1", 320), now_ns)
+        return self.slave.handle_rx(c.encode(msg), ("10.0.0.1", 320), None, now_ns)
 
     def sync(self, now_ns: int, residence_ns: int = 0, fup_first: bool = False, origin_ns: int | None = None,
              fup_correction_ns: int = 0) -> list:
@@ -68,14 +69,14 @@ class Master:
         t2 = self.local(t1 + self.delay_ns + residence_ns + fup_correction_ns)
         if not self.two_step:
             sync = c.Sync(self.header(c.MsgType.SYNC, self.seq, self.flags, residence_ns), t1)
-            return self.slave.on_message(c.encode(sync), t2, ("10.0.0.1", 319), now_ns)
+            return self.slave.handle_rx(c.encode(sync), ("10.0.0.1", 319), t2, now_ns)
         sync = c.Sync(self.header(c.MsgType.SYNC, self.seq, self.flags | c.FLAG_TWO_STEP, residence_ns),
                       0 if origin_ns is None else origin_ns)
         fup = c.FollowUp(self.header(c.MsgType.FOLLOW_UP, self.seq, self.flags, fup_correction_ns), t1)
         first = [(c.encode(fup), None, 320), (c.encode(sync), t2, 319)]
         out: list = []
         for data, ts, port in (first if fup_first else reversed(first)):
-            out += self.slave.on_message(data, ts, ("10.0.0.1", port), now_ns)
+            out += self.slave.handle_rx(data, ("10.0.0.1", port), ts, now_ns)
         return out
 
     def answer(self, send: Send, now_ns: int, residence_ns: int = 0, turnaround_ns: int = 10_000,
@@ -84,28 +85,28 @@ class Master:
         req = c.decode(send.data)
         t_true = self.true_ns
         tx = self.local(t_true)
-        out = self.slave.on_tx_timestamp(send.token, tx) if tx_first else []
+        out = self.slave.handle_tx_timestamp(send.token, tx) if tx_first else []
         arrive = t_true + self.delay_ns + residence_ns
         seq, own = req.header.sequence_id, req.header.source_port
         if isinstance(req, c.DelayReq):
             resp = c.DelayResp(self.header(c.MsgType.DELAY_RESP, seq, correction_ns=residence_ns), arrive, own)
-            out += self.slave.on_message(c.encode(resp), None, ("10.0.0.1", 320), now_ns)
+            out += self.slave.handle_rx(c.encode(resp), ("10.0.0.1", 320), None, now_ns)
         else:
             t3 = arrive + turnaround_ns
             t4 = self.local(t3 + self.delay_ns)
             if one_step_responder:  # 11.4.2: requestReceiptTimestamp 0, the turnaround in correctionField
                 resp = c.PdelayResp(self.header(c.MsgType.PDELAY_RESP, seq, correction_ns=residence_ns
                                                 + turnaround_ns), 0, own)
-                out += self.slave.on_message(c.encode(resp), t4, ("10.0.0.1", 319), now_ns)
+                out += self.slave.handle_rx(c.encode(resp), ("10.0.0.1", 319), t4, now_ns)
             else:
                 resp = c.PdelayResp(self.header(c.MsgType.PDELAY_RESP, seq, c.FLAG_TWO_STEP), arrive, own)
                 fup = c.PdelayRespFollowUp(self.header(c.MsgType.PDELAY_RESP_FOLLOW_UP, seq,
                                                        correction_ns=residence_ns), t3, own)
                 both = [(c.encode(resp), t4, 319), (c.encode(fup), None, 320)]
                 for data, ts, port in (reversed(both) if fup_first else both):
-                    out += self.slave.on_message(data, ts, ("10.0.0.1", port), now_ns)
+                    out += self.slave.handle_rx(data, ("10.0.0.1", port), ts, now_ns)
         if not tx_first:
-            out += self.slave.on_tx_timestamp(send.token, tx)
+            out += self.slave.handle_tx_timestamp(send.token, tx)
         return out
 
     def advance(self, ns: int) -> None:
@@ -120,8 +121,10 @@ def measurements(actions: list) -> list[PtpMeasurement]:
     return [a for a in actions if isinstance(a, PtpMeasurement)]
 
 
-def make(mechanism: str = "e2e", **config) -> PtpSlave:
-    return PtpSlave(SlaveConfig(delay_mechanism=mechanism, **config), OWN, 0, random.Random(1))
+def make(mechanism: str = "e2e", **config) -> PtpPort:
+    port = slave_port(SlaveConfig(delay_mechanism=mechanism, **config), OWN, 0, random.Random(1))
+    port.start(0)
+    return port
 
 
 def qualify(m: Master, now_ns: int = 0) -> int:
@@ -131,14 +134,14 @@ def qualify(m: Master, now_ns: int = 0) -> int:
     return now_ns + S
 
 
-def request(slave: PtpSlave, now_ns: int) -> tuple[Send, int]:
+def request(slave: PtpPort, now_ns: int) -> tuple[Send, int]:
     """Run the timers until the slave sends its next Delay_Req / Pdelay_Req."""
     t = now_ns
     while True:
         due = slave.next_due_ns()
         assert due is not None
         t = max(t, due)
-        out = sends(slave.on_timer(t))
+        out = sends(slave.handle_timer(t, t))
         if out:
             return out[0], t
 
@@ -162,7 +165,7 @@ def test_e2e_offset_and_delay_with_transparent_clock_corrections(two_step: bool)
     slave = make()
     m = Master(slave, offset_ns=123_456, delay_ns=40_000, two_step=two_step)
     t = qualify(m)
-    assert slave.state == UNCALIBRATED and slave.snapshot()["master"] == "0200bb.fffe.000002-1"
+    assert slave.state == UNCALIBRATED and slave.snapshot(0)["master"] == "0200bb.fffe.000002-1"
     assert not measurements(m.sync(t, residence_ns=7_000))  # no path delay yet
     send, t = request(slave, t)
     assert c.decode(send.data).header.source_port == c.PortIdentity(OWN, 1) and send.event and send.token
@@ -202,11 +205,11 @@ def test_a_follow_up_with_another_sequence_id_or_from_another_port_is_not_matche
     m = Master(slave, offset_ns=0, delay_ns=10_000)
     t = calibrate(m, qualify(m))
     sync = c.Sync(m.header(c.MsgType.SYNC, 500, m.flags | c.FLAG_TWO_STEP), 0)
-    assert not slave.on_message(c.encode(sync), m.local(m.true_ns), None, t)
+    assert not slave.handle_rx(c.encode(sync), None, m.local(m.true_ns), t)
     stray = c.FollowUp(m.header(c.MsgType.FOLLOW_UP, 501, m.flags), m.true_ns)
-    assert not slave.on_message(c.encode(stray), None, None, t)
+    assert not slave.handle_rx(c.encode(stray), None, None, t)
     other = c.FollowUp(c.Header(c.MsgType.FOLLOW_UP, 0, c.PortIdentity(GM_A, 2), 500), m.true_ns)
-    assert not slave.on_message(c.encode(other), None, None, t)
+    assert not slave.handle_rx(c.encode(other), None, None, t)
     assert slave.counters["ignored_not_parent"] == 1
 
 
@@ -242,23 +245,23 @@ def test_p2p_delay_with_several_responders_is_not_used() -> None:
     delay = slave.path_delay_ns
     send, t = request(slave, t)
     seq = c.decode(send.data).header.sequence_id
-    slave.on_tx_timestamp(send.token, m.local(m.true_ns))
+    slave.handle_tx_timestamp(send.token, m.local(m.true_ns))
     for ident in (GM_A, GM_B):
         head = c.Header(c.MsgType.PDELAY_RESP, 0, c.PortIdentity(ident, 1), seq, flags=c.FLAG_TWO_STEP)
-        slave.on_message(c.encode(c.PdelayResp(head, m.true_ns, c.PortIdentity(OWN, 1))),
-                         m.local(m.true_ns + 1_000_000), None, t)
+        slave.handle_rx(c.encode(c.PdelayResp(head, m.true_ns, c.PortIdentity(OWN, 1))), None,
+                        m.local(m.true_ns + 1_000_000), t)
     fup = c.PdelayRespFollowUp(c.Header(c.MsgType.PDELAY_RESP_FOLLOW_UP, 0, c.PortIdentity(GM_A, 1), seq),
                                m.true_ns + 100, c.PortIdentity(OWN, 1))
-    slave.on_message(c.encode(fup), None, None, t)
+    slave.handle_rx(c.encode(fup), None, None, t)
     assert slave.counters["pdelay_multiple_responders"] == 1 and slave.path_delay_ns == delay
     # a one-step responder completes at once; a second one to the same request is still noticed
     send, t = request(slave, t)
     seq = c.decode(send.data).header.sequence_id
-    slave.on_tx_timestamp(send.token, m.local(m.true_ns))
+    slave.handle_tx_timestamp(send.token, m.local(m.true_ns))
     for ident in (GM_A, GM_B):
         head = c.Header(c.MsgType.PDELAY_RESP, 0, c.PortIdentity(ident, 1), seq)
-        slave.on_message(c.encode(c.PdelayResp(head, 0, c.PortIdentity(OWN, 1))), m.local(m.true_ns + 60_000),
-                         None, t)
+        slave.handle_rx(c.encode(c.PdelayResp(head, 0, c.PortIdentity(OWN, 1))), None, m.local(m.true_ns + 60_000),
+                        t)
     assert slave.counters["pdelay_multiple_responders"] == 2
 
 
@@ -266,12 +269,12 @@ def test_the_slave_answers_peer_delay_requests_two_step() -> None:
     slave = make("p2p")
     requester = c.PortIdentity(GM_A, 1)
     req = c.PdelayReq(c.Header(c.MsgType.PDELAY_REQ, 0, requester, 42, correction=5 << 16), 0)
-    [resp] = slave.on_message(c.encode(req), 1_000_000, ("10.0.0.1", 319), 0)
+    [resp] = slave.handle_rx(c.encode(req), ("10.0.0.1", 319), 1_000_000, 0)
     decoded = c.decode(resp.data)
     assert isinstance(decoded, c.PdelayResp) and decoded.header.flags & c.FLAG_TWO_STEP
     assert decoded.request_receipt_ts_ns == 1_000_000 and decoded.requesting_port == requester
     assert resp.peer and resp.event and resp.token is not None
-    [fup] = slave.on_tx_timestamp(resp.token, 1_300_000)
+    [fup] = slave.handle_tx_timestamp(resp.token, 1_300_000)
     follow = c.decode(fup.data)
     assert isinstance(follow, c.PdelayRespFollowUp) and follow.response_origin_ts_ns == 1_300_000
     assert follow.header.correction == 5 << 16 and follow.header.sequence_id == 42 and not fup.event
@@ -302,226 +305,11 @@ def test_a_delay_resp_for_another_slave_or_an_unknown_request_is_ignored() -> No
     m.sync(t)
     send, t = request(slave, t)
     seq = c.decode(send.data).header.sequence_id
-    slave.on_tx_timestamp(send.token, m.local(m.true_ns))
+    slave.handle_tx_timestamp(send.token, m.local(m.true_ns))
     for requester, s in ((c.PortIdentity(GM_B, 1), seq), (c.PortIdentity(OWN, 1), seq + 100)):
         resp = c.DelayResp(m.header(c.MsgType.DELAY_RESP, s), m.true_ns, requester)
-        slave.on_message(c.encode(resp), None, None, t)
+        slave.handle_rx(c.encode(resp), None, None, t)
     assert slave.path_delay_ns is None and slave.counters["ignored_delay_resp_not_ours"] == 2
-
-
-# --- Delay_Req timing -----------------------------------------------------------------------------------------
-
-
-def test_delay_requests_are_spread_around_the_interval_and_follow_the_masters_interval() -> None:
-    slave = make(log_min_delay_req_interval=0)
-    m = Master(slave)
-    t = qualify(m)
-    times = []
-    for _ in range(40):
-        send, t = request(slave, t)
-        m.announce(t)
-        times.append(t)
-    gaps = [b - a for a, b in itertools.pairwise(times)]
-    assert all(S // 2 <= g <= 3 * S // 2 for g in gaps) and len(set(gaps)) > 30
-    # the master says logMessageInterval 2 in its Delay_Resp: requests every 4 s (+- 50 %) from then on
-    m.sync(t)
-    send, t = request(slave, t)
-    seq = c.decode(send.data).header.sequence_id
-    slave.on_tx_timestamp(send.token, m.local(m.true_ns))
-    resp = c.DelayResp(m.header(c.MsgType.DELAY_RESP, seq, log=2), m.true_ns, c.PortIdentity(OWN, 1))
-    slave.on_message(c.encode(resp), None, None, t)
-    _, later = request(slave, t)
-    _, after = request(slave, later)
-    assert 2 * S <= after - later <= 6 * S
-    assert slave.snapshot()["log_min_delay_req_interval"] == 2
-
-
-def test_the_same_seed_gives_the_same_schedule() -> None:
-    def schedule() -> list[int]:
-        slave = make()
-        qualify(Master(slave))
-        t, out = S, []
-        for _ in range(5):
-            _, t = request(slave, t)
-            out.append(t)
-        return out
-    assert schedule() == schedule()
-
-
-def test_a_missing_transmit_timestamp_is_given_up_and_counted() -> None:
-    slave = make()
-    m = Master(slave)
-    t = qualify(m)
-    _send, t = request(slave, t)
-    assert slave.pending_tx()
-    slave.on_timer(t + S // 4)
-    assert slave.pending_tx() and "tx_timestamp_missing" not in slave.counters
-    slave.on_timer(t + S)
-    assert slave.counters["tx_timestamp_missing"] == 1
-
-
-# --- masters ------------------------------------------------------------------------------------------------------
-
-
-def test_the_better_of_two_masters_is_followed_and_the_other_ignored() -> None:
-    slave = make()
-    worse = Master(slave, identity=GM_B, clock_class=248, offset_ns=9_999_999)
-    better = Master(slave, identity=GM_A, clock_class=6, offset_ns=1_000)
-    worse.announce(0)
-    worse.announce(S)
-    assert slave.snapshot()["master"] == "0200cc.fffe.000003-1"
-    better.announce(S)
-    better.announce(2 * S)
-    snap = slave.snapshot()
-    assert snap["master"] == "0200bb.fffe.000002-1" and snap["grandmaster"]["clock_class"] == 6
-    assert slave.counters["master_changes"] == 2 and slave.state == UNCALIBRATED
-    t = calibrate(better, 2 * S)
-    assert not worse.sync(t) and slave.counters["ignored_not_parent"] >= 1
-    [meas] = measurements(better.sync(t))
-    assert meas.offset_ns == 1_000 and meas.gm_identity == clock_identity_text(GM_A)
-
-
-def test_priority1_beats_clock_class_and_a_change_of_master_recalibrates() -> None:
-    slave = make()
-    a = Master(slave, identity=GM_A, clock_class=6)
-    t = calibrate(a, qualify(a), exchanges=3)
-    a.sync(t)
-    assert slave.state == SLAVE
-    b = Master(slave, identity=GM_B, clock_class=248, priority1=10)
-    b.announce(t)
-    b.announce(t + S)
-    assert slave.state == UNCALIBRATED and slave.snapshot()["master"] == "0200cc.fffe.000003-1"
-    assert slave.path_delay_ns is None  # E2E: the delay belongs to the old master's path
-    assert not measurements(b.sync(t + S))
-
-
-def test_announce_receipt_timeout_returns_to_listening_and_a_new_announce_brings_it_back() -> None:
-    slave = make()
-    m = Master(slave)
-    t = calibrate(m, qualify(m))
-    assert measurements(m.sync(t))
-    # the master falls silent: announceReceiptTimeout (3) of its 2 s intervals after the last Announce
-    expiry = slave.next_due_ns()
-    assert expiry is not None
-    while slave.state != LISTENING:
-        t = slave.next_due_ns() or t + S
-        slave.on_timer(t)
-    assert t == S + 3 * 2 * S + 1 and "announce receipt timeout" in slave.reason
-    assert slave.snapshot()["master"] is None and slave.path_delay_ns is None
-    assert not m.sync(t)  # Syncs of a forgotten master are not measured
-    assert qualify(m, t) and slave.state == UNCALIBRATED
-
-
-def test_fault_and_recovery() -> None:
-    slave = make("p2p")
-    m = Master(slave)
-    qualify(m)
-    slave.fault(2 * S, "interface gone")
-    assert slave.state == FAULTY and slave.snapshot()["master"] is None
-    assert not m.announce(2 * S) and slave.counters["drop_port_faulty"] == 1
-    assert slave.next_due_ns() is None
-    slave.fault_cleared(3 * S)
-    assert slave.state == LISTENING and slave.next_due_ns() == 3 * S
-
-
-def test_transitions_are_the_slave_side_of_figure_30() -> None:
-    assert TRANSITIONS[(LISTENING, "RS_SLAVE")] == UNCALIBRATED
-    assert TRANSITIONS[(UNCALIBRATED, "MASTER_CLOCK_SELECTED")] == SLAVE
-    assert TRANSITIONS[(SLAVE, "ANNOUNCE_RECEIPT_TIMEOUT")] == LISTENING
-    assert TRANSITIONS[(SLAVE, "FAULT_DETECTED")] == FAULTY
-    assert "MASTER" not in {state for pair in TRANSITIONS.items() for state in (pair[0][0], pair[1])}
-
-
-# --- timescales -----------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("flags,arb,tai_utc,shift", [
-    (PTP_FLAGS, "utc", None, 0),  # PTP timescale: TAI on the wire
-    (c.FLAG_PTP_TIMESCALE, "utc", 35, 0),
-    (c.FLAG_UTC_OFFSET_VALID, "utc", 35, 37),  # ARB, offset vouched for by the master: its own
-    (0, "utc", 36, 36),  # ARB, not vouched for: the appliance's TAI - UTC
-    (0, "utc", None, 37),  # ... or, lacking that, the Announce's value anyway
-    (c.FLAG_UTC_OFFSET_VALID, "tai", 36, 0),  # ARB read as TAI
-])
-def test_timescale_interpretation(flags: int, arb: str, tai_utc: int | None, shift: int) -> None:
-    slave = make(arb_timescale=arb, tai_utc_s=tai_utc)
-    # the master's clock runs UTC when it is ARB-as-UTC; the slave's local clock is TAI, 2 us ahead of the truth
-    m = Master(slave, offset_ns=2_000 + shift * S, flags=flags, utc_offset=37)
-    t = calibrate(m, qualify(m))
-    [meas] = measurements(m.sync(t))
-    assert meas.offset_ns == 2_000 and meas.utc_offset_applied_s == shift
-    assert meas.ptp_timescale == bool(flags & c.FLAG_PTP_TIMESCALE)
-    ts = slave.snapshot()["timescale"]
-    assert ts["utc_offset_applied_s"] == shift and ts["reading"]
-
-
-def test_the_appliances_tai_utc_can_be_updated() -> None:
-    slave = make(tai_utc_s=36)
-    slave.set_tai_utc_s(37)
-    m = Master(slave, offset_ns=37 * S, flags=0)
-    t = calibrate(m, qualify(m))
-    assert measurements(m.sync(t))[0].offset_ns == 0
-
-
-# --- what is dropped ----------------------------------------------------------------------------------------------
-
-
-def test_wrong_domain_sdo_version_garbage_and_own_messages_are_counted_not_raised() -> None:
-    slave = make()
-    m = Master(slave)
-    other_domain = Master(slave, identity=GM_B, domain=4)
-    other_domain.announce(0)
-    announce = c.encode(c.Announce(m.header(c.MsgType.ANNOUNCE, 1), 0, 37, 128, c.ClockQuality(6, 0x21, 0x4E5D),
-                                   128, GM_A, 0, 0x20))
-    gptp = bytes([0x1B]) + announce[1:]  # majorSdoId 1 (802.1AS)
-    v1 = announce[:1] + bytes([0x01]) + announce[2:]
-    own = c.encode(c.Sync(c.Header(c.MsgType.SYNC, 0, c.PortIdentity(OWN, 1), 1), 0))
-    for data in (gptp, v1, own, b"", b"\x00" * 10, announce[:40], bytes(range(256))):
-        assert slave.on_message(data, 1, None, 0) == []
-    assert slave.on_message("not bytes", 1, None, 0) == []  # type: ignore[arg-type]
-    counted = slave.counters
-    assert counted["drop_other_domain"] == 1 and counted["drop_other_sdo"] == 1 and counted["drop_version"] == 2
-    assert counted["drop_own"] == 1 and counted["drop_truncated"] >= 2 and counted["drop_not_bytes"] == 1
-    assert slave.state == LISTENING and not slave.foreign.masters
-
-
-def test_an_event_message_without_a_receive_timestamp_is_counted() -> None:
-    slave = make()
-    m = Master(slave)
-    t = calibrate(m, qualify(m))
-    sync = c.Sync(m.header(c.MsgType.SYNC, 900), m.true_ns)
-    assert slave.on_message(c.encode(sync), None, None, t) == []
-    assert slave.counters["drop_no_rx_timestamp"] == 1
-
-
-def test_the_snapshot_says_what_a_status_page_needs() -> None:
-    slave = make()
-    m = Master(slave, offset_ns=500, flags=0)
-    t = calibrate(m, qualify(m))
-    m.sync(t)
-    snap = slave.snapshot(t)
-    assert snap["state"] == UNCALIBRATED and snap["offset_ns"] == 500 - 37 * S and snap["path_delay_ns"] == 50_000
-    assert snap["grandmaster"]["identity"] == "0200bb.fffe.000002" and not snap["grandmaster"]["ptp_timescale"]
-    assert snap["timescale"]["utc_offset_applied_s"] == 37 and "ARB" in snap["timescale"]["reading"]
-    assert snap["counters"]["rx_announce"] == 2 and snap["transitions"][0]["to"] == UNCALIBRATED
-    assert snap["foreign_masters"][0]["clock_class"] == 6
-
-
-def test_settings_out_of_range_are_refused_by_name() -> None:
-    with pytest.raises(ValueError, match="delay_mechanism"):
-        SlaveConfig(delay_mechanism="auto")
-    with pytest.raises(ValueError, match="arb_timescale"):
-        SlaveConfig(arb_timescale="gps")
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.binary(max_size=200), st.integers(0, 255), st.sampled_from(list(c.MsgType)))
-def test_no_input_raises(payload: bytes, domain: int, kind: c.MsgType) -> None:
-    slave = make("p2p")
-    header = bytes([int(kind), 0x02]) + len(payload).to_bytes(2, "big") + bytes([domain])
-    for data in (payload, header + payload):
-        slave.on_message(data, 5, None, 0)
-    slave.on_timer(10 * S)
 
 
 # --- the property -------------------------------------------------------------------------------------------------

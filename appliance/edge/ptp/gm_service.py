@@ -1,13 +1,13 @@
 """Serve PTP as the grandmaster: the port engine on the appliance's event loop, its timestamps on the served clock.
 
-I/O edge.  The port engine (outputs/ptp/port.py) decides; a ``PortRunner`` (runner.py) runs it: the transport, its
-readers, one timer at the engine's next due time, a transport that cannot open left FAULTY with the reason and tried
-again every ``runner.FAULT_RETRY_S`` seconds.  This module maps the transport's timestamps onto the served clock through
-the same ``ClockMap`` the NTP workers use, hands the port the clock's map and quality (``publish``), and passes on
-what the port notices besides what it sends (``outputs/ptp/notices.py``): management SETs, a foreign grandmaster that
-out-ranks this one, the port's return to MASTER.  The Syncs (multicast and unicast-negotiated) and the unicast
-Announces go out from a native thread (native_sync.py) when it is built and the port timestamps in software over UDP
-(``ptp.native_sync``).
+I/O edge.  The PTP port (protocol/ptp/port.py) decides; a ``PortRunner`` (runner.py) runs it: the transport, its
+readers, one timer at the port's next due time, a transport that cannot open left FAULTY with the reason and tried
+again every ``runner.FAULT_RETRY_S`` seconds.  The port's clock is the served clock: this module maps the host clock
+onto it through the same ``ClockMap`` the NTP workers use, hands the port the clock's quality (``publish``), and
+passes on what the port notices besides what it sends (``outputs/ptp/notices.py``): management SETs, a foreign
+grandmaster that out-ranks this one, the port's return to MASTER.  The Syncs (multicast and unicast-negotiated) and
+the unicast Announces go out from a native thread (native_sync.py) when it is built and the port timestamps in
+software over UDP (``ptp.native_sync``).
 """
 
 from __future__ import annotations
@@ -18,15 +18,14 @@ from collections.abc import Callable
 from typing import Any
 
 from appliance.edge.ptp import native_sync
-from appliance.edge.ptp.runner import PortHooks, PortRunner, PortSpec
+from appliance.edge.ptp.runner import PortRunner, PortSpec
 from appliance.edge.ptp.transport import TransportError, UdpTransport, clock_identity
 from appliance.outputs.ptp.datasets import GrandmasterView
 from appliance.outputs.ptp.notices import ManagementSet, MasterAgain, PortNotice
-from appliance.outputs.ptp.port import PtpPort
 from appliance.protocol.clockmap import ClockMap
 from appliance.protocol.limits import AccessRules
 from appliance.protocol.phcmap import PhcMap
-from appliance.protocol.ptp.port_common import Send
+from appliance.protocol.ptp.port import Action, PtpPort
 from appliance.protocol.ptp.profiles import PortConfig
 from appliance.protocol.ptp.security import PortSecurity
 from appliance.protocol.ptp.smpte import SyncMetadata
@@ -61,17 +60,10 @@ class PtpService:
         spec = PortSpec(iface, config.transport, config.l2_destination, config.delay_mechanism == "p2p", timestamping,
                         setting="ptp.timestamping", title="PTP port", not_up="not serving", event="ptp",
                         summary=summary, served_phc=served_phc)  # the PHC is read at each publish()
-        hooks = PortHooks(self._start_port, self._received, self._transmitted, self._timers, self.served_ns,
-                          self._take_notices)
-        self.runner = PortRunner(spec, hooks, log, self._runner_event)
+        self.runner = PortRunner(spec, self, log, lambda kind, text: self.on_event(kind, text))
 
     def start(self) -> None:
         self.runner.start()
-
-    def _runner_event(self, kind: str, text: str) -> None:
-        if self.native is not None and self.port is not None:
-            self.native.apply(self.port, time.monotonic_ns())  # a FAULTY port: the sender falls silent too
-        self.on_event(kind, text)
 
     def stop(self) -> None:
         self._close_native()
@@ -133,11 +125,7 @@ class PtpService:
 
     def served_ns(self, ts_ns: int) -> int:
         """A transport timestamp on the served clock: host (software) or PHC (hardware) time in."""
-        if not self.runner.hardware:
-            return self.clock_map.served_tai_ns(ts_ns)
-        if self.runner.phc is None:  # the PHC is the served clock
-            return ts_ns
-        return self.clock_map.served_tai_ns(self.runner.phc.host_of(ts_ns))
+        return self.runner.port_ns(ts_ns)
 
     def status(self) -> dict[str, Any]:
         cfg = self.config
@@ -147,17 +135,30 @@ class PtpService:
                                      **self.native_status}
         return status
 
-    # --- the runner's hooks: the port engine in its own terms ----------------------------------------------------
-    def _start_port(self, transport: Any, now_ns: int) -> tuple[PtpPort, list[Send]]:
-        # The sender first: the port's entry into MASTER then starts its streams there, or its own timers.
-        if self.port is not None:
-            self._open_native(transport, self.port, now_ns)
-            return self.port, self.port.fault_cleared(now_ns)
-        self.port = PtpPort(self.config, clock_identity(transport.mac), self.view, now_ns,
-                            address_key=transport.address_key, management_rules=self.management_rules,
-                            security=self.security, sync_metadata=self.sync_metadata)
+    # --- the runner's owner (runner.PortOwner) ---------------------------------------------------------------------
+    def attach(self, transport: Any, now_ns: int) -> PtpPort:
+        """The port for a transport that opened.  The native sender opens first: the port's entry into MASTER then
+        starts its streams there, or its own timers."""
+        if self.port is None:
+            self.port = PtpPort(self.config, clock_identity(transport.mac), self.view, now_ns,
+                                address_key=transport.address_key, management_rules=self.management_rules,
+                                security=self.security, sync_metadata=self.sync_metadata)
         self._open_native(transport, self.port, now_ns)
-        return self.port, self.port.start(now_ns)
+        return self.port
+
+    def of_host(self, host_ns: int) -> int:
+        """The port's clock is the served clock."""
+        return self.clock_map.served_tai_ns(host_ns)
+
+    def handle(self, actions: list[Action]) -> None:
+        """After every call into the port: what it noticed is logged and passed on, whoever caused it; the native
+        sender follows its streams and its state (a FAULTY port: the sender falls silent too)."""
+        for notice in self.port.take_notices() if self.port else []:
+            quiet = isinstance(notice, MasterAgain) or (isinstance(notice, ManagementSet) and bool(notice.refused))
+            (log.info if quiet else log.warning)("%s", notice.text)
+            self.on_notice(notice)
+        if self.native is not None and self.port is not None:
+            self.native.apply(self.port, time.monotonic_ns())
 
     def _handed_back(self) -> None:
         """Datagrams the native sender read from the event socket and did not answer: the port's, as if it had
@@ -165,28 +166,8 @@ class PtpService:
         if self.native is None or self.port is None:
             return
         now_ns = time.monotonic_ns()
-        actions: list[Any] = []
+        actions: list[Action] = []
         for data, source, ts_ns in self.native.take_handoff():
-            actions += self._received(data, source, None if ts_ns is None else self.served_ns(ts_ns), now_ns)
+            actions += self.port.handle_rx(data, source, None if ts_ns is None else self.served_ns(ts_ns), now_ns)
         self.runner.apply(actions)
         self.runner.rearm()
-
-    def _received(self, data: bytes, source: Any, rx_ts_ns: int | None, now_ns: int) -> list[Send]:
-        return self.port.handle_rx(data, source, rx_ts_ns, now_ns) if self.port else []
-
-    def _transmitted(self, token: int, tx_ts_ns: int) -> list[Send]:
-        return self.port.handle_tx_timestamp(token, tx_ts_ns) if self.port else []
-
-    def _timers(self, now_ns: int) -> list[Send]:
-        """Due timers; what goes out now carries the served clock's time now as its estimate.  ``now_ns`` (monotonic)
-        was read just before it: the port maps a Sync's slot onto the served clock through this pair."""
-        return self.port.handle_timer(now_ns, self.clock_map.served_tai_ns(time.time_ns())) if self.port else []
-
-    def _take_notices(self, actions: list[Send]) -> None:
-        """After every call into the port: what it noticed is logged and passed on, whoever caused it."""
-        for notice in self.port.take_notices() if self.port else []:
-            quiet = isinstance(notice, MasterAgain) or (isinstance(notice, ManagementSet) and bool(notice.refused))
-            (log.info if quiet else log.warning)("%s", notice.text)
-            self.on_notice(notice)
-        if self.native is not None and self.port is not None:
-            self.native.apply(self.port, time.monotonic_ns())

@@ -1,13 +1,17 @@
-"""Run one sans-IO PTP port engine on the appliance's event loop: its transport, readers, one timer, faults.
+"""Run one sans-IO PTP port (protocol/ptp/port.py) on the appliance's event loop: its transport, readers, one timer,
+faults.
 
-I/O edge.  The grandmaster port (gm_service.py) and the upstream slave port (slave_service.py) each run their engine
-through one ``PortRunner``.  It opens the transport (transport.py) with the timestamping asked for, watches its
-sockets, reads transmit timestamps at every wake-up (a Follow_Up or a delay exchange must not wait for the next
-packet), sends the engine's ``Send`` actions, keeps one timer armed at the engine's next due time and logs the
-engine's state changes.  A transport that cannot open (no such interface, port in use, no permission, hardware
-timestamps asked for and not offered) leaves the engine FAULTY with the reason, and it is tried again every
-``FAULT_RETRY_S`` seconds.  What differs between the two ports -- which engine, its calls, the time axis its
-timestamps are on, what it names itself -- comes in as a ``PortSpec`` and ``PortHooks`` from the service.
+I/O edge.  The grandmaster port (gm_service.py) and the upstream reference's slaveOnly port (slave_service.py) each
+run through one ``PortRunner``.  It opens the transport (transport.py) with the timestamping asked for, watches its
+sockets, calls the port (``handle_rx``, ``handle_timer``, ``handle_tx_timestamp``, ``start``, ``fault``), reads
+transmit timestamps at every wake-up (a Follow_Up or a delay exchange must not wait for the next packet), sends the
+port's ``Send`` actions, keeps one timer armed at the port's next due time and logs its state changes.  Timestamps
+reach the port on its clock: a hardware timestamp is read through the NIC's PHC onto the host clock (unless that PHC
+is the served clock itself), and the host clock onto the port's by the service's ``of_host``.  A transport that
+cannot open (no such interface, port in use, no permission, hardware timestamps asked for and not offered) leaves the
+port FAULTY with the reason, and it is tried again every ``FAULT_RETRY_S`` seconds.  What differs between the two
+ports -- the port itself, its clock, what else its actions mean, what it names itself -- comes in as a ``PortSpec``
+and from the service, its ``PortOwner``.
 
 The timer is a timerfd in the loop's epoll set (``DeadlineTimer``): asyncio's own timers wake through epoll_wait's
 timeout, which Python rounds up to the millisecond, so a Sync left up to 1 ms after its slot before any work was
@@ -26,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from appliance.edge.ptp.transport import PhcReader, TransportError, choose_timestamping, open_transport, send_batch
-from appliance.protocol.ptp import codec as c
+from appliance.protocol.ptp.port import Action, PtpPort
 from appliance.protocol.ptp.port_common import Send, port_identity_text
 
 FAULT_RETRY_S = 16.0  # ptp4l's fault_reset_interval is 2**4 s too
@@ -106,20 +110,17 @@ class DeadlineTimer:
         self.armed_ns = self._handle = None
 
 
-class PortEngine(Protocol):
-    """What the runner asks of any port engine itself; the rest goes through the service's ``PortHooks``."""
+class PortOwner(Protocol):
+    """The service a runner runs a port for."""
 
-    identity: c.PortIdentity
-    state: str
-    reason: str
+    def attach(self, transport: Any, now_ns: int) -> PtpPort:
+        """The port for a transport that opened: made the first time, the same one after a fault."""
 
-    def next_due_ns(self) -> int | None: ...
+    def of_host(self, host_ns: int) -> int:
+        """A host clock instant on the port's clock: the served clock, or the appliance's local time axis."""
 
-    def pending_tx(self) -> bool: ...
-
-    def fault(self, now_ns: int, reason: str) -> object: ...
-
-    def snapshot(self, now_ns: int) -> dict[str, Any]: ...
+    def handle(self, actions: list[Action]) -> None:
+        """After every call into the port: what the service does with its actions besides sending them."""
 
 
 @dataclass(frozen=True)
@@ -140,29 +141,14 @@ class PortSpec:
     phc_sample_s: float | None = None  # read the NIC's PHC against the host clock this often (None: the service does)
 
 
-@dataclass(frozen=True)
-class PortHooks:
-    """The service's side of the runner.  ``start(transport, now_ns)``: the engine made for a transport that opened,
-    or brought back from FAULTY, with its first actions; ``receive(data, source, rx_ts_ns, now_ns)``,
-    ``tx_timestamp(token, tx_ts_ns)`` and ``timers(now_ns)`` pass on to the engine (timestamps already mapped by
-    ``engine_ns``, ``now_ns`` monotonic); ``handle(actions)``: what the service does with them besides sending."""
-
-    start: Callable[[Any, int], tuple[PortEngine, list[Any]]]
-    receive: Callable[[bytes, Any, int | None, int], list[Any]]
-    tx_timestamp: Callable[[int, int], list[Any]]
-    timers: Callable[[int], list[Any]]
-    engine_ns: Callable[[int], int]  # a transport timestamp (host or PHC ns) on the engine's time axis
-    handle: Callable[[list[Any]], None]
-
-
 class PortRunner:
     """``start()`` on a running loop, ``stop()``, ``status(idle)``; ``apply(actions)`` and ``rearm()`` for what the
-    service gives its engine from outside (the grandmaster's clock quality)."""
+    service gives its port from outside (the grandmaster's clock quality)."""
 
-    def __init__(self, spec: PortSpec, hooks: PortHooks, log: logging.Logger,
+    def __init__(self, spec: PortSpec, owner: PortOwner, log: logging.Logger,
                  on_event: Callable[[str, str], None]):
-        self.spec, self.hooks, self.log, self.on_event = spec, hooks, log, on_event
-        self.engine: PortEngine | None = None
+        self.spec, self.owner, self.log, self.on_event = spec, owner, log, on_event
+        self.port: PtpPort | None = None
         self.transport: Any = None
         self.error = ""
         self.timestamping = "software"  # what status shows
@@ -210,21 +196,21 @@ class PortRunner:
             self._fault(str(exc.strerror if isinstance(exc, TransportError) and exc.strerror else exc))
             return
         self.error = ""
-        self.engine, actions = self.hooks.start(self.transport, time.monotonic_ns())
+        now_ns = time.monotonic_ns()
+        port = self.port = self.owner.attach(self.transport, now_ns)
         assert self._loop is not None
         for fd in self.transport.fds():
             self._loop.add_reader(fd, self.on_readable, fd)
         self._watching = True
-        self.log.info("%s %s on %s (%s, %s timestamps)", spec.title, port_identity_text(self.engine.identity),
+        self.log.info("%s %s on %s (%s, %s timestamps)", spec.title, port_identity_text(port.identity),
                       spec.iface, spec.summary, self.timestamping)
-        self.apply(actions)
+        self.apply(port.start(now_ns))
         self.rearm()
 
     def _fault(self, error: str) -> None:
         self.error = error
-        if self.engine is not None:
-            self.engine.fault(time.monotonic_ns(), error)
-            self._note_state()
+        if self.port is not None:
+            self.apply(self.port.fault(time.monotonic_ns(), error))
         self.log.error("%s %s: %s (retrying every %.0f s)", self.spec.title, self.spec.not_up, error, FAULT_RETRY_S)
         self.on_event(f"{self.spec.event}-fault", error)
         assert self._loop is not None
@@ -246,68 +232,76 @@ class PortRunner:
             self.phc.close()
             self.phc = None
 
-    # --- the engine's inputs and actions ----------------------------------------------------------------------
+    # --- the port's inputs and actions ------------------------------------------------------------------------
+    def port_ns(self, ts_ns: int) -> int:
+        """A transport timestamp on the port's clock: host (software) or PHC (hardware) time in."""
+        if self.hardware and self.phc is None:  # the PHC is the served clock: its timestamps are served time
+            return ts_ns
+        return self.owner.of_host(ts_ns if self.phc is None else self.phc.host_of(ts_ns))
+
     def on_readable(self, fd: int) -> None:
-        engine, transport = self.engine, self.transport
-        if engine is None or transport is None:
+        port, transport = self.port, self.transport
+        if port is None or transport is None:
             return
         now_ns = time.monotonic_ns()
         actions = self._transmitted()
         for data, source, ts_ns in transport.receive(fd):
-            actions += self.hooks.receive(data, source, None if ts_ns is None else self.hooks.engine_ns(ts_ns), now_ns)
+            actions += port.handle_rx(data, source, None if ts_ns is None else self.port_ns(ts_ns), now_ns)
         self.apply(actions)
         self.rearm()
 
     def on_timer(self) -> None:
-        """The timer: the PHC read when due, the engine's timers (what is due goes out first: a Sync is sent as
-        close to its slot as can be), then the transmit timestamps waiting (among them, on a software-timestamping
-        transport, those of the Syncs just sent: their Follow_Ups go out in the same wake-up)."""
-        if self.engine is None:
+        """The timer: the PHC read when due, the port's timers (what is due goes out first: a Sync is sent as close
+        to its slot as can be), then the transmit timestamps waiting (among them, on a software-timestamping
+        transport, those of the Syncs just sent: their Follow_Ups go out in the same wake-up).  The port's clock is
+        read right after the monotonic clock: the port maps a Sync's slot onto its clock through this pair."""
+        if self.port is None:
             return
         every_s = self.spec.phc_sample_s
         if self.phc is not None and every_s is not None and \
                 time.monotonic_ns() - self.phc.sampled_mono_ns >= every_s * 1e9:
             self.phc.sample()
-        self.apply(self.hooks.timers(time.monotonic_ns()))
+        now_ns = time.monotonic_ns()
+        self.apply(self.port.handle_timer(now_ns, self.owner.of_host(time.time_ns())))
         self.apply(self._transmitted())
         self.rearm()
 
-    def _transmitted(self) -> list[Any]:
-        """Transmit timestamps from the error queue, handed to the engine."""
-        actions: list[Any] = []
-        if self.transport is not None:
+    def _transmitted(self) -> list[Action]:
+        """Transmit timestamps from the error queue, handed to the port."""
+        actions: list[Action] = []
+        if self.transport is not None and self.port is not None:
             for token, ts_ns in self.transport.tx_timestamps():
-                actions += self.hooks.tx_timestamp(token, self.hooks.engine_ns(ts_ns))
+                actions += self.port.handle_tx_timestamp(token, self.port_ns(ts_ns))
         return actions
 
-    def apply(self, actions: list[Any]) -> None:
+    def apply(self, actions: list[Action]) -> None:
         """Send the ``Send``s, let the service handle the rest, and log a state change."""
         sends = [a for a in actions if isinstance(a, Send)]
         send_batch(self.transport, self._loop, self.on_readable, sends, self._watching)
-        self.hooks.handle(actions)
+        self.owner.handle(actions)
         self._note_state()
 
     def _note_state(self) -> None:
-        engine = self.engine
-        if engine is None or engine.state == self._last_state:
+        port = self.port
+        if port is None or port.state == self._last_state:
             return
         if self._last_state:
-            self.log.info("%s: %s -> %s (%s)", self.spec.title, self._last_state, engine.state, engine.reason)
-            self.on_event(f"{self.spec.event}-state", f"{self._last_state} -> {engine.state} ({engine.reason})")
-        self._last_state = engine.state
+            self.log.info("%s: %s -> %s (%s)", self.spec.title, self._last_state, port.state, port.reason)
+            self.on_event(f"{self.spec.event}-state", f"{self._last_state} -> {port.state} ({port.reason})")
+        self._last_state = port.state
 
     def rearm(self) -> None:
-        """One timer at the engine's next due time.  Transmit timestamps arrive on the error queue (POLLERR wakes the
+        """One timer at the port's next due time.  Transmit timestamps arrive on the error queue (POLLERR wakes the
         readers); the timer also polls it within TX_POLL_S of a send, so a Follow_Up never waits for the next
         packet; and it reads the PHC every ``phc_sample_s``."""
-        engine, loop = self.engine, self._loop
-        if engine is None or loop is None or self.transport is None:
+        port, loop = self.port, self._loop
+        if port is None or loop is None or self.transport is None:
             return
-        due_ns = engine.next_due_ns()
+        due_ns = port.next_due_ns()
         if due_ns is None:
             return
         now_ns = time.monotonic_ns()
-        if engine.pending_tx():
+        if port.pending_tx():
             due_ns = min(due_ns, now_ns + int(TX_POLL_S * 1e9))
         if self.phc is not None and self.spec.phc_sample_s is not None:
             due_ns = min(due_ns, now_ns + int(self.spec.phc_sample_s * 1e9))
@@ -317,12 +311,12 @@ class PortRunner:
 
     # --- the read model ---------------------------------------------------------------------------------------
     def status(self, idle: dict[str, Any]) -> dict[str, Any]:
-        """The port's status: the engine's snapshot, or before there is an engine its state and ``idle`` (what the
-        service is configured as)."""
+        """The port's status: its snapshot, or before there is a port its state and ``idle`` (what the service is
+        configured as)."""
         base = {"enabled": True, "interface": self.spec.iface, "error": self.error, "timestamping": self.timestamping}
-        if self.engine is None:
+        if self.port is None:
             return {**base, "state": "FAULTY" if self.error else "INITIALIZING", **idle}
-        snap = self.engine.snapshot(time.monotonic_ns())
+        snap = self.port.snapshot(time.monotonic_ns())
         if self.transport is not None:
             snap["counters"]["send_errors"] = self.transport.send_errors
         return {**base, **snap}

@@ -1,12 +1,12 @@
 """Run the PTP slave port on the appliance's event loop: an upstream grandmaster as a time reference.
 
-I/O edge.  The slave engine (refs/ptp_slave.py) decides; a ``PortRunner`` (runner.py) runs it: the transport, its
-readers, one timer at the engine's next due time, a transport that cannot open (no such interface, port in use, no
-permission, hardware timestamps asked for and not offered) left FAULTY with the reason in ``status()`` and tried
-again every ``runner.FAULT_RETRY_S`` seconds, as the grandmaster port is.  This module puts the packets' timestamps
-on the appliance's local time axis by ``local_of_host(host_ns)``: the kernel's software timestamps are host time
-already; the NIC's hardware timestamps (``timestamping`` "hardware", or "auto" and offered) count its PHC, which the
-runner reads against the host clock every ``PHC_SAMPLE_S``.  Every ``PtpMeasurement`` goes to ``on_measurement``.
+I/O edge.  The PTP port configured slaveOnly (refs/ptp_slave.py) decides; a ``PortRunner`` (runner.py) runs it, as
+it runs the grandmaster port: the transport, its readers, one timer at the port's next due time, a transport that
+cannot open (no such interface, port in use, no permission, hardware timestamps asked for and not offered) left
+FAULTY with the reason in ``status()`` and tried again every ``runner.FAULT_RETRY_S`` seconds.  The port's clock is
+the appliance's local time axis, ``local_of_host(host_ns)``: the kernel's software timestamps are host time already;
+the NIC's hardware timestamps (``timestamping`` "hardware", or "auto" and offered) count its PHC, which the runner
+reads against the host clock every ``PHC_SAMPLE_S``.  Every ``PtpMeasurement`` goes to ``on_measurement``.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from appliance.edge.ptp.runner import PortHooks, PortRunner, PortSpec
+from appliance.edge.ptp.runner import PortRunner, PortSpec
 from appliance.edge.ptp.transport import clock_identity
-from appliance.refs.ptp_slave import PtpMeasurement, PtpSlave, SlaveAction, SlaveConfig
+from appliance.protocol.ptp.port import Action, PtpPort
+from appliance.refs.ptp_slave import PtpMeasurement, SlaveConfig, slave_port
 
 log = logging.getLogger("appliance.ptp.slave")
 PHC_SAMPLE_S = 1.0  # how often the NIC's PHC is read against the host clock (hardware timestamps)
@@ -44,10 +45,8 @@ class PtpSlaveService:
         self.local_of_host, self.on_measurement = local_of_host, on_measurement
         self.on_event = on_event or (lambda kind, text: None)
         self.rng, self.port_number = rng, port_number
-        self.slave: PtpSlave | None = None
-        hooks = PortHooks(self._start_slave, self._received, self._transmitted, self._timers, self.local_ns,
-                          self._measured)
-        self.runner = PortRunner(_spec(config, iface, timestamping), hooks, log,
+        self.port: PtpPort | None = None
+        self.runner = PortRunner(_spec(config, iface, timestamping), self, log,
                                  lambda kind, text: self.on_event(kind, text))
 
     def start(self) -> None:
@@ -58,38 +57,32 @@ class PtpSlaveService:
 
     def set_tai_utc_s(self, tai_utc_s: int | None) -> None:
         """TAI - UTC from the leap table, for an ARB master that does not mark its currentUtcOffset valid."""
-        if self.slave is not None:
-            self.slave.set_tai_utc_s(tai_utc_s)
+        if self.port is not None:
+            self.port.set_tai_utc_s(tai_utc_s)
         self.config = replace(self.config, tai_utc_s=tai_utc_s)
 
     def local_ns(self, ts_ns: int) -> int:
         """A transport timestamp on the local time axis: host (software) or PHC (hardware) time in."""
-        phc = self.runner.phc
-        return self.local_of_host(ts_ns if phc is None else phc.host_of(ts_ns))
+        return self.runner.port_ns(ts_ns)
 
     def status(self) -> dict[str, Any]:
         idle = {"transport": self.config.transport, "delay_mechanism": self.config.delay_mechanism,
                 "domain": self.config.domain}
         return self.runner.status(idle)
 
-    # --- the runner's hooks: the slave engine in its own terms --------------------------------------------------
-    def _start_slave(self, transport: Any, now_ns: int) -> tuple[PtpSlave, list[SlaveAction]]:
-        if self.slave is None:
-            self.slave = PtpSlave(self.config, clock_identity(transport.mac), now_ns, self.rng, self.port_number)
-        else:
-            self.slave.fault_cleared(now_ns)
-        return self.slave, []
+    # --- the runner's owner (runner.PortOwner) ---------------------------------------------------------------------
+    def attach(self, transport: Any, now_ns: int) -> PtpPort:
+        if self.port is None:
+            self.port = slave_port(self.config, clock_identity(transport.mac), now_ns, self.rng, self.port_number,
+                                   transport.address_key)
+        return self.port
 
-    def _received(self, data: bytes, source: Any, rx_ts_ns: int | None, now_ns: int) -> list[SlaveAction]:
-        return [] if self.slave is None else self.slave.on_message(data, rx_ts_ns, source, now_ns)
+    def of_host(self, host_ns: int) -> int:
+        """The port's clock is the appliance's local time axis."""
+        return self.local_of_host(host_ns)
 
-    def _transmitted(self, token: int, tx_ts_ns: int) -> list[SlaveAction]:
-        return [] if self.slave is None else self.slave.on_tx_timestamp(token, tx_ts_ns)
-
-    def _timers(self, now_ns: int) -> list[SlaveAction]:
-        return [] if self.slave is None else self.slave.on_timer(now_ns)
-
-    def _measured(self, actions: list[SlaveAction]) -> None:
+    def handle(self, actions: list[Action]) -> None:
+        """Each measurement to ``on_measurement``."""
         for a in actions:
             if isinstance(a, PtpMeasurement):
                 try:

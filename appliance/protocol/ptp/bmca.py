@@ -5,7 +5,8 @@ attributes and, for the same grandmaster, by topology; ITU-T G.8275.1 6.3.1 / G.
 alternate comparison (no priority1, localPriority before the tie-break, the grandmaster identity only among
 clockClass <= 127).  9.3.2.4.5 qualifies a foreign master once it has sent FOREIGN_MASTER_THRESHOLD Announces inside
 FOREIGN_MASTER_TIME_WINDOW announce intervals; a master silent for announceReceiptTimeout of its intervals is
-forgotten.  9.3.3 (Figure 33) decides the port's recommended state for an ordinary clock of one port.
+forgotten.  9.3.3 (Figure 33) decides the port's recommended state for an ordinary clock of one port, slaveOnly or
+not.
 """
 
 from __future__ import annotations
@@ -102,6 +103,7 @@ class ForeignMaster:
     announce: Announce
     received_ns: list[int] = field(default_factory=list)  # monotonic receipt times inside the window
     source: str = ""  # the address its latest Announce came from (an alarm and the audit trail name it)
+    address: object = None  # that address as the transport gave it (a slave's unicast messages go there)
 
     def interval_ns(self) -> int:
         log = self.announce.header.log_interval
@@ -117,9 +119,9 @@ class ForeignMasters:
         self.receipt_timeout = receipt_timeout
         self.masters: dict[PortIdentity, ForeignMaster] = {}
 
-    def on_announce(self, msg: Announce, now_ns: int, source: str = "") -> bool:
-        """Record an Announce (from address ``source``); True if it made a new master qualified (the caller then runs
-        the BMCA)."""
+    def on_announce(self, msg: Announce, now_ns: int, source: str = "", address: object = None) -> bool:
+        """Record an Announce (from ``address``, shown as ``source``); True if it made a new master qualified (the
+        caller then runs the BMCA)."""
         sender = msg.header.source_port
         if sender.clock_identity == self.own or msg.steps_removed >= MAX_STEPS_REMOVED:
             return False
@@ -130,7 +132,7 @@ class ForeignMasters:
                 del self.masters[oldest]
             entry = self.masters[sender] = ForeignMaster(msg)
         was = self._qualified(entry, now_ns)
-        entry.announce, entry.source = msg, source
+        entry.announce, entry.source, entry.address = msg, source, address
         entry.received_ns.append(now_ns)
         window = FOREIGN_MASTER_TIME_WINDOW * entry.interval_ns()
         entry.received_ns = [t for t in entry.received_ns if now_ns - t <= window][-FOREIGN_MASTER_TIME_WINDOW:]
@@ -167,17 +169,22 @@ def best(candidates: list[Candidate], alternate: bool = False) -> Candidate | No
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    state: str  # "MASTER" | "PASSIVE" | "LISTENING"
-    code: str  # 9.3.3 decision code: M1, M2, P1, P2 (or S1 taken as PASSIVE), or "listening"
+    state: str  # "MASTER" | "PASSIVE" | "SLAVE" | "LISTENING"
+    code: str  # 9.3.3 decision code: M1, M2, P1, P2, S1 (taken as PASSIVE unless slaveOnly), or "listening"
     reason: str
 
 
 def decide(d0: Candidate, erbest: Candidate | None, listening: bool, master_only: bool = False,
-           alternate: bool = False) -> Decision:
-    """9.3.3 for an ordinary clock with one port.  The appliance follows no other clock (yet): where the standard
-    would make it a slave (S1), it stays PASSIVE, silent, and says why."""
+           alternate: bool = False, slave_only: bool = False) -> Decision:
+    """9.3.3 for an ordinary clock with one port.  A slaveOnly port follows the best master there is (S1), and
+    listens while there is none.  Any other port of the appliance follows no clock: where the standard would make it
+    a slave (S1), it stays PASSIVE, silent, and says why."""
     if master_only:
         return Decision("MASTER", "M1", "masterOnly port (profile)")
+    if slave_only:
+        if erbest is None:
+            return Decision("LISTENING", "listening", "no qualified master")
+        return Decision("SLAVE", "S1", f"best master {erbest.gm_identity.hex()} (class {erbest.gm_class})")
     if erbest is None:
         if listening:
             return Decision("LISTENING", "listening", "waiting for announce receipt timeout")

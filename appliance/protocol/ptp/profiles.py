@@ -103,7 +103,8 @@ def parse_profile(text: str, origin: str) -> Profile:
 
 @dataclass(frozen=True)
 class PortConfig:
-    """Everything one port runs with, after profile and settings are merged."""
+    """Everything one port runs with, after profile and settings are merged (or, for the upstream reference's
+    slaveOnly port, from its settings: refs/ptp_slave.py)."""
 
     profile: str
     transport: str
@@ -140,6 +141,13 @@ class PortConfig:
     follow_up_info: bool = False
     as_capable_required: bool = False
     neighbor_prop_delay_thresh_ns: int = 800
+    # The slave role of a slaveOnly port: how it reads a master whose Announce has PTP_TIMESCALE clear ("utc" or
+    # "tai"), and TAI - UTC in seconds for one that does not vouch for its own currentUtcOffset (measure.py).
+    arb_timescale: str = "utc"
+    tai_utc_s: int | None = None
+    # The masters a slaveOnly port with unicast negotiation asks for Announce (transport addresses; ptp4l's
+    # unicast_master_table).
+    unicast_masters: tuple[Any, ...] = ()
 
 
 def resolve(profile: Profile, settings: dict[str, Any]) -> tuple[PortConfig, list[str], list[str]]:
