@@ -433,9 +433,11 @@ static int paced(int fd, double rate, int burst, int window, double duration, in
     for (;;) {
         int64_t now = mono_ns();
         if (now < end) {  /* the requests whose time has come: the first at the start, then one every 1/rate s */
-            /* those due more than LATE_NS ago are not sent: after a stall of the generator itself they would go out
-               all at once, a burst the server's receive buffer may not hold, which is not the load offered */
-            uint64_t first_on_time = now - start > LATE_NS ? (uint64_t)((double)(now - start - LATE_NS) * rate / 1e9) : 0;
+            /* those due more than LATE_NS ago (past their burst's time) are not sent: after a stall of the generator
+               itself they would go out all at once, a burst the server's receive buffer may not hold, which is not
+               the load offered */
+            int64_t late_ns = LATE_NS + (int64_t)((double)(burst - 1) * 1e9 / rate);  /* a burst waits for its last */
+            uint64_t first_on_time = now - start > late_ns ? (uint64_t)((double)(now - start - late_ns) * rate / 1e9) : 0;
             if (first_on_time > offered + late) late = first_on_time - offered;
             uint64_t due = (uint64_t)((double)(now - start) * rate / 1e9) + 1 - offered - late;
             due -= due % (uint64_t)burst;
