@@ -18,15 +18,16 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <fenv.h>
 #include <linux/errqueue.h>
 #include <linux/net_tstamp.h>
 #include <math.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 
 #ifdef FASTPATH_NTS
@@ -107,6 +108,7 @@ typedef struct {
     PyObject *slow_tx;          /* (receive timestamp, kernel transmit ns) of Python-sent replies, for take_kernel_tx */
     uint32_t next_id;
     uint32_t pending_tx;        /* datagrams sent asking for a transmit timestamp, not yet read back */
+    int wait_ms;                /* the socket's SO_RCVTIMEO as serve last set it (-2: not yet) */
     uint64_t counters[C_COUNT];
     uint64_t rl_evictions;
     tc_entry tc[TOP_CLIENTS];
@@ -442,7 +444,7 @@ static int64_t rx_timestamp(struct msghdr *mh) {
 
 static void drain_errqueue(FastPath *self, int force) {
     /* More than a batch sends: a backlog on the error queue would take receive buffer space from requests.  Without
-       `force` (poll saw POLLERR) the queue is only read while timestamps are outstanding: a syscall saved per batch. */
+       `force` (serve starting) the queue is only read while timestamps are outstanding: a syscall saved per batch. */
     if (self->pending_tx > TX_RING) self->pending_tx = 0;  /* lost in an overflowing queue: they will never come */
     for (int round = 0; round < 2 * BATCH && (force || self->pending_tx); round++) {
         char ctrl[512];
@@ -606,8 +608,10 @@ static void send_replies(FastPath *self, reply *replies, int from, int to, const
     }
 }
 
-/* One batch: receive up to BATCH, decide, answer; slow-path requests appended to `slow`.  Returns datagrams read. */
-static int serve_batch(FastPath *self, PyObject *slow) {
+/* One batch: receive up to BATCH, decide, answer; slow-path requests appended to `slow`.  Returns datagrams read,
+ * -1 when none (errno: EAGAIN when none came, EINTR...).  `wait`: the socket is blocking (serve's), and recvmmsg
+ * waits for the first datagram (up to SO_RCVTIMEO) without the GIL, then takes what is there with it. */
+static int serve_batch(FastPath *self, PyObject *slow, int wait) {
     static uint8_t bufs[BATCH][RECV_SIZE];
     static char ctrls[BATCH][256];
     static struct sockaddr_storage addrs[BATCH];
@@ -625,9 +629,19 @@ static int serve_batch(FastPath *self, PyObject *slow) {
         msgs[i].msg_hdr.msg_control = ctrls[i];
         msgs[i].msg_hdr.msg_controllen = sizeof(ctrls[i]);
     }
-    int n = recvmmsg(self->fd, msgs, BATCH, MSG_DONTWAIT, NULL);
+    int n;
+    if (wait) {
+        Py_BEGIN_ALLOW_THREADS
+        n = recvmmsg(self->fd, msgs, BATCH, MSG_WAITFORONE, NULL);
+        Py_END_ALLOW_THREADS
+    } else {
+        n = recvmmsg(self->fd, msgs, BATCH, MSG_DONTWAIT, NULL);
+    }
     changed = n > 0 ? n : 1;  /* an error may still have touched the first */
-    if (n <= 0) return 0;
+    if (n <= 0) return -1;
+    /* Transmit timestamps of replies sent before the wait, come since (poll's POLLERR before): first, for an
+       interleaved request of this batch that asks for one. */
+    if (self->pending_tx) drain_errqueue(self, 0);
     clock_map map;
     int have_map = read_map(self, &map);
     static reply replies[BATCH];
@@ -686,33 +700,53 @@ static int serve_batch(FastPath *self, PyObject *slow) {
 
 /* ------------------------------------------------------------------------------------------ Python type */
 
+/* serve's wait is recvmmsg's: the socket, non-blocking for the Python server, is made blocking while serve runs,
+   with SO_RCVTIMEO as the quiet timeout, so that a wake-up is one system call (recvmmsg, MSG_WAITFORONE) rather
+   than poll then recvmmsg.  Returns the file status flags to restore (-1 on failure, errno set). */
+static int begin_wait(FastPath *self, int timeout_ms) {
+    if (timeout_ms != self->wait_ms) {
+        struct timeval tv = {0, 0};  /* 0: no timeout (timeout_ms < 0, as poll's) */
+        if (timeout_ms > 0) { tv.tv_sec = timeout_ms / 1000; tv.tv_usec = (timeout_ms % 1000) * 1000; }
+        if (setsockopt(self->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0) return -1;
+        self->wait_ms = timeout_ms;
+    }
+    int flags = fcntl(self->fd, F_GETFL);
+    if (flags < 0 || ((flags & O_NONBLOCK) && fcntl(self->fd, F_SETFL, flags & ~O_NONBLOCK) < 0)) return -1;
+    return flags;
+}
+
+static void end_wait(FastPath *self, int flags) {
+    if (flags & O_NONBLOCK) fcntl(self->fd, F_SETFL, flags);
+}
+
 /* Serve until a request needs the Python server, or `budget_ms` has passed (so Python can publish counters and
-   notice a stop), or the socket stays quiet for `timeout_ms`: one poll per drained socket, and in between whole
-   batches of recvmmsg/sendmmsg without returning to Python. */
+   notice a stop), or the socket stays quiet for `timeout_ms` (0: only what has arrived; < 0: no limit): one
+   recvmmsg that waits per drained socket, and in between whole batches of recvmmsg/sendmmsg without returning to
+   Python.  The error queue is read first (what poll's POLLERR would have said), then after every batch while
+   transmit timestamps are outstanding. */
 static PyObject *fp_serve(FastPath *self, PyObject *args) {
     int timeout_ms = 200, budget_ms = 200;
     if (!PyArg_ParseTuple(args, "|ii", &timeout_ms, &budget_ms)) return NULL;
     PyObject *slow = PyList_New(0);
     if (!slow) return NULL;
     int64_t deadline = host_now_ns() + (int64_t)budget_ms * 1000000;
+    int wait = timeout_ms != 0, flags = 0;
+    if (wait && (flags = begin_wait(self, timeout_ms)) < 0) {
+        Py_DECREF(slow);
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    drain_errqueue(self, 1);
     for (;;) {
-        struct pollfd pfd = {self->fd, POLLIN, 0};
-        int ready;
-        Py_BEGIN_ALLOW_THREADS
-        ready = poll(&pfd, 1, timeout_ms);
-        Py_END_ALLOW_THREADS
-        if (ready < 0 && errno != EINTR) { Py_DECREF(slow); return PyErr_SetFromErrno(PyExc_OSError); }
-        if (ready <= 0) break;
-        if (pfd.revents & POLLERR) drain_errqueue(self, 1);
-        if (pfd.revents & POLLIN) {
-            int n;
-            do {
-                n = serve_batch(self, slow);
-                drain_errqueue(self, 0);
-            } while (n == BATCH && PyList_GET_SIZE(slow) == 0);
+        int n = serve_batch(self, slow, wait);
+        if (n < 0) break;  /* quiet for timeout_ms, a signal, or an error for the caller to see next time */
+        drain_errqueue(self, 0);
+        while (n == BATCH && PyList_GET_SIZE(slow) == 0) {
+            n = serve_batch(self, slow, 0);
+            drain_errqueue(self, 0);
         }
         if (PyList_GET_SIZE(slow) > 0 || self->slow_tx || host_now_ns() >= deadline) break;
     }
+    if (wait) end_wait(self, flags);
     return slow;
 }
 
@@ -835,6 +869,7 @@ static int fp_init(FastPath *self, PyObject *args, PyObject *kwds) {
     self->xl = PyMem_Calloc(xl_size, sizeof(xl_entry));
     self->xl_mask = xl_size - 1;
     if (!self->rl || !self->rl_buckets || !self->xl || !self->rules) { PyErr_NoMemory(); return -1; }
+    self->wait_ms = -2;
     fesetround(FE_TONEAREST);
     return 0;
 }
@@ -853,7 +888,7 @@ static void fp_dealloc(FastPath *self) {
 }
 
 static PyMethodDef fp_methods[] = {
-    {"serve", (PyCFunction)fp_serve, METH_VARARGS, "serve([timeout_ms, max_batches]) -> slow-path requests"},
+    {"serve", (PyCFunction)fp_serve, METH_VARARGS, "serve([timeout_ms, budget_ms]) -> slow-path requests"},
     {"note_sent", (PyCFunction)fp_note_sent, METH_VARARGS,
      "note_sent([rx_key]): count a datagram the Python path sent on this socket (rx_key: its interleaved key)"},
     {"take_kernel_tx", (PyCFunction)fp_take_kernel_tx, METH_NOARGS,

@@ -1,8 +1,9 @@
 """Drive the native fast path from a worker: it answers bare and NTS requests, the Python server answers the rest.
 
-I/O edge.  ``_fastpath.FastPath.serve`` polls the socket, reads and answers whole batches of datagrams with
-recvmmsg/sendmmsg, and returns the requests it leaves to Python (those carrying a MAC or extension fields other
-than NTS's, with the access and rate decisions already taken, or everything while no clock map is published yet).
+I/O edge.  ``_fastpath.FastPath.serve`` waits on the socket in recvmmsg itself (the socket blocking while it runs,
+one system call a wake-up), reads and answers whole batches of datagrams with recvmmsg/sendmmsg, and returns the
+requests it leaves to Python (those carrying a MAC or extension fields other than NTS's, with the access and rate
+decisions already taken, or everything while no clock map is published yet).
 When built with libcrypto (``_fastpath.NTS``) it answers NTS requests (RFC 8915) itself while it holds the cookie
 master keys: ``sync_cookie_keys`` hands it the worker's keys, again whenever the key file is reloaded after a
 rotation, and the Python server keeps the same jar for what it answers.  It also drains the socket's error queue,
