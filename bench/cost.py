@@ -1,10 +1,11 @@
 """What the CPU-cost benches share: a process's own CPU time and the bootstrap intervals of their medians.
 
-Pure but for ``process_cpu_ns`` (which reads /proc); the statistics are tested in tests/unit/test_bench_cost.py.
+Pure but for ``process_cpu_ns`` and ``process_user_system_s`` (which read /proc); the statistics are tested in tests/unit/test_bench_cost.py.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import statistics
 from collections.abc import Sequence
@@ -21,6 +22,14 @@ def process_cpu_ns(pid: int) -> int:
         except (OSError, IndexError, ValueError):
             pass  # a thread that ended while we read
     return total
+
+
+def process_user_system_s(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds of ``pid`` so far (every thread), from /proc/<pid>/stat: the kernel's split of
+    its run time, sampled at its clock ticks (so only a window's totals are worth reading)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick  # utime, stime: fields 14 and 15 of proc(5)
 
 
 def _interval(draws: list[float]) -> tuple[float, float]:

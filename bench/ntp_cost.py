@@ -31,7 +31,8 @@ times; how many were, and why, is printed.  Printed per kind: each round's repli
 per server the median CPU microseconds per reply with its 95 % bootstrap interval (windows resampled); the ratio
 appliance / chronyd of the medians with its bootstrap interval (each server's windows resampled on their own) and
 the target (NTP <= 0.5, NTS <= 0.7): PASS when the ratio is at most the target, said to be decided when the whole
-interval is on the same side.  Exit status: 0 every kind PASS, 1 a FAIL or a window still disturbed, 2 a tool
+interval is on the same side; and the kernel's split of each server's time between user space and the kernel
+(/proc/<pid>/stat, tick-sampled, over all its windows), applied to the median.  Exit status: 0 every kind PASS, 1 a FAIL or a window still disturbed, 2 a tool
 missing.
 """
 
@@ -54,7 +55,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import ntp_throughput, nts_throughput  # noqa: E402
-from bench.cost import bootstrap_median, bootstrap_ratio_of_medians, process_cpu_ns  # noqa: E402
+from bench.cost import (bootstrap_median, bootstrap_ratio_of_medians, process_cpu_ns,  # noqa: E402
+                        process_user_system_s)
 from bench.ntp_throughput import appliance_status, stop  # noqa: E402
 from bench.nts_throughput import (LOAD_CPU, SERVER_CPU, Server, chronyd_serverstats, ke_exchange,  # noqa: E402
                                   key_file_text, make_certificate, private_dir)
@@ -105,6 +107,8 @@ class Window:
     cpu_ns: int
     wall_s: float
     load: dict  # the generator's JSON line
+    user_s: float = 0.0  # the kernel's tick-sampled split of the window's CPU time
+    system_s: float = 0.0
 
 
 @dataclass
@@ -132,10 +136,10 @@ def load_command(exe: Path, kind: str, port: int, keyfile: Path | None, seconds:
 
 
 def loaded_window(pid: int, cmd: list[str], seconds: float) -> Window:
-    cpu0, t0 = process_cpu_ns(pid), time.perf_counter()
+    (u0, s0), cpu0, t0 = process_user_system_s(pid), process_cpu_ns(pid), time.perf_counter()
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=seconds + 30)
-    cpu1, t1 = process_cpu_ns(pid), time.perf_counter()
-    return Window(cpu1 - cpu0, t1 - t0, json.loads(out.stdout.strip().splitlines()[-1]))
+    cpu1, t1, (u1, s1) = process_cpu_ns(pid), time.perf_counter(), process_user_system_s(pid)
+    return Window(cpu1 - cpu0, t1 - t0, json.loads(out.stdout.strip().splitlines()[-1]), u1 - u0, s1 - s0)
 
 
 def idle_window(pids: dict[str, int], seconds: float) -> dict[str, float]:
@@ -233,9 +237,12 @@ def summarize(res: Kind, rate: float) -> tuple[bool, list[str]]:
         med = statistics.median(costs[s])
         low, high = bootstrap_median(costs[s])
         losses = [w.load["loss_pct"] for w in res.windows[s]]
+        user = sum(w.user_s for w in res.windows[s])
+        share = user / (user + sum(w.system_s for w in res.windows[s]) or 1)
         lines.append(f"  {res.name.upper()} {s:10} {med:6.2f} us CPU per reply (95 % interval {low:.2f} .. "
                      f"{high:.2f}; {len(costs[s])} windows, idle {res.idle_ns_per_s(s) / 1e6:.2f} ms/s subtracted "
-                     f"= {res.idle_ns_per_s(s) / rate / 1e3:.3f} us per request at this rate); "
+                     f"= {res.idle_ns_per_s(s) / rate / 1e3:.3f} us per request at this rate); in user space "
+                     f"{100 * share:.0f} % = {share * med:.2f} us, in the kernel {(1 - share) * med:.2f} us; "
                      f"loss per window max {max(losses):.3f} %")
     ratio, low, high = bootstrap_ratio_of_medians(costs["appliance"], costs["chronyd"])
     target = TARGETS[res.name]
