@@ -109,6 +109,8 @@ typedef struct {
     uint32_t next_id;
     uint32_t pending_tx;        /* datagrams sent asking for a transmit timestamp, not yet read back */
     int wait_ms;                /* the socket's SO_RCVTIMEO as serve last set it (-2: not yet) */
+    clock_map last_map;         /* the last consistent copy of the published map (read_map) */
+    int last_map_ok;            /* ...published and valid */
     uint64_t counters[C_COUNT];
     uint64_t rl_evictions;
     tc_entry tc[TOP_CLIENTS];
@@ -120,6 +122,9 @@ typedef struct {
 
 /* ----------------------------------------------------------------------------------------- time conversions */
 
+/* The map, and whether it is published and valid.  When no consistent copy can be had (the publisher is mid-update
+   and, sharing this CPU, cannot finish while we spin) the last consistent one stands, as ClockReader.read keeps its
+   last: before, the whole batch went to the Python path, which then answered from that same last map. */
 static int read_map(FastPath *self, clock_map *out) {
     const uint8_t *base = (const uint8_t *)self->shm.buf;
     const uint64_t *seq = (const uint64_t *)(base + SEQ_OFFSET);
@@ -128,9 +133,14 @@ static int read_map(FastPath *self, clock_map *out) {
         if (s1 & 1) continue;
         memcpy(out, base + MAP_OFFSET, sizeof(*out));
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
-        if (__atomic_load_n(seq, __ATOMIC_ACQUIRE) == s1) return s1 != 0 && out->valid;
+        if (__atomic_load_n(seq, __ATOMIC_ACQUIRE) == s1) {
+            self->last_map = *out;
+            self->last_map_ok = s1 != 0 && out->valid;
+            return self->last_map_ok;
+        }
     }
-    return 0;
+    *out = self->last_map;
+    return self->last_map_ok;
 }
 
 static int64_t host_now_ns(void) {
