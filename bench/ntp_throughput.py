@@ -5,8 +5,8 @@
 Throughput: the server pinned to CPU 0, the load generator (bench/ntpload.c, compiled here) on CPU 1, on loopback.
 For each window (requests in flight) the load runs --duration s; a run is sustainable when at most 0.1 % of the
 requests were lost.  Printed per server: best sustainable replies/s, its loss and p99 latency, and the ratio
-appliance / chronyd (target >= 1.0), for the appliance's native fast path and, as a second reference, its pure
-Python path.  The appliance's own counters confirm every reply carried the kernel's receive timestamp.
+appliance / chronyd (target >= 1.0) for the appliance's data plane.  The appliance's own counters confirm every
+reply carried the kernel's receive timestamp.
 
 Timestamp quality: a chronyd client (-x: it never touches the clock) polls each server 16 times a second, basic
 then interleaved; the standard deviation of its measured offsets is printed with the ratio appliance / chronyd
@@ -66,11 +66,11 @@ def start_chronyd_server(workdir: Path, port: int) -> subprocess.Popen:
     return proc
 
 
-def start_appliance(workdir: Path, port: int, fast_path: str) -> subprocess.Popen:
-    state = workdir / f"state-{fast_path}"
+def start_appliance(workdir: Path, port: int, tag: str = "appliance") -> subprocess.Popen:
+    state = workdir / f"state-{tag}"
     cmd = ["taskset", "-c", SERVER_CPU, sys.executable, "-m", "appliance", "run", "--set", f"state_dir={state}",
            "--set", "ntp.listen=127.0.0.1", "--set", f"ntp.port={port}", "--set", "ntp.workers=1",
-           "--set", f"ntp.fast_path={fast_path}", "--set", "ntp.rate_limit_per_s=0", "--set", "clock.warmup_s=0",
+           "--set", "ntp.rate_limit_per_s=0", "--set", "clock.warmup_s=0",
            "--set", "clock.qualify_s=3", "--set", "log.level=warning"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.monotonic() + 90
@@ -133,17 +133,14 @@ def throughput(workdir: Path, load: Path, windows: list[int], duration: float) -
         results["chronyd"] = sweep(load, port, windows, duration)
     finally:
         stop(server)
-    for fast_path in ("on", "off"):
-        port = free_port()
-        proc = start_appliance(workdir, port, fast_path)
-        try:
-            results[f"appliance ({'native fast path' if fast_path == 'on' else 'Python path'})"] = sweep(
-                load, port, windows, duration)
-            status = appliance_status(workdir / f"state-{fast_path}")
-            totals = status["outputs"]["ntp"]["totals"]
-            results[f"counters {fast_path}"] = totals
-        finally:
-            stop(proc)
+    port = free_port()
+    proc = start_appliance(workdir, port)
+    try:
+        results["appliance"] = sweep(load, port, windows, duration)
+        status = appliance_status(workdir / "state-appliance")
+        results["counters"] = status["outputs"]["ntp"]["totals"]
+    finally:
+        stop(proc)
     return results
 
 
@@ -172,7 +169,7 @@ def quality(workdir: Path, seconds: int, rounds: int) -> dict[str, dict[str, flo
     single 30 s window on a shared host varies by a factor of two from one run to the next."""
     chrony_port, appliance_port = free_port(), free_port()
     server = start_chronyd_server(workdir, chrony_port)
-    proc = start_appliance(workdir, appliance_port, "on")
+    proc = start_appliance(workdir, appliance_port, "quality")
     samples: dict[str, dict[str, list[float]]] = {"chronyd": {}, "appliance": {}}
     try:
         for r in range(rounds):
@@ -214,19 +211,18 @@ def main() -> int:
         print(f"NTP throughput on loopback, server on CPU {SERVER_CPU}, load on CPU {LOAD_CPU}, {args.duration:g} s "
               f"per window {args.windows}, sustainable = loss <= {LOSS_LIMIT_PCT} %")
         ok = True
-        for name in ("chronyd", "appliance (native fast path)", "appliance (Python path)"):
+        for name in ("chronyd", "appliance"):
             best, runs = results[name]
             ratio = best["replies_per_s"] / ref if ref else float("nan")
             print(f"  {name:30} {best['replies_per_s']:10,.0f} replies/s  (window {best['window']}, loss "
                   f"{best['loss_pct']:.3f} %, p99 {best['rtt_us_p99']:.0f} us)   ratio to chronyd {ratio:.2f}")
             print("      per window: " + ", ".join(f"{r['window']}: {r['replies_per_s']:,.0f}/s {r['loss_pct']:.2f}%"
                                                  for r in runs))
-        fast_ratio = results["appliance (native fast path)"][0]["replies_per_s"] / ref if ref else 0
-        for fp in ("on", "off"):
-            c = results[f"counters {fp}"]
-            print(f"  fast_path={fp}: {c['replies']:,} replies, {c['rx_without_kernel_timestamp']} requests without a "
-                  f"kernel receive timestamp")
-            ok &= c["rx_without_kernel_timestamp"] == 0
+        fast_ratio = results["appliance"][0]["replies_per_s"] / ref if ref else 0
+        c = results["counters"]
+        print(f"  appliance: {c['replies']:,} replies, {c['rx_without_kernel_timestamp']} requests without a kernel "
+              f"receive timestamp")
+        ok &= c["rx_without_kernel_timestamp"] == 0
         ok &= fast_ratio >= 1.0
         print(f"  throughput target ratio >= 1.0: {'PASS' if fast_ratio >= 1.0 else 'FAIL'}")
         if not args.skip_quality:

@@ -148,12 +148,12 @@ def start_chronyd(workdir: Path, tag: str, cert: Path, key: Path) -> Server:
     return server
 
 
-def start_appliance(workdir: Path, tag: str, fast_path: str) -> Server:
+def start_appliance(workdir: Path, tag: str) -> Server:
     state = workdir / f"appliance-{tag}"
     ntp_port, ke_port = free_port(), free_port(socket.SOCK_STREAM)
     cmd = ["taskset", "-c", SERVER_CPU, sys.executable, "-m", "appliance", "run", "--set", f"state_dir={state}",
            "--set", "ntp.listen=127.0.0.1", "--set", f"ntp.port={ntp_port}", "--set", "ntp.workers=1",
-           "--set", f"ntp.fast_path={fast_path}", "--set", "ntp.rate_limit_per_s=0",
+           "--set", "ntp.rate_limit_per_s=0",
            "--set", "ntp.nts_enabled=true", "--set", f"ntp.nts_port={ke_port}",
            "--set", "ntp.nts_rate_limit_per_s=0", "--set", "clock.warmup_s=0", "--set", "clock.qualify_s=3",
            "--set", "log.level=warning"]
@@ -287,7 +287,7 @@ def one_round(workdir: Path, index: int, order: tuple[str, ...], load: Path, arg
         if name == "chronyd":
             server = start_chronyd(workdir, tag, cert, key)
         else:
-            server = start_appliance(workdir, tag, args.fast_path)
+            server = start_appliance(workdir, tag)
         try:
             out[name] = measure(server, workdir, f"{name}-{tag}", load, args.windows, args.duration,
                                 args.verify_every)
@@ -336,7 +336,6 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=3.0, help="seconds per window")
     ap.add_argument("--windows", default="4,8,16,32,64,128")
     ap.add_argument("--verify-every", type=int, default=8, help="decrypt every n-th reply's authenticator (1: all)")
-    ap.add_argument("--fast-path", choices=("on", "off"), default="on", help="the appliance's ntp.fast_path")
     args = ap.parse_args()
     args.windows = [int(w) for w in args.windows.split(",")]
     if not 1 <= args.rounds <= 20 or not 0.5 <= args.duration <= 60 or not all(1 <= w <= 1024 for w in args.windows):
@@ -363,8 +362,8 @@ def main() -> int:
         cert, key = make_certificate(private_dir(workdir, "chronyd-cert"))
         print(f"NTS throughput on loopback, server on CPU {SERVER_CPU}, load on CPU {LOAD_CPU}, {args.duration:g} s "
               f"per window {','.join(map(str, args.windows))}, sustainable = loss <= {LOSS_LIMIT_PCT} % and no NAK, "
-              f"KoD or invalid reply; {args.rounds} rounds, servers alternating; appliance ntp.fast_path="
-              f"{args.fast_path}; every {args.verify_every}th reply's authenticator decrypted")
+              f"KoD or invalid reply; {args.rounds} rounds, servers alternating; every {args.verify_every}th reply's "
+              f"authenticator decrypted")
         per_round: list[dict[str, float]] = []
         for i in range(args.rounds):
             order = SERVERS if i % 2 == 0 else SERVERS[::-1]

@@ -3,6 +3,7 @@
  * throughput benchmark (bench/nts_throughput.py), the NTS counterpart of bench/ntpload.c.
  *
  *   ntsload -k KEYFILE -h 127.0.0.1 -p 11123 -d 5 -w 32 [-t 200] [-a 8]
+ *   ntsload -k KEYFILE -h 127.0.0.1 -p 11123 -d 5 -r 50000 [-B 1] [-w 1024] [-t 200] [-a 8]
  *   ntsload -k KEYFILE -X 10            print 10 requests in hex, one a line (no network: for the unit test)
  *   ntsload -k KEYFILE -Y               read "REQUEST_HEX REPLY_HEX" lines, print a verdict a line (unit test)
  *
@@ -21,6 +22,11 @@
  * already given up as lost) and each kind of invalid reply.  Load runs keep W requests in flight on one UDP
  * socket, as ntpload does (replies read 64 at a time, replacements sent with one sendmmsg; a request unanswered
  * after the timeout counts as lost and is replaced).  Prints one JSON line.
+ *
+ * With -r RATE it offers a fixed load instead, as ntpload -r does (open loop, for bench/ntp_cost.py): a request
+ * every 1/RATE s (or -B together every B/RATE s), up to -w in flight (a request due while all are in flight is
+ * skipped and counted), replies read between sends, and after -d seconds the requests still in flight waited for
+ * (up to the timeout), so that every request is either answered or lost.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -32,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -40,6 +47,7 @@
 
 #define MAXW 1024
 #define BATCH 64
+#define LATE_NS 1000000  /* -r: a request this late is not sent (the generator fell behind) */
 #define MAX_COOKIES 8
 #define MAX_COOKIE_LEN 256
 #define UID_LEN 32
@@ -364,7 +372,7 @@ static double cpu_s(void) {
     return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
-typedef struct { uint64_t serial; int64_t sent_ns; uint8_t uid[UID_LEN]; } slot_t;
+typedef struct { uint64_t serial; int64_t sent_ns; uint8_t uid[UID_LEN]; int busy; } slot_t;
 
 static slot_t slots[MAXW];
 static uint64_t next_serial = 1;  /* a transmit timestamp is (serial << 10) | slot */
@@ -381,17 +389,164 @@ static int cmp64(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* The verdict on a reply received at `at`, counted into v[]; the reply's slot when it answered the request in flight
+ * there (which the caller then frees or replaces), -1 otherwise. */
+static int take_reply(const uint8_t *r, size_t len, int window, int64_t at, int paced_mode, uint64_t *v,
+                      uint64_t *stale, uint64_t *valid, uint64_t *verified, uint64_t *unsync, uint64_t *judged,
+                      int verify_every, int64_t *rtts, size_t *nrtt, size_t rtt_cap) {
+    if (len < 48) { v[V_SHORT]++; return -1; }
+    uint64_t origin = get64(r + 24);
+    int s = (int)(origin & (MAXW - 1));  /* transmit timestamps carry their slot in the low bits */
+    if ((r[0] & 7) != 4) { v[V_MODE]++; return -1; }
+    if (s >= window || (origin >> 10) > slots[s].serial || origin >> 10 == 0) { v[V_ORIGIN]++; return -1; }
+    /* a reply to a request given up as lost */
+    if (origin >> 10 < slots[s].serial || (paced_mode && !slots[s].busy)) { (*stale)++; return -1; }
+    int verify = (*judged)++ % (uint64_t)verify_every == 0;
+    int verdict = validate(r, len, slots[s].uid, verify);
+    v[verdict]++;
+    if (verdict == V_OK) {
+        (*valid)++;
+        *verified += verify;
+        if ((r[0] >> 6) == 3) (*unsync)++;
+        if (*nrtt < rtt_cap) rtts[(*nrtt)++] = at - slots[s].sent_ns;
+    }
+    return s;
+}
+
+/* -r: a fixed offered load, `rate` requests per second in groups of `burst`, at most `window` in flight. */
+static int paced(int fd, double rate, int burst, int window, double duration, int timeout_ms, int verify_every) {
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);  /* wake-ups within a microsecond of when a request is due */
+    static int freelist[MAXW];
+    int nfree = 0;
+    for (int i = window - 1; i >= 0; i--) { slots[i].busy = 0; freelist[nfree++] = i; }
+    size_t rtt_cap = 1 << 21, nrtt = 0;
+    int64_t *rtts = malloc(rtt_cap * sizeof(int64_t));
+    static uint8_t bufs[BATCH][MAX_PKT];
+    static uint8_t out[MAXW][MAX_PKT];
+    struct mmsghdr msgs[BATCH], outmsgs[MAXW];
+    struct iovec iovs[BATCH], outiovs[MAXW];
+    uint64_t offered = 0, late = 0, sent = 0, skipped = 0, valid = 0, lost = 0, stale = 0, unsync = 0, verified = 0;
+    uint64_t judged = 0, v[NV] = {0};
+    double cpu0 = cpu_s();
+    int64_t start = mono_ns(), end = start + (int64_t)(duration * 1e9), timeout_ns = (int64_t)timeout_ms * 1000000;
+    int64_t next_scan = start, drain_end = 0;
+    for (;;) {
+        int64_t now = mono_ns();
+        if (now < end) {  /* the requests whose time has come: the first at the start, then one every 1/rate s */
+            /* those due more than LATE_NS ago (past their burst's time) are not sent: after a stall of the generator
+               itself they would go out all at once, a burst the server's receive buffer may not hold, which is not
+               the load offered */
+            int64_t late_ns = LATE_NS + (int64_t)((double)(burst - 1) * 1e9 / rate);  /* a burst waits for its last */
+            uint64_t first_on_time = now - start > late_ns ? (uint64_t)((double)(now - start - late_ns) * rate / 1e9) : 0;
+            if (first_on_time > offered + late) late = first_on_time - offered;
+            uint64_t due = (uint64_t)((double)(now - start) * rate / 1e9) + 1 - offered - late;
+            due -= due % (uint64_t)burst;
+            int nout = 0;
+            for (uint64_t k = 0; k < due && nout < MAXW; k++) {
+                offered++;
+                if (!nfree) { skipped++; continue; }
+                int s = freelist[--nfree];
+                slots[s].busy = 1;
+                outiovs[nout].iov_base = out[nout];
+                outiovs[nout].iov_len = new_request(s, out[nout], now);
+                memset(&outmsgs[nout], 0, sizeof(outmsgs[nout]));
+                outmsgs[nout].msg_hdr.msg_iov = &outiovs[nout];
+                outmsgs[nout].msg_hdr.msg_iovlen = 1;
+                nout++;
+            }
+            for (int done = 0; done < nout;) {
+                int m = sendmmsg(fd, outmsgs + done, (unsigned)(nout - done), 0);
+                if (m <= 0) break;  /* not sent: those requests time out and count as lost */
+                done += m;
+                sent += (uint64_t)m;
+            }
+        } else if (nfree == window) {
+            break;  /* every request answered or given up */
+        } else if (!drain_end) {
+            drain_end = now + timeout_ns;
+        } else if (now >= drain_end) {
+            break;
+        }
+        for (;;) {  /* the replies that came meanwhile */
+            for (int i = 0; i < BATCH; i++) {
+                iovs[i].iov_base = bufs[i];
+                iovs[i].iov_len = sizeof(bufs[i]);
+                memset(&msgs[i], 0, sizeof(msgs[i]));
+                msgs[i].msg_hdr.msg_iov = &iovs[i];
+                msgs[i].msg_hdr.msg_iovlen = 1;
+            }
+            int n = recvmmsg(fd, msgs, BATCH, MSG_DONTWAIT, NULL);
+            int64_t at = mono_ns();
+            for (int i = 0; i < n; i++) {
+                int s = take_reply(bufs[i], msgs[i].msg_len, window, at, 1, v, &stale, &valid, &verified, &unsync,
+                                   &judged, verify_every, rtts, &nrtt, rtt_cap);
+                if (s < 0) continue;
+                slots[s].busy = 0;  /* answered (valid or not) */
+                freelist[nfree++] = s;
+            }
+            if (n < BATCH) break;
+        }
+        now = mono_ns();
+        if (now >= next_scan || drain_end) {  /* requests unanswered after the timeout are lost */
+            for (int k = 0; k < window; k++) {
+                if (slots[k].busy && now - slots[k].sent_ns > timeout_ns) {
+                    lost++;
+                    slots[k].busy = 0;
+                    freelist[nfree++] = k;
+                }
+            }
+            next_scan = now + 10000000;
+        }
+        int64_t wake;
+        if (now < end) {
+            wake = start + (int64_t)((double)(offered + late + (uint64_t)burst - 1) * 1e9 / rate);
+            if (wake > end) wake = end;
+        } else {
+            wake = now + 1000000;  /* draining: look again in a millisecond */
+        }
+        if (wake > now) {
+            struct timespec ts = {wake / 1000000000LL, wake % 1000000000LL};
+            clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+        }
+    }
+    double elapsed = (double)(end - start) / 1e9, cpu = cpu_s() - cpu0;
+    qsort(rtts, nrtt, sizeof(int64_t), cmp64);
+    double p50 = nrtt ? rtts[nrtt / 2] / 1e3 : 0, p99 = nrtt ? rtts[nrtt * 99 / 100] / 1e3 : 0;
+    uint64_t invalid = 0;
+    for (int i = V_SHORT; i < NV; i++) invalid += v[i];
+    printf("{\"rate\":%.1f,\"burst\":%d,\"window\":%d,\"seconds\":%.3f,\"offered\":%llu,\"late\":%llu,\"sent\":%llu,\"skipped\":%llu,"
+           "\"valid\":%llu,\"lost\":%llu,\"stale\":%llu,\"nak\":%llu,\"kod\":%llu,\"invalid\":%llu,\"auth_fail\":%llu,"
+           "\"verified\":%llu,\"unsync\":%llu,\"replies_per_s\":%.1f,\"loss_pct\":%.4f,\"rtt_us_p50\":%.1f,"
+           "\"rtt_us_p99\":%.1f,\"load_cpu_pct\":%.1f,\"invalid_by\":{",
+           rate, burst, window, elapsed, (unsigned long long)offered, (unsigned long long)late, (unsigned long long)sent,
+           (unsigned long long)skipped, (unsigned long long)valid, (unsigned long long)lost, (unsigned long long)stale,
+           (unsigned long long)v[V_NAK], (unsigned long long)v[V_KOD], (unsigned long long)invalid,
+           (unsigned long long)v[V_AUTH_FAIL], (unsigned long long)verified, (unsigned long long)unsync,
+           valid / elapsed, offered ? 100.0 * (double)(offered - valid) / (double)offered : 0.0, p50, p99,
+           100.0 * cpu / ((double)(mono_ns() - start) / 1e9));
+    int first = 1;
+    for (int i = V_SHORT; i < NV; i++) {
+        if (!v[i]) continue;
+        printf("%s\"%s\":%llu", first ? "" : ",", vnames[i], (unsigned long long)v[i]);
+        first = 0;
+    }
+    printf("}}\n");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *host = "127.0.0.1", *keyfile = NULL;
-    int port = 123, window = 32, timeout_ms = 200, verify_every = 8, emit = 0, judge = 0;
-    double duration = 5.0;
+    int port = 123, window = 32, timeout_ms = 200, verify_every = 8, emit = 0, judge = 0, burst = 1, window_set = 0;
+    double duration = 5.0, rate = 0;
     int opt;
-    while ((opt = getopt(argc, argv, "h:p:d:w:t:k:a:X:Y")) != -1) {
+    while ((opt = getopt(argc, argv, "h:p:d:w:t:k:a:X:Yr:B:")) != -1) {
         switch (opt) {
             case 'h': host = optarg; break;
             case 'p': port = atoi(optarg); break;
             case 'd': duration = atof(optarg); break;
-            case 'w': window = atoi(optarg); break;
+            case 'w': window = atoi(optarg); window_set = 1; break;
+            case 'r': rate = atof(optarg); break;
+            case 'B': burst = atoi(optarg); break;
             case 't': timeout_ms = atoi(optarg); break;
             case 'k': keyfile = optarg; break;
             case 'a': verify_every = atoi(optarg); break;
@@ -399,7 +554,7 @@ int main(int argc, char **argv) {
             case 'Y': judge = 1; break;
             default:
                 fprintf(stderr, "usage: %s -k KEYFILE [-h HOST -p PORT -d SECONDS -w WINDOW -t TIMEOUT_MS -a VERIFY_EVERY]"
-                        " | -k KEYFILE -X N | -k KEYFILE -Y\n", argv[0]);
+                        " | -k KEYFILE -r RATE [-B BURST -w MAX_IN_FLIGHT -h -p -d -t -a] | -k KEYFILE -X N | -k KEYFILE -Y\n", argv[0]);
                 return 2;
         }
     }
@@ -407,7 +562,9 @@ int main(int argc, char **argv) {
     if (getrandom(rs, sizeof(rs), 0) != sizeof(rs)) { perror("ntsload: getrandom"); return 1; }
     if (emit) return emit_requests(emit);
     if (judge) return judge_lines();
+    if (rate > 0 && !window_set) window = MAXW;
     if (window < 1 || window > MAXW) { fprintf(stderr, "window must be 1..%d\n", MAXW); return 2; }
+    if (rate < 0 || burst < 1 || burst > MAXW) { fprintf(stderr, "rate must be > 0, burst 1..%d\n", MAXW); return 2; }
     if (verify_every < 1) verify_every = 1;
     int fd = socket(AF_INET, SOCK_DGRAM, 0);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
@@ -417,6 +574,7 @@ int main(int argc, char **argv) {
     }
     int buf = 4 << 20;
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+    if (rate > 0) return paced(fd, rate, burst, window, duration, timeout_ms, verify_every);
     size_t rtt_cap = 1 << 21, nrtt = 0;
     int64_t *rtts = malloc(rtt_cap * sizeof(int64_t));
     uint64_t sent = 0, valid = 0, lost = 0, stale = 0, unsync = 0, verified = 0, v[NV] = {0};
@@ -450,23 +608,9 @@ int main(int argc, char **argv) {
         full = n == BATCH;
         int64_t now = mono_ns();
         for (int i = 0; i < n; i++) {
-            const uint8_t *r = bufs[i];
-            size_t len = msgs[i].msg_len;
-            if (len < 48) { v[V_SHORT]++; continue; }
-            uint64_t origin = get64(r + 24);
-            int s = (int)(origin & (MAXW - 1));  /* transmit timestamps carry their slot in the low bits */
-            if ((r[0] & 7) != 4) { v[V_MODE]++; continue; }
-            if (s >= window || (origin >> 10) > slots[s].serial || origin >> 10 == 0) { v[V_ORIGIN]++; continue; }
-            if (origin >> 10 < slots[s].serial) { stale++; continue; }  /* answers a request given up as lost */
-            int verify = judged++ % (uint64_t)verify_every == 0;
-            int verdict = validate(r, len, slots[s].uid, verify);
-            v[verdict]++;
-            if (verdict == V_OK) {
-                valid++;
-                verified += verify;
-                if ((r[0] >> 6) == 3) unsync++;
-                if (nrtt < rtt_cap) rtts[nrtt++] = now - slots[s].sent_ns;
-            }
+            int s = take_reply(bufs[i], msgs[i].msg_len, window, now, 0, v, &stale, &valid, &verified, &unsync,
+                               &judged, verify_every, rtts, &nrtt, rtt_cap);
+            if (s < 0) continue;
             /* answered (valid or not): its replacement goes out with the batch's others */
             outlen[nout] = new_request(s, out[nout], now);
             nout++;

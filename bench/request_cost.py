@@ -36,7 +36,6 @@ import argparse
 import http.client
 import json
 import os
-import random
 import secrets
 import socket
 import ssl
@@ -51,6 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from appliance import settings  # noqa: E402
+from harness.cost import bootstrap_median, process_cpu_ns  # noqa: E402
 from harness.snmp_wire import encode_request  # noqa: E402
 
 WEB_BUDGET_PER_S = settings.WebSettings.__dataclass_fields__["max_requests_per_s"].default
@@ -64,18 +64,6 @@ def free_port(kind: int) -> int:
     with socket.socket(socket.AF_INET, kind) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def process_cpu_ns(pid: int) -> int:
-    """Run time of every thread of ``pid`` so far (ns), from /proc/<pid>/task/*/schedstat (threads that ended are
-    lost: the console's worker threads live as long as the server)."""
-    total = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            total += int((task / "schedstat").read_text().split()[0])
-        except (OSError, IndexError, ValueError):
-            pass  # a thread that ended while we read
-    return total
 
 
 class Appliance:
@@ -220,12 +208,6 @@ def idle_window(app: Appliance, seconds: float) -> float:
     cpu0, t0 = process_cpu_ns(app.proc.pid), time.perf_counter()
     time.sleep(seconds)
     return (process_cpu_ns(app.proc.pid) - cpu0) / (time.perf_counter() - t0)
-
-
-def bootstrap_median(values: list[float], rounds: int = 2000, seed: int = 1) -> tuple[float, float]:
-    rng = random.Random(seed)
-    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(rounds))
-    return medians[int(0.025 * rounds)], medians[int(0.975 * rounds) - 1]
 
 
 def main() -> int:

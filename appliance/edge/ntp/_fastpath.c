@@ -15,21 +15,23 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <fenv.h>
 #include <linux/errqueue.h>
 #include <linux/net_tstamp.h>
 #include <math.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 
 #include "_auth.h"
 #include "_nts.h"
 #include "bucket.h"
 #include "clockmap.h"
+#include "kstamp.h"
 
 #define BATCH 64
 #define RECV_SIZE 1100
@@ -74,6 +76,9 @@ typedef struct {
     uint64_t tx_ring[TX_RING];  /* OPT_ID -> receive timestamp of the reply (0: no transmit time kept) */
     uint32_t next_id;
     uint32_t pending_tx;        /* datagrams sent asking for a transmit timestamp, not yet read back */
+    int wait_ms;                /* the socket's SO_RCVTIMEO as serve last set it (-2: not yet) */
+    clock_map last_map;         /* the last consistent copy of the published map (read_map) */
+    int last_map_ok;            /* ...published and valid */
     uint64_t counters[C_COUNT];
     tc_entry tc[TOP_CLIENTS];
     int tc_size;
@@ -83,6 +88,9 @@ typedef struct {
 
 /* ----------------------------------------------------------------------------------------- time conversions */
 
+/* The map, and whether it is published and valid.  When no consistent copy can be had (the publisher is mid-update
+   and, sharing this CPU, cannot finish while we spin) the last consistent one stands, as ClockReader.read keeps its
+   last: before, the whole batch went to the Python path, which then answered from that same last map. */
 static int read_map(FastPath *self, clock_map *out) {
     const uint8_t *base = (const uint8_t *)self->shm.buf;
     const uint64_t *seq = (const uint64_t *)(base + SEQ_OFFSET);
@@ -91,9 +99,14 @@ static int read_map(FastPath *self, clock_map *out) {
         if (s1 & 1) continue;
         memcpy(out, base + MAP_OFFSET, sizeof(*out));
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
-        if (__atomic_load_n(seq, __ATOMIC_ACQUIRE) == s1) return s1 != 0 && out->valid;
+        if (__atomic_load_n(seq, __ATOMIC_ACQUIRE) == s1) {
+            self->last_map = *out;
+            self->last_map_ok = s1 != 0 && out->valid;
+            return self->last_map_ok;
+        }
     }
-    return 0;
+    *out = self->last_map;
+    return self->last_map_ok;
 }
 
 static int64_t host_now_ns(void) {
@@ -319,48 +332,19 @@ static int shape(const uint8_t *d, ssize_t len, int port) {
     return 0;
 }
 
-static int64_t rx_timestamp(struct msghdr *mh) {
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_TIMESTAMPING) {
-            struct scm_timestamping ts;
-            memcpy(&ts, CMSG_DATA(c), sizeof(ts));
-            if (ts.ts[0].tv_sec || ts.ts[0].tv_nsec) return (int64_t)ts.ts[0].tv_sec * NS_PER_S + ts.ts[0].tv_nsec;
-        }
-    }
-    return 0;
-}
+static int64_t rx_timestamp(struct msghdr *mh) { return ks_timestamp_ns(mh); }
 
 static void drain_errqueue(FastPath *self, int force) {
     /* More than a batch sends: a backlog on the error queue would take receive buffer space from requests.  Without
-       `force` (poll saw POLLERR) the queue is only read while timestamps are outstanding: a syscall saved per batch. */
+       `force` (serve starting) the queue is only read while timestamps are outstanding: a syscall saved per batch. */
     if (self->pending_tx > TX_RING) self->pending_tx = 0;  /* lost in an overflowing queue: they will never come */
     for (int round = 0; round < 2 * BATCH && (force || self->pending_tx); round++) {
-        char ctrl[512];
-        char data[64];
-        struct iovec iov = {data, sizeof(data)};
-        struct msghdr mh = {0};
-        mh.msg_iov = &iov;
-        mh.msg_iovlen = 1;
-        mh.msg_control = ctrl;
-        mh.msg_controllen = sizeof(ctrl);
-        if (recvmsg(self->fd, &mh, MSG_ERRQUEUE | MSG_DONTWAIT) < 0) return;
-        if (self->pending_tx) self->pending_tx--;
         int64_t tx_ns = 0;
-        int has_id = 0;
         uint32_t id = 0;
-        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_TIMESTAMPING) {
-                struct scm_timestamping ts;
-                memcpy(&ts, CMSG_DATA(c), sizeof(ts));
-                tx_ns = (int64_t)ts.ts[0].tv_sec * NS_PER_S + ts.ts[0].tv_nsec;
-            } else if ((c->cmsg_level == SOL_IP && c->cmsg_type == IP_RECVERR) ||
-                       (c->cmsg_level == SOL_IPV6 && c->cmsg_type == IPV6_RECVERR)) {
-                struct sock_extended_err ee;
-                memcpy(&ee, CMSG_DATA(c), sizeof(ee));
-                if (ee.ee_origin == SO_EE_ORIGIN_TIMESTAMPING) { has_id = 1; id = ee.ee_data; }
-            }
-        }
-        if (!tx_ns || !has_id) continue;
+        int got = ks_read_tx(self->fd, &tx_ns, &id);
+        if (got < 0) return;
+        if (self->pending_tx) self->pending_tx--;
+        if (!got) continue;
         uint64_t key = self->tx_ring[id % TX_RING];
         if (!key) continue;
         xl_update(self, key, tx_ns);
@@ -499,8 +483,10 @@ static void not_ready(clock_map *m, int64_t host_ns) {
     m->served_anchor_tai_ns = host_ns + (int64_t)m->tai_utc_s * NS_PER_S;
 }
 
-/* One batch: receive up to BATCH, decide, answer.  Returns datagrams read. */
-static int serve_batch(FastPath *self) {
+/* One batch: receive up to BATCH, decide, answer.  Returns datagrams read, -1 when none (errno: EAGAIN when none
+ * came, EINTR...).  `wait`: the socket is blocking (serve's), and recvmmsg waits for the first datagram (up to
+ * SO_RCVTIMEO) without the GIL, then takes what is there with it. */
+static int serve_batch(FastPath *self, int wait) {
     static uint8_t bufs[BATCH][RECV_SIZE];
     static char ctrls[BATCH][256];
     static struct sockaddr_storage addrs[BATCH];
@@ -518,9 +504,19 @@ static int serve_batch(FastPath *self) {
         msgs[i].msg_hdr.msg_control = ctrls[i];
         msgs[i].msg_hdr.msg_controllen = sizeof(ctrls[i]);
     }
-    int n = recvmmsg(self->fd, msgs, BATCH, MSG_DONTWAIT, NULL);
+    int n;
+    if (wait) {
+        Py_BEGIN_ALLOW_THREADS
+        n = recvmmsg(self->fd, msgs, BATCH, MSG_WAITFORONE, NULL);
+        Py_END_ALLOW_THREADS
+    } else {
+        n = recvmmsg(self->fd, msgs, BATCH, MSG_DONTWAIT, NULL);
+    }
     changed = n > 0 ? n : 1;  /* an error may still have touched the first */
-    if (n <= 0) return 0;
+    if (n <= 0) return -1;
+    /* Transmit timestamps of replies sent before the wait, come since (poll's POLLERR before): first, for an
+       interleaved request of this batch that asks for one. */
+    if (self->pending_tx) drain_errqueue(self, 0);
     clock_map map;
     if (!read_map(self, &map)) not_ready(&map, host_now_ns());
     static reply replies[BATCH];
@@ -569,33 +565,51 @@ static int serve_batch(FastPath *self) {
 
 /* ------------------------------------------------------------------------------------------ Python type */
 
-/* Serve until a request needs the Python server, or `budget_ms` has passed (so Python can publish counters and
-   notice a stop), or the socket stays quiet for `timeout_ms`: one poll per drained socket, and in between whole
-   batches of recvmmsg/sendmmsg without returning to Python. */
+/* serve's wait is recvmmsg's: the socket, non-blocking as the worker opened it, is made blocking while serve runs,
+   with SO_RCVTIMEO as the quiet timeout, so that a wake-up is one system call (recvmmsg, MSG_WAITFORONE) rather
+   than poll then recvmmsg.  Returns the file status flags to restore (-1 on failure, errno set). */
+static int begin_wait(FastPath *self, int timeout_ms) {
+    if (timeout_ms != self->wait_ms) {
+        struct timeval tv = {0, 0};  /* 0: no timeout (timeout_ms < 0, as poll's) */
+        if (timeout_ms > 0) { tv.tv_sec = timeout_ms / 1000; tv.tv_usec = (timeout_ms % 1000) * 1000; }
+        if (setsockopt(self->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0) return -1;
+        self->wait_ms = timeout_ms;
+    }
+    int flags = fcntl(self->fd, F_GETFL);
+    if (flags < 0 || ((flags & O_NONBLOCK) && fcntl(self->fd, F_SETFL, flags & ~O_NONBLOCK) < 0)) return -1;
+    return flags;
+}
+
+static void end_wait(FastPath *self, int flags) {
+    if (flags & O_NONBLOCK) fcntl(self->fd, F_SETFL, flags);
+}
+
+/* Serve until `budget_ms` has passed (so Python can publish counters and notice a stop), or the socket stays quiet
+   for `timeout_ms` (0: only what has arrived; < 0: no limit): one
+   recvmmsg that waits per drained socket, and in between whole batches of recvmmsg/sendmmsg without returning to
+   Python.  The error queue is read first (what poll's POLLERR would have said), then after every batch while
+   transmit timestamps are outstanding. */
 static PyObject *fp_serve(FastPath *self, PyObject *args) {
     int timeout_ms = 200, budget_ms = 200;
     if (!PyArg_ParseTuple(args, "|ii", &timeout_ms, &budget_ms)) return NULL;
     int64_t deadline = host_now_ns() + (int64_t)budget_ms * 1000000;
     long long read = 0;
+    int wait = timeout_ms != 0, flags = 0;
+    if (wait && (flags = begin_wait(self, timeout_ms)) < 0) return PyErr_SetFromErrno(PyExc_OSError);
+    drain_errqueue(self, 1);
     for (;;) {
-        struct pollfd pfd = {self->fd, POLLIN, 0};
-        int ready;
-        Py_BEGIN_ALLOW_THREADS
-        ready = poll(&pfd, 1, timeout_ms);
-        Py_END_ALLOW_THREADS
-        if (ready < 0 && errno != EINTR) return PyErr_SetFromErrno(PyExc_OSError);
-        if (ready <= 0) break;
-        if (pfd.revents & POLLERR) drain_errqueue(self, 1);
-        if (pfd.revents & POLLIN) {
-            int n;
-            do {
-                n = serve_batch(self);
-                read += n;
-                drain_errqueue(self, 0);
-            } while (n == BATCH);
+        int n = serve_batch(self, wait);
+        if (n < 0) break;  /* quiet for timeout_ms, a signal, or an error for the caller to see next time */
+        read += n;
+        drain_errqueue(self, 0);
+        while (n == BATCH) {
+            n = serve_batch(self, 0);
+            if (n > 0) read += n;
+            drain_errqueue(self, 0);
         }
         if (host_now_ns() >= deadline) break;
     }
+    if (wait) end_wait(self, flags);
     return PyLong_FromLongLong(read);
 }
 
@@ -725,6 +739,7 @@ static int fp_init(FastPath *self, PyObject *args, PyObject *kwds) {
     self->xl = PyMem_Calloc(xl_size, sizeof(xl_entry));
     self->xl_mask = xl_size - 1;
     if (!self->xl || !self->rules) { PyErr_NoMemory(); return -1; }
+    self->wait_ms = -2;
     fesetround(FE_TONEAREST);
     return 0;
 }

@@ -1,11 +1,12 @@
 """Drive the native data plane from a worker: hand it the policy, let it serve, publish what it counted.
 
-I/O edge.  ``_fastpath.FastPath.serve`` polls the socket, reads and answers whole batches of datagrams with
-recvmmsg/sendmmsg and drains the socket's error queue (the kernel transmit timestamps of interleaved replies); it
-returns to Python only to let the worker publish its counters (twice a second) and notice a stop.  It answers every
-request itself: bare, symmetric-key authenticated (the keys file's keys, handed over once by ``set_keys``) and NTS
-(RFC 8915) while it holds the cookie master keys: ``sync_cookie_keys`` hands it the worker's keys, again whenever
-the key file is reloaded after a rotation.
+I/O edge.  ``_fastpath.FastPath.serve`` waits on the socket in recvmmsg itself (the socket blocking while it runs,
+one system call a wake-up), reads and answers whole batches of datagrams with recvmmsg/sendmmsg and drains the
+socket's error queue (the kernel transmit timestamps of interleaved replies); it returns to Python only to let the
+worker publish its counters (twice a second) and notice a stop.  It answers every request itself: bare,
+symmetric-key authenticated (the keys file's keys, handed over once by ``set_keys``) and NTS (RFC 8915) while it
+holds the cookie master keys: ``sync_cookie_keys`` hands it the worker's keys, again whenever the key file is
+reloaded after a rotation.
 """
 
 from __future__ import annotations
