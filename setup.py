@@ -55,9 +55,10 @@ EDGE = "appliance/edge"  # kstamp.h: the kernel's timestamps, read one way
 SHARED = Extension("appliance.protocol.dataplane", [f"{NATIVE}/dataplane.c"], include_dirs=[NATIVE],
                    extra_compile_args=FLAGS + EXTRA_CFLAGS, extra_link_args=EXTRA_LDFLAGS, depends=HEADERS)
 NTP = Extension("appliance.edge.ntp._fastpath",
-                ["appliance/edge/ntp/_fastpath.c", "appliance/edge/ntp/_auth.c", "appliance/edge/ntp/_nts.c"],
+                [f"appliance/edge/ntp/{name}.c" for name in ("_fastpath", "_decide", "_auth", "_nts")],
                 include_dirs=[NATIVE, EDGE], extra_compile_args=FLAGS + HIDDEN + EXTRA_CFLAGS, extra_link_args=EXTRA_LDFLAGS,
-                libraries=["crypto"], depends=["appliance/edge/ntp/_nts.h", "appliance/edge/ntp/_auth.h", *HEADERS])
+                libraries=["crypto"], depends=["appliance/edge/ntp/_nts.h", "appliance/edge/ntp/_auth.h", "appliance/edge/ntp/_fastpath.h",
+                                               *HEADERS])
 PTP = Extension("appliance.edge.ptp._syncsend",
                 [f"appliance/edge/ptp/{name}.c" for name in ("_syncsend", "_sender", "_delayreq", "_ptpauth")],
                 include_dirs=[NATIVE, EDGE], extra_compile_args=FLAGS + HIDDEN + EXTRA_CFLAGS, extra_link_args=EXTRA_LDFLAGS,

@@ -1,90 +1,19 @@
 /*
  * _fastpath: the NTP data plane.  recvmmsg / decide / sendmmsg, with kernel timestamps.
  *
- * Every NTP serving decision is made here and only here: the shape of a request (a MAC or extension-field trailer
- * included), the access rules, the per-client rate limit, the answer (basic or interleaved, KoDs, the crypto-NAK),
- * symmetric-key MACs (_auth.c) and NTS (RFC 8915, _nts.c: cookies, authenticator, NAK, replay table).  Python hands
+ * Every NTP serving decision is made in this extension and only here: the shape of a request (a MAC or
+ * extension-field trailer included), the access rules, the per-client rate limit (bucket.h), the answer (basic or
+ * interleaved, KoDs, the crypto-NAK: _decide.c), symmetric-key MACs (_auth.c) and NTS (RFC 8915, _nts.c: cookies,
+ * authenticator, NAK, replay table).  This file is the I/O loop (recvmmsg, the error queue, sendmmsg) and the
+ * Python type.  Python hands
  * it a policy and never re-decides: the clock map (appliance/protocol/clockmap.py, published in shared memory by
  * appliance/edge/ntp/shm.py and read under its sequence counter), the access table and rate limit
  * (appliance/protocol/limits.py parses them), the keys file's keys and the NTS cookie master keys.  The rate limiter
  * and access rules follow limits.py's docstring line by line; tests/oracle/ntp_server.py is the executable model
- * the differential and fuzz tests hold this file to.  Counters: kept here, published by fast.py.
+ * the differential and fuzz tests hold the data plane to.  Counters: kept here, published by fast.py.
  */
 #define PY_SSIZE_T_CLEAN
-#include <Python.h>
-
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <fenv.h>
-#include <linux/errqueue.h>
-#include <linux/net_tstamp.h>
-#include <math.h>
-#include <netinet/in.h>
-#include <stdint.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <time.h>
-
-#include "_auth.h"
-#include "_nts.h"
-#include "bucket.h"
-#include "clockmap.h"
-#include "kstamp.h"
-
-#define BATCH 64
-#define RECV_SIZE 1100
-#define HEADER_LEN 48
-#define MAX_REQUEST_LEN 1024
-#define SEQ_OFFSET 8
-#define MAP_OFFSET 16
-#define NS_PER_S 1000000000LL
-#define NTP_UNIX_OFFSET_NS (2208988800LL * NS_PER_S)
-#define KOD_INTERVAL_NS NS_PER_S
-#define TX_RING 4096
-#ifndef SEND_CHUNK
-#define SEND_CHUNK 16  /* replies sent together at most */
-#endif
-
-/* Counter slots: the order of COUNTER_NAMES in shm.py. */
-enum { C_REQUESTS, C_REPLIES, C_INTERLEAVED, C_AUTHENTICATED, C_KOD_RATE, C_KOD_DENY, C_KOD_RSTR, C_CRYPTO_NAK,
-       C_DROP_SHORT, C_DROP_OVERSIZE, C_DROP_MALFORMED, C_DROP_BAD_VERSION, C_DROP_CONTROL, C_DROP_MODE,
-       C_DROP_DENIED, C_DROP_RATE_LIMITED, C_RX_NO_TS, C_TX_KERNEL_TS,
-       C_HEARTBEAT, C_PID, C_FAST_PATH, C_SLOW_PATH,  /* the worker's own: always 0 here */
-       C_NTS, C_NTS_NAK, C_DROP_NTS_MALFORMED, C_DROP_NTS_REPLAY, C_COUNT };
-
-enum { DENY_DROP = 0, DENY_KOD_DENY = 1, DENY_KOD_RSTR = 2 };
-
-typedef struct { int family; uint8_t net[16]; int prefix; int allow; } access_rule;
-
-typedef struct { uint64_t rx_key; int64_t tx_ns; } xl_entry;
-
-/* The busiest clients since take_clients last ran: space-saving counters (appliance/outputs/ntp/clients.py). */
-#define TOP_CLIENTS 32
-typedef struct { uint8_t key[8]; uint8_t keylen; uint64_t count, error; } tc_entry;
-
-typedef struct {
-    PyObject_HEAD
-    int fd;
-    Py_buffer shm;
-    access_rule *rules;
-    int nrules, deny_action;
-    rate_table limiter;         /* the per-client rate limit (bucket.h) */
-    xl_entry *xl;
-    uint32_t xl_mask;
-    uint64_t tx_ring[TX_RING];  /* OPT_ID -> receive timestamp of the reply (0: no transmit time kept) */
-    uint32_t next_id;
-    uint32_t pending_tx;        /* datagrams sent asking for a transmit timestamp, not yet read back */
-    int wait_ms;                /* the socket's SO_RCVTIMEO as serve last set it (-2: not yet) */
-    clock_map last_map;         /* the last consistent copy of the published map (read_map) */
-    int last_map_ok;            /* ...published and valid */
-    uint64_t counters[C_COUNT];
-    tc_entry tc[TOP_CLIENTS];
-    int tc_size;
-    nts_state *nts;             /* NTS while it holds cookie keys (set_cookie_keys) */
-    auth_keys *auth;            /* the symmetric keys (set_keys); none: a MAC gets a crypto-NAK */
-} FastPath;
+#include "_fastpath.h"
 
 /* ----------------------------------------------------------------------------------------- time conversions */
 
@@ -115,223 +44,6 @@ static int64_t host_now_ns(void) {
     return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
 }
 
-/* timebase.posix_ns_to_ntp64: round half up of (ns since 1900) * 2^32 / 1e9, modulo 2^64. */
-static uint64_t posix_to_ntp64(int64_t posix_ns) {
-    __int128 num = (__int128)(posix_ns + NTP_UNIX_OFFSET_NS) * ((__int128)1 << 32);
-    __int128 den = NS_PER_S;
-    __int128 q = (2 * num + den) / (2 * den);
-    if ((2 * num + den) % (2 * den) < 0) q -= 1;  /* floor division, as Python's // */
-    return (uint64_t)q;
-}
-
-static uint64_t ntp_ts(const clock_map *m, int64_t host_ns) { return posix_to_ntp64(cm_served_posix_ns(m, host_ns)); }
-
-static uint64_t get64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v = v << 8 | p[i];
-    return v;
-}
-
-static void put64(uint8_t *p, uint64_t v) {
-    for (int i = 7; i >= 0; i--) { p[i] = (uint8_t)v; v >>= 8; }
-}
-
-static void put32(uint8_t *p, uint32_t v) {
-    for (int i = 3; i >= 0; i--) { p[i] = (uint8_t)v; v >>= 8; }
-}
-
-/* --------------------------------------------------------------------------------------------- addresses */
-
-/* limits.normalize_address: IPv4-mapped IPv6 becomes IPv4.  Returns the family (4 or 6), address in out. */
-static int client_address(const struct sockaddr_storage *sa, uint8_t out[16], int *port) {
-    if (sa->ss_family == AF_INET) {
-        const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
-        memcpy(out, &s4->sin_addr, 4);
-        *port = ntohs(s4->sin_port);
-        return 4;
-    }
-    const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
-    const uint8_t *a = (const uint8_t *)&s6->sin6_addr;
-    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    *port = ntohs(s6->sin6_port);
-    if (memcmp(a, mapped, 12) == 0) { memcpy(out, a + 12, 4); return 4; }
-    memcpy(out, a, 16);
-    return 6;
-}
-
-static int prefix_match(const uint8_t *a, const uint8_t *net, int prefix) {
-    int full = prefix / 8, rest = prefix % 8;
-    if (memcmp(a, net, full) != 0) return 0;
-    if (!rest) return 1;
-    uint8_t mask = (uint8_t)(0xff << (8 - rest));
-    return (a[full] & mask) == (net[full] & mask);
-}
-
-/* AccessRules.is_allowed: the table is sorted so the first match is the most specific; no match is denied. */
-static int is_allowed(FastPath *self, int family, const uint8_t *addr) {
-    for (int i = 0; i < self->nrules; i++) {
-        access_rule *r = &self->rules[i];
-        if (r->family == family && prefix_match(addr, r->net, r->prefix)) return r->allow;
-    }
-    return 0;
-}
-
-/* ------------------------------------------------------------------------------------------ top clients */
-
-/* SpaceSaving.add(client) of clients.py: a client not held takes over the smallest counter, inheriting its count as
-   error.  One pass over TOP_CLIENTS entries, memory fixed whatever the clients do. */
-static void tc_note(FastPath *self, int family, const uint8_t *addr) {
-    int keylen = family == 4 ? 4 : 8, smallest = 0;
-    for (int i = 0; i < self->tc_size; i++) {
-        tc_entry *e = &self->tc[i];
-        if (e->keylen == keylen && memcmp(e->key, addr, keylen) == 0) { e->count++; return; }
-        if (e->count < self->tc[smallest].count) smallest = i;
-    }
-    uint64_t inherited = 0;
-    if (self->tc_size < TOP_CLIENTS) smallest = self->tc_size++;
-    else inherited = self->tc[smallest].count;
-    tc_entry *e = &self->tc[smallest];
-    memcpy(e->key, addr, keylen);
-    e->keylen = (uint8_t)keylen;
-    e->count = inherited + 1;
-    e->error = inherited;
-}
-
-/* ------------------------------------------------------------------------------- interleaved timestamps */
-
-static xl_entry *xl_slot(FastPath *self, uint64_t rx_key) {
-    return &self->xl[(rx_key ^ (rx_key >> 29)) * 0x9E3779B97F4A7C15ull >> 32 & self->xl_mask];
-}
-
-static int64_t xl_take(FastPath *self, uint64_t rx_key) {
-    xl_entry *e = xl_slot(self, rx_key);
-    if (e->rx_key != rx_key) return 0;
-    int64_t tx = e->tx_ns;
-    e->rx_key = 0;
-    return tx;
-}
-
-static void xl_put(FastPath *self, uint64_t rx_key, int64_t tx_ns) {
-    xl_entry *e = xl_slot(self, rx_key);
-    e->rx_key = rx_key;
-    e->tx_ns = tx_ns;
-}
-
-static void xl_update(FastPath *self, uint64_t rx_key, int64_t tx_ns) {
-    xl_entry *e = xl_slot(self, rx_key);
-    if (e->rx_key == rx_key) e->tx_ns = tx_ns;
-}
-
-/* --------------------------------------------------------------------------------------------- replies */
-
-typedef struct {
-    uint8_t data[MAX_REQUEST_LEN];  /* the header, then an NTS reply's extension fields */
-    size_t len;
-    int kod, interleaved, want_tx_ts;
-    int seal;                       /* an NTS reply whose authenticator is sealed once its header is final */
-    int sign_key;                   /* >= 0: signed with this key once its header is final (auth_sign) */
-    int crypto_nak;                 /* a crypto-NAK: its transmit time is not kept for interleaved replies */
-    int addr;                       /* the request's index in the batch */
-    uint64_t rx_key;
-    int64_t tx_ns;
-} reply;
-
-static void build_header(uint8_t *out, const uint8_t *req, const clock_map *m, int stratum, int leap, const uint8_t *refid,
-                         int poll, uint32_t root_delay, uint32_t root_disp, uint64_t ref_ts, uint64_t origin,
-                         uint64_t receive) {
-    int version = (req[0] >> 3) & 7;
-    out[0] = (uint8_t)((leap & 3) << 6 | version << 3 | 4);
-    out[1] = (uint8_t)stratum;
-    out[2] = (uint8_t)poll;
-    out[3] = (uint8_t)m->precision;
-    put32(out + 4, root_delay);
-    put32(out + 8, root_disp);
-    memcpy(out + 12, refid, 4);
-    put64(out + 16, ref_ts);
-    put64(out + 24, origin);
-    put64(out + 32, receive);
-    put64(out + 40, 0);
-}
-
-/* NtpServer._kod */
-static void make_kod(FastPath *self, reply *r, const uint8_t *req, const clock_map *m, int64_t rx_ns, const char *code, int slot) {
-    uint64_t receive = ntp_ts(m, rx_ns) | 1;
-    build_header(r->data, req, m, 0, 3, (const uint8_t *)code, (int8_t)req[2], 0, 0, 0, get64(req + 40), receive);
-    r->len = HEADER_LEN;
-    r->seal = 0;
-    r->sign_key = -1;
-    r->crypto_nak = 0;
-    r->kod = 1;
-    r->interleaved = 0;
-    r->want_tx_ts = 0;
-    r->rx_key = receive;
-    self->counters[slot]++;
-    self->counters[C_REPLIES]++;
-}
-
-/* A reply.  `xleave`: 0 for a crypto-NAK, which is never interleaved nor asks for its transmit timestamp. */
-static void make_reply(FastPath *self, reply *r, const uint8_t *req, const clock_map *m, int64_t rx_ns, int xleave) {
-    uint64_t receive = ntp_ts(m, rx_ns) | 1;
-    int req_poll = (int8_t)req[2];
-    int poll = req_poll > m->poll_min ? req_poll : m->poll_min;
-    uint64_t origin = get64(req + 24), req_receive = get64(req + 32), req_transmit = get64(req + 40);
-    build_header(r->data, req, m, m->stratum, m->leap, m->refid, poll, m->root_delay, m->root_dispersion,
-                 m->reference_ts, req_transmit, receive);
-    r->len = HEADER_LEN;
-    r->seal = 0;
-    r->sign_key = -1;
-    r->crypto_nak = 0;
-    r->kod = 0;
-    r->interleaved = 0;
-    r->rx_key = receive;
-    int version = (req[0] >> 3) & 7;
-    /* Reply.wants_tx_timestamp: a client whose origin is one of our receive timestamps is in the interleaved mode
-       and will want this reply's kernel transmit timestamp next time; nobody else does, and asking the kernel for
-       every reply's timestamp would cost an error-queue message per packet. */
-    r->want_tx_ts = xleave && version == 4 && (origin & 1);
-    if (xleave && version == 4 && (origin & 1) && req_receive != req_transmit) {
-        int64_t tx_ns = xl_take(self, origin);
-        if (tx_ns) {
-            r->interleaved = 1;
-            put64(r->data + 24, req_receive);  /* the client recognises interleaved replies by this echo */
-            put64(r->data + 40, ntp_ts(m, tx_ns) & ~(uint64_t)1);
-            self->counters[C_INTERLEAVED]++;
-        }
-    }
-    self->counters[C_REPLIES]++;
-}
-
-/* NtpServer._trailer_ok: a MAC in a layout auth.split_mac recognises, or NTPv4 extension fields tiling the rest
- * (RFC 7822 §7.5: each at least 16 bytes and a multiple of 4). */
-static int trailer_ok(const uint8_t *d, ssize_t len, int version) {
-    ssize_t trailer = len - HEADER_LEN;
-    if (trailer == 20 || trailer == 24) return 1;
-    static const uint8_t zero_key_id[4] = {0, 0, 0, 0};  /* a crypto-NAK */
-    if (trailer == 4 && memcmp(d + HEADER_LEN, zero_key_id, 4) == 0) return 1;
-    if (version != 4) return 0;
-    for (ssize_t pos = HEADER_LEN; pos < len;) {
-        if (len - pos < 16) return 0;
-        ssize_t field = (ssize_t)d[pos + 2] << 8 | d[pos + 3];
-        if (field < 16 || field % 4 || pos + field > len) return 0;
-        pos += field;
-    }
-    return 1;
-}
-
-/* NtpServer._shape: 0 acceptable, else the counter slot of the drop. */
-static int shape(const uint8_t *d, ssize_t len, int port) {
-    if (len < HEADER_LEN) return C_DROP_SHORT;
-    if (len > MAX_REQUEST_LEN) return C_DROP_OVERSIZE;
-    if (len % 4) return C_DROP_MALFORMED;
-    int version = (d[0] >> 3) & 7, mode = d[0] & 7;
-    if (version < 1 || version > 4) return C_DROP_BAD_VERSION;
-    if (mode == 6 || mode == 7) return C_DROP_CONTROL;
-    int v1_client = version == 1 && mode == 0 && port != 123;
-    if (mode != 3 && !v1_client) return C_DROP_MODE;
-    if (len > HEADER_LEN && !trailer_ok(d, len, version)) return C_DROP_MALFORMED;
-    return 0;
-}
-
 static int64_t rx_timestamp(struct msghdr *mh) { return ks_timestamp_ns(mh); }
 
 static void drain_errqueue(FastPath *self, int force) {
@@ -350,62 +62,6 @@ static void drain_errqueue(FastPath *self, int force) {
         xl_update(self, key, tx_ns);
         self->tx_ring[id % TX_RING] = 0;
         self->counters[C_TX_KERNEL_TS]++;
-    }
-}
-
-/* NTS (RFC 8915), for an NTPv4 request with a Unique Identifier while cookie keys are held: 1 r is its reply (an
- * NTS reply sealed later, once its header is final), 0 dropped (counted).  As there, an
- * authenticated request over the rate gets a KoD RATE that still carries fresh cookies, and a NAK is a KoD NTSN
- * with the Unique Identifier alone. */
-static int nts_answer(FastPath *self, reply *r, int slot, const uint8_t *d, ssize_t len, const clock_map *m,
-                      int64_t rx_ns, int limit) {
-    nts_request rq;
-    switch (nts_open(self->nts, d, (size_t)len, &rq)) {
-    case NTS_DROP_MALFORMED: self->counters[C_DROP_NTS_MALFORMED]++; return 0;
-    case NTS_DROP_REPLAY: self->counters[C_DROP_NTS_REPLAY]++; return 0;
-    case NTS_NAK:
-        make_kod(self, r, d, m, rx_ns, "NTSN", C_NTS_NAK);
-        r->len = HEADER_LEN + nts_nak_fields(&rq, r->data + HEADER_LEN);
-        return 1;
-    case NTS_OK: break;
-    default: return 0;  /* no random bytes for its cookies: no reply */
-    }
-    size_t reply_len = nts_prepare_reply(self->nts, slot, &rq, r->data);
-    if (!reply_len) return 0;  /* libcrypto failed: no reply rather than an unauthenticated one */
-    if (limit == 1) {
-        make_kod(self, r, d, m, rx_ns, "RATE", C_KOD_RATE);
-    } else {
-        make_reply(self, r, d, m, rx_ns, 1);
-        self->counters[C_NTS]++;
-    }
-    r->len = reply_len;
-    r->seal = 1;
-    return 1;
-}
-
-static int nts_decides(FastPath *self, const uint8_t *d, ssize_t len) {
-    return nts_key_count(self->nts) && ((d[0] >> 3) & 7) == 4 && nts_is_nts(d, (size_t)len);
-}
-
-/* A request with a MAC (RFC 5905 §9.2): a crypto-NAK when it does not verify (over the rate or not), else a reply
- * (or KoD RATE) signed with the request's key; a crypto-NAK request or unknown extension fields: unauthenticated. */
-static void mac_answer(FastPath *self, reply *r, const uint8_t *d, ssize_t len, const clock_map *m, int64_t rx_ns,
-                       int limit) {
-    int key = -1;
-    int verdict = auth_verify(self->auth, d, (size_t)len, &key);
-    if (verdict == AUTH_FAIL) {
-        make_reply(self, r, d, m, rx_ns, 0);
-        memset(r->data + HEADER_LEN, 0, 4);
-        r->len = HEADER_LEN + 4;
-        r->crypto_nak = 1;
-        self->counters[C_CRYPTO_NAK]++;
-        return;
-    }
-    if (limit == 1) make_kod(self, r, d, m, rx_ns, "RATE", C_KOD_RATE);
-    else make_reply(self, r, d, m, rx_ns, 1);
-    if (verdict == AUTH_OK) {
-        r->sign_key = key;
-        self->counters[C_AUTHENTICATED]++;
     }
 }
 
@@ -468,19 +124,6 @@ static void send_replies(FastPath *self, reply *replies, int from, int to, const
         self->next_id++;
         self->pending_tx++;
     }
-}
-
-/* clockmap.not_ready: before the appliance has published a map, the host clock advertised as unsynchronized. */
-static void not_ready(clock_map *m, int64_t host_ns) {
-    memset(m, 0, sizeof(*m));
-    m->leap = 3;
-    m->stratum = 16;
-    m->precision = -20;
-    m->root_dispersion = 0xFFFFFFFFu;
-    memcpy(m->refid, "INIT", 4);
-    m->host_anchor_ns = host_ns;
-    m->tai_utc_s = 37;
-    m->served_anchor_tai_ns = host_ns + (int64_t)m->tai_utc_s * NS_PER_S;
 }
 
 /* One batch: receive up to BATCH, decide, answer.  Returns datagrams read, -1 when none (errno: EAGAIN when none
