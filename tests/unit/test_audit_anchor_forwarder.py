@@ -225,7 +225,9 @@ def test_a_collector_that_stops_reading_never_holds_up_the_caller() -> None:
             for seq in range(2, 2001):  # ~8 MB: far more than the kernel's buffers hold
                 assert forwarder.send(record(seq, big), LABEL)
             status = forwarder.status()  # every send above returned at once, while the sender is stuck in a write
-            assert status.connected and status.queued == 50 and status.dropped > 0
+            # The queue filled (records were dropped) and never grew past its 50; how full it is at this instant
+            # depends on how far the sender's last write got into the kernel's buffers on a busy host.
+            assert status.connected and 0 < status.queued <= 50 and status.dropped > 0
             forwarder.close(flush_s=0.2)  # close returns too, and counts what it could not send
             closed = forwarder.status()
             assert closed.queued == 0 and closed.sent + closed.dropped == 2000
