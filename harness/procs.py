@@ -28,6 +28,17 @@ def free_tcp_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_udp_bound(port: int, timeout_s: float = 10.0) -> None:
+    """Return once a socket is bound to 127.0.0.1:PORT (a receiver started in the background is listening), so a
+    datagram sent to it from then on is not lost to a start-up race."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if f"0100007F:{port:04X}" in Path("/proc/net/udp").read_text():
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"nothing bound 127.0.0.1 port {port} within {timeout_s} s")
+
+
 def appliance(*args: str, **kwargs: Any) -> subprocess.Popen:
     """Start ``appliance ARGS``; a ``run`` serves NTP and the web console on loopback at free ports unless the test
     says otherwise (test traffic stays on loopback, and tests must not fight over ports)."""

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from harness.peers import require
-from harness.procs import ENV, appliance, free_tcp_port, free_udp_port, status, stop, wait_for
+from harness.procs import ENV, appliance, free_tcp_port, free_udp_port, status, stop, wait_for, wait_udp_bound
 from harness.ptp_appliance import seed_learned_state
 from harness.snmp_wire import request
 
@@ -52,6 +52,7 @@ class Trapd:
         self.proc = subprocess.Popen([binary, "-f", "-Lf", str(self.log), "-C", "-c", str(conf), *MIBS,
                                       "-n", f"127.0.0.1:{self.port}"], env=env, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
+        wait_udp_bound(self.port, timeout_s=30)  # the appliance's coldStart goes out at once: not into the void
 
     def text(self) -> str:
         return self.log.read_text() if self.log.exists() else ""

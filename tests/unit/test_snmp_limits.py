@@ -8,9 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +18,7 @@ from pyasn1.type import univ
 from appliance.snmp import limits
 from appliance.snmp.agent import AccessGate, Agent, ResponseGuard
 from appliance.snmp.view import MibView
-from harness.procs import free_udp_port
+from harness.procs import free_udp_port, wait_udp_bound
 from harness.snmp_wire import Answer, request
 
 SYS_DESCR = (1, 3, 6, 1, 2, 1, 1, 1, 0)
@@ -70,12 +68,8 @@ class Running:
     def __enter__(self) -> Running:
         self.thread.start()
         assert self.ready.wait(10)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:  # the agent's socket is bound once its loop has run a little
-            if f"0100007F:{self.port:04X}" in Path("/proc/net/udp").read_text():
-                return self
-            time.sleep(0.01)
-        raise AssertionError(f"the agent did not bind 127.0.0.1 port {self.port}")
+        wait_udp_bound(self.port)  # the agent's socket is bound once its loop has run a little
+        return self
 
     def __exit__(self, *exc: object) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
