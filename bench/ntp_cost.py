@@ -22,8 +22,14 @@ are those of bench/ntp_throughput.py and bench/nts_throughput.py: chronyd -x (ne
 clock capability) as an NTS server with its own self-signed certificate, the appliance with ntp.nts_enabled and its
 rate limits off; for NTS each generator gets the keys and cookies of one NTS-KE session with its server.
 
-A round is an idle window (both servers asked nothing) and one loaded window per server, their order swapped every
-round, --rounds rounds per kind after a warm-up window each.  Other tenants of the shared host stall the server or
+For NTP a third process answers the same load: bench/ntpfloor.c, the least a server on the socket API does (kernel
+receive timestamps, recvmmsg, a reply made of the request, sendmmsg; no policy at all).  On loopback most of a
+reply's cost is the kernel's UDP path (the sender's side also runs the receiver's, in its own softirq), which every
+server pays; the floor measures it, and the summary prints, beside the target's ratio, the ratio of what each server
+costs above the floor and the floor's share of chronyd's cost (the lowest ratio any server on this path can reach).
+
+A round is an idle window (no server asked anything) and one loaded window per server, each server first in turn
+round by round, --rounds rounds per kind after a warm-up window each.  Other tenants of the shared host stall the server or
 the generator now and then for milliseconds, long enough to overflow the server's receive buffer: a loaded window
 that lost more than 0.1 % of its requests, or whose generator fell behind its schedule for more than 5 % of them
 (it does not send a request more than 1 ms late, which would go out in a burst), is done again, up to --repeats
@@ -64,6 +70,8 @@ from bench.nts_throughput import (LOAD_CPU, SERVER_CPU, Server, chronyd_serverst
 KINDS = ("ntp", "nts")
 TARGETS = {"ntp": 0.5, "nts": 0.7}  # CPU per reply, appliance / chronyd, at most
 SERVERS = ("appliance", "chronyd")
+FLOOR = "floor"  # bench/ntpfloor.c: what any server on the socket API pays per reply (NTP only: it has no NTS)
+ALL = SERVERS + (FLOOR,)
 TIMEOUT_MS = 200  # a request unanswered this long is lost
 WARMUP_S = 1.0
 
@@ -82,11 +90,15 @@ class Window:
 @dataclass
 class Kind:
     name: str
-    idle: dict[str, list[float]] = field(default_factory=lambda: {s: [] for s in SERVERS})  # ns per s
-    windows: dict[str, list[Window]] = field(default_factory=lambda: {s: [] for s in SERVERS})
-    repeated: dict[str, list[str]] = field(default_factory=lambda: {s: [] for s in SERVERS})  # why, per repeat
+    idle: dict[str, list[float]] = field(default_factory=lambda: {s: [] for s in ALL})  # ns per s
+    windows: dict[str, list[Window]] = field(default_factory=lambda: {s: [] for s in ALL})
+    repeated: dict[str, list[str]] = field(default_factory=lambda: {s: [] for s in ALL})  # why, per repeat
     counters: dict[str, dict] = field(default_factory=dict)
     repeats: int = 0
+
+    @property
+    def servers(self) -> tuple[str, ...]:
+        return ALL if self.windows[FLOOR] else SERVERS
 
     def idle_ns_per_s(self, server: str) -> float:
         return statistics.median(self.idle[server]) if self.idle[server] else 0.0
@@ -94,6 +106,10 @@ class Kind:
     def costs(self, server: str) -> list[float]:
         idle = self.idle_ns_per_s(server)
         return [cost_us(w.cpu_ns, w.wall_s, w.load["valid"], idle) for w in self.windows[server]]
+
+
+def servers_of(kind: str) -> tuple[str, ...]:
+    return ALL if kind == "ntp" else SERVERS
 
 
 def load_command(exe: Path, kind: str, port: int, keyfile: Path | None, seconds: float, rate: float,
@@ -128,7 +144,19 @@ def worker_pid(server: Server) -> int:
     return int(workers[0]["pid"])
 
 
+def start_floor(workdir: Path) -> Server:
+    """bench/ntpfloor.c on the servers' CPU, answering on a free port."""
+    exe = workdir / "ntpfloor"
+    subprocess.run(["gcc", "-O2", "-o", str(exe), str(ROOT / "bench" / "ntpfloor.c")], check=True)
+    port = nts_throughput.free_port()
+    proc = subprocess.Popen(["taskset", "-c", SERVER_CPU, str(exe), str(port)], start_new_session=True)
+    ntp_throughput.wait_answers(port)
+    return Server(FLOOR, proc, port, 0, workdir)
+
+
 def counters(server: Server) -> dict:
+    if server.name == FLOOR:
+        return {}
     if server.state is not None:
         status = appliance_status(server.state) or {}
         return status.get("outputs", {}).get("ntp", {}).get("totals", {})
@@ -145,25 +173,27 @@ def counter_delta(before: dict, after: dict, name: str) -> int | str:
 
 def measure_kind(kind: str, servers: dict[str, Server], pids: dict[str, int], loads: dict[str, Path],
                  workdir: Path, args: argparse.Namespace) -> Kind:
-    keyfiles: dict[str, Path | None] = {s: None for s in SERVERS}
+    names = servers_of(kind)
+    keyfiles: dict[str, Path | None] = {s: None for s in names}
     if kind == "nts":
-        for name, server in servers.items():
+        for name in names:
+            server = servers[name]
             ke, c2s, s2c = ke_exchange(server.ke_port, server.cert)
             keyfiles[name] = workdir / f"keys-{name}"
             fd = os.open(keyfiles[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w") as f:
                 f.write(key_file_text(c2s, s2c, ke.cookies))
     cmds = {s: load_command(loads[kind], kind, servers[s].ntp_port, keyfiles[s], args.window_s, args.rate,
-                            args.burst) for s in SERVERS}
-    for s in SERVERS:  # warm-up, not counted
+                            args.burst) for s in names}
+    for s in names:  # warm-up, not counted
         subprocess.run(load_command(loads[kind], kind, servers[s].ntp_port, keyfiles[s], WARMUP_S, args.rate,
                                     args.burst), capture_output=True, check=True, timeout=WARMUP_S + 30)
     result = Kind(kind)
-    before = {s: counters(servers[s]) for s in SERVERS}
+    before = {s: counters(servers[s]) for s in names}
     for r in range(args.rounds):
-        for s, ns_per_s in idle_window(pids, args.window_s).items():
+        for s, ns_per_s in idle_window({s: pids[s] for s in names}, args.window_s).items():
             result.idle[s].append(ns_per_s)
-        order = SERVERS if r % 2 == 0 else SERVERS[::-1]
+        order = names[r % len(names):] + names[:r % len(names)]  # each server first in turn
         for s in order:
             for attempt in range(args.repeats + 1):  # a window the host disturbed is done again
                 window = loaded_window(pids[s], cmds[s], args.window_s)
@@ -174,8 +204,8 @@ def measure_kind(kind: str, servers: dict[str, Server], pids: dict[str, int], lo
             result.windows[s].append(window)
         print_round(kind, r, result)
     result.repeats = args.repeats
-    after = {s: counters(servers[s]) for s in SERVERS}
-    result.counters = {s: {"before": before[s], "after": after[s]} for s in SERVERS}
+    after = {s: counters(servers[s]) for s in names}
+    result.counters = {s: {"before": before[s], "after": after[s]} for s in names}
     return result
 
 
@@ -188,20 +218,20 @@ def _faults(load: dict) -> str:
 
 def print_round(kind: str, r: int, res: Kind) -> None:
     parts = []
-    for s in SERVERS:
+    for s in res.servers:
         w = res.windows[s][-1]
         cost = cost_us(w.cpu_ns, w.wall_s, w.load["valid"], res.idle[s][-1])
         parts.append(f"{s} {w.load['valid']:>9,} replies, loss {w.load['loss_pct']:.3f} %{_faults(w.load)}, "
                      f"{cost:6.2f} us/reply, generator CPU {w.load['load_cpu_pct']:.0f} %")
-    idle = ", ".join(f"{s} {res.idle[s][-1] / 1e6:.2f}" for s in SERVERS)
+    idle = ", ".join(f"{s} {res.idle[s][-1] / 1e6:.2f}" for s in res.servers)
     print(f"  {kind} round {r + 1}: " + " | ".join(parts) + f" | idle ms/s: {idle}", flush=True)
 
 
 def summarize(res: Kind, rate: float) -> tuple[bool, list[str]]:
     """The kind's summary lines; True when PASS and no window lost more than LOSS_LIMIT_PCT."""
     lines = []
-    costs = {s: res.costs(s) for s in SERVERS}
-    for s in SERVERS:
+    costs = {s: res.costs(s) for s in res.servers}
+    for s in res.servers:
         med = statistics.median(costs[s])
         low, high = bootstrap_median(costs[s])
         losses = [w.load["loss_pct"] for w in res.windows[s]]
@@ -217,8 +247,14 @@ def summarize(res: Kind, rate: float) -> tuple[bool, list[str]]:
     word, decided = verdict(ratio, low, high, target)
     lines.append(f"  {res.name.upper()} ratio appliance / chronyd {ratio:.2f} (95 % interval {low:.2f} .. {high:.2f})"
                  f"   target <= {target}: {word} ({decided})")
-    still = {s: sum(1 for w in res.windows[s] if disturbed(w.load)) for s in SERVERS}
-    for s in SERVERS:
+    if FLOOR in costs:
+        ratio, low, high = bootstrap_ratio_of_medians(costs["appliance"], costs["chronyd"], floor=costs[FLOOR])
+        lines.append(f"  {res.name.upper()} above the floor (what each costs over the least a server on the socket "
+                     f"API pays, bench/ntpfloor.c): appliance / chronyd {ratio:.2f} (95 % interval {low:.2f} .. "
+                     f"{high:.2f}); the floor is {statistics.median(costs[FLOOR]) / statistics.median(costs['chronyd']):.2f}"
+                     f" of chronyd's cost, so no server on this path costs less than that ratio")
+    still = {s: sum(1 for w in res.windows[s] if disturbed(w.load)) for s in res.servers}
+    for s in res.servers:
         if res.repeated[s] or still[s]:
             lines.append(f"  {res.name.upper()} {s}: {len(res.repeated[s])} windows done again, the host having "
                          f"disturbed them (e.g. {res.repeated[s][0] if res.repeated[s] else '-'}); {still[s]} of "
@@ -278,9 +314,12 @@ def main() -> int:
         try:
             servers["chronyd"] = nts_throughput.start_chronyd(workdir, "cost", cert, key)
             servers["appliance"] = nts_throughput.start_appliance(workdir, "cost")
-            pids = {"appliance": worker_pid(servers["appliance"]), "chronyd": servers["chronyd"].proc.pid}
+            if "ntp" in kinds:
+                servers[FLOOR] = start_floor(workdir)
+            pids = {s: (worker_pid(v) if s == "appliance" else v.proc.pid) for s, v in servers.items()}
             print(f"NTP CPU cost per reply on loopback: servers on CPU {SERVER_CPU} (appliance NTP worker pid "
-                  f"{pids['appliance']}, native fast path; chronyd {' '.join(version)} pid {pids['chronyd']}, -x), "
+                  f"{pids['appliance']}, native fast path; chronyd {' '.join(version)} pid {pids['chronyd']}, -x"
+                  f"{'; the floor, bench/ntpfloor.c, for NTP' if FLOOR in pids else ''}), "
                   f"load generator on CPU {LOAD_CPU}: {args.rate:,.0f} requests/s offered"
                   f"{'' if args.burst == 1 else f' in bursts of {args.burst}'}, {args.rounds} rounds of an idle "
                   f"window and one {args.window_s:g} s window per server, servers alternating; started in "

@@ -47,20 +47,28 @@ def bootstrap_median(values: Sequence[float], rounds: int = 2000, seed: int = 1)
     return _interval([statistics.median(rng.choices(values, k=len(values))) for _ in range(rounds)])
 
 
-def bootstrap_ratio_of_medians(num: Sequence[float], den: Sequence[float], rounds: int = 2000,
-                               seed: int = 1) -> tuple[float, float, float]:
+def bootstrap_ratio_of_medians(num: Sequence[float], den: Sequence[float], rounds: int = 2000, seed: int = 1,
+                               floor: Sequence[float] = ()) -> tuple[float, float, float]:
     """median(num) / median(den) and its 95 % percentile bootstrap interval: each draw resamples both samples'
-    windows with replacement, each on its own (they are two samples, not pairs).  A draw whose denominator's median
-    is not positive has no ratio and is left out (all of them: nan)."""
-    den_median = statistics.median(den)
-    ratio = statistics.median(num) / den_median if den_median > 0 else float("nan")
+    windows with replacement, each on its own (they are two samples, not pairs).  With ``floor`` (a third sample:
+    what both pay anyway), the ratio of what each costs above it, (median(num) - median(floor)) / (median(den) -
+    median(floor)), the floor resampled on its own too.  A draw whose denominator is not positive has no ratio and
+    is left out (all of them: nan)."""
+    def ratio_of(n: float, d: float, f: float) -> float | None:
+        return (n - f) / (d - f) if d - f > 0 else None
+
+    base = statistics.median(floor) if floor else 0.0
+    point = ratio_of(statistics.median(num), statistics.median(den), base)
     rng = random.Random(seed)
     draws = []
     for _ in range(rounds):
         d = statistics.median(rng.choices(den, k=len(den)))
         n = statistics.median(rng.choices(num, k=len(num)))
-        if d > 0:
-            draws.append(n / d)
+        f = statistics.median(rng.choices(floor, k=len(floor))) if floor else 0.0
+        r = ratio_of(n, d, f)
+        if r is not None:
+            draws.append(r)
+    ratio = float("nan") if point is None else point
     if not draws:
         return ratio, float("nan"), float("nan")
     low, high = _interval(draws)

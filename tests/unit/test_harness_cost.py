@@ -46,6 +46,15 @@ def test_a_denominator_without_a_positive_median_has_no_ratio() -> None:
     assert math.isnan(ratio) and math.isnan(low) and math.isnan(high)
 
 
+def test_above_a_floor_the_ratio_is_of_what_each_costs_over_it() -> None:
+    # 8 and 10 us a reply over a 7 us floor both pay: 1 us against 3 us
+    ratio, low, high = bootstrap_ratio_of_medians([8.0] * 5, [10.0] * 5, floor=[7.0] * 5)
+    assert math.isclose(ratio, 1 / 3) and math.isclose(low, 1 / 3) and math.isclose(high, 1 / 3)
+    # a floor at or over the denominator leaves nothing to compare
+    ratio, low, high = bootstrap_ratio_of_medians([8.0] * 3, [10.0] * 3, floor=[10.0] * 3)
+    assert math.isnan(ratio) and math.isnan(low)
+
+
 def test_the_cost_of_a_window_is_its_cpu_less_the_idle_process_per_reply() -> None:
     # 0.5 s of CPU in a 2 s window, idle 1 ms/s, 100,000 replies: (500 - 2) ms / 100,000 = 4.98 us
     assert math.isclose(cost_us(500_000_000, 2.0, 100_000, 1_000_000.0), 4.98)
