@@ -68,6 +68,8 @@ EDGES = {
     "audit.headfile": "the audit store's head file beside it (atomic replace, fsync)",
     "audit.shared_verify": "one audit check at a time for the web threads (a lock)",
     "audit.bundle": "writes and reads signed audit bundles and the signing key",
+    "backup.files": "reads the state directory for a backup archive, and stages and moves a restore's files",
+    "backup.cli": "appliance backup/restore: archive files, passphrases, the host clock, the control socket",
     "audit.forwarder": "forwards audit records to a syslog collector over UDP, TCP or TLS (sockets, a sender thread)",
     "audit.cli": "appliance audit verify/export/show: files, the host clock for 'now'",
     "audit.tqlog": "the time-quality record in SQLite (a lock, for the web threads)",
