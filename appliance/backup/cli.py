@@ -151,7 +151,6 @@ def _config_for(args: argparse.Namespace, archive: Archive, load: Callable[[str 
 
 
 def cmd_restore(args: argparse.Namespace, load: Callable[[str | None], Config]) -> int:
-    from appliance.audit.bundle import PUBLIC_KEY_FILE
     from appliance.backup import files
 
     path = Path(args.file)
@@ -169,7 +168,7 @@ def cmd_restore(args: argparse.Namespace, load: Callable[[str | None], Config]) 
     config = _config_for(args, archive, load)
     state = config.state_path()
     try:
-        own = _own_fingerprint(state / PUBLIC_KEY_FILE)
+        own = files.own_fingerprint(state)
         if own is not None and own != archive.fingerprint and args.accept_key != archive.fingerprint:
             raise BackupError(f"refused: the archive is signed by another appliance's audit key (fingerprint "
                               f"{archive.fingerprint}; this one's is {own}); if you meant to restore it here, "
@@ -222,17 +221,3 @@ def cmd_restore(args: argparse.Namespace, load: Callable[[str | None], Config]) 
                  {"file": str(path), "changes": lines[:200], "signed_by": archive.fingerprint,
                   "keys": bool(keys)}))
     return 0
-
-
-def _own_fingerprint(public_file: Path) -> str | None:
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
-    from appliance.backup.archive import fingerprint
-
-    try:
-        key = serialization.load_pem_public_key(public_file.read_bytes())
-    except (OSError, ValueError):
-        return None
-    return fingerprint(key) if isinstance(key, Ed25519PublicKey) else None
-

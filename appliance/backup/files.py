@@ -52,17 +52,18 @@ def _mode(path: Path) -> int:
     return stat.S_IMODE(os.stat(path).st_mode)
 
 
-def _snmp_users_path(config: Config) -> tuple[str, Path]:
+def _snmp_users_path(config: Config, state: Path) -> tuple[str, Path]:
     if config.snmp.users_file:
         return "snmp.users_file", Path(config.snmp.users_file).expanduser()
-    return "state", config.state_path() / "snmp-users.toml"
+    return "state", state / "snmp-users.toml"
 
 
-def current(config: Config, config_file: Path | None) -> Contents:
-    """What the state holds now: the settings files, users, SNMP and PTP files, and the keys."""
+def current(config: Config, config_file: Path | None, state: Path | None = None) -> Contents:
+    """What the state holds now (``state``: the configuration's state directory unless given): the settings files,
+    users, SNMP and PTP files, and the keys."""
     from appliance.web.users import UserStore
 
-    state = config.state_path()
+    state = state or config.state_path()
     files: list[FileItem] = []
 
     def add(name: str, place: str, path: Path) -> None:
@@ -74,7 +75,7 @@ def current(config: Config, config_file: Path | None) -> Contents:
     if config_file is not None:
         add("config.toml", "config", config_file)
     add("console-settings.toml", "state", state / "console-settings.toml")
-    place, path = _snmp_users_path(config)
+    place, path = _snmp_users_path(config, state)
     add("snmp-users.toml", place, path)
     add("snmp-engine-id", "state", state / "snmp-engine-id")
     if config.ptp.sa_file:
@@ -104,15 +105,16 @@ def _key_paths(state: Path) -> list[str]:
 
 
 def make(config: Config, config_file: Path | None, labels: dict[str, str], passphrase: str | None,
-         salt: bytes, nonce: bytes) -> tuple[bytes, Contents]:
+         salt: bytes, nonce: bytes, state: Path | None = None) -> tuple[bytes, Contents]:
     """The archive of the current state (keys only with ``passphrase``), signed with the audit signing key."""
     from appliance.audit.bundle import load_or_create_key
 
+    state = state or config.state_path()
     try:
-        signer = load_or_create_key(config.state_path())  # first: it is one of the keys
+        signer = load_or_create_key(state)  # first: it is one of the keys
     except Exception as exc:  # AuditError: the key file refused
         raise BackupError(str(exc)) from None
-    contents = current(config, config_file)
+    contents = current(config, config_file, state)
     if passphrase is None:
         contents = Contents(contents.files, contents.users, ())
     sealed = seal_keys(contents.keys, passphrase, salt, nonce) if passphrase is not None else None
@@ -157,13 +159,47 @@ def plan_targets(archive: Archive, keys: Iterable[FileItem], state: Path,
     return writes, removes
 
 
+def config_file_of(config: Config) -> Path | None:
+    """The configuration file the settings were read from (None: the embedded default only)."""
+    for origin in config.origins.values():
+        if origin not in ("default", "--set", "console"):
+            return Path(origin)
+    return None
+
+
+def own_fingerprint(state: Path) -> str | None:
+    """The fingerprint of this appliance's audit signing key (None: it has none yet)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    from appliance.audit.bundle import PUBLIC_KEY_FILE
+    from appliance.backup.archive import fingerprint
+
+    try:
+        key = serialization.load_pem_public_key((state / PUBLIC_KEY_FILE).read_bytes())
+    except (OSError, ValueError):
+        return None
+    return fingerprint(key) if isinstance(key, Ed25519PublicKey) else None
+
+
+def pending(state: Path) -> bool:
+    """Whether a restore staged from the console waits for the next start."""
+    try:
+        return bool(json.loads((state / JOURNAL).read_text()).get("pending"))
+    except (OSError, ValueError):
+        return False
+
+
 def restore(config: Config, archive: Archive, keys: tuple[FileItem, ...], config_file: Path | None,
-            label: str) -> Restored:
-    """Stage every new file, journal the moves, make them (see the module's text)."""
+            label: str, apply: bool = True, state: Path | None = None) -> Restored:
+    """Stage every new file, journal the moves, make them (see the module's text).  ``apply`` False (the console,
+    under a running appliance): staged and journalled only, made by the next start."""
     from appliance.web.users import UserStore, UserError
 
-    state = config.state_path()
+    state = state or config.state_path()
     state.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if pending(state):
+        (state / JOURNAL).unlink()  # staged but never begun: this restore takes its place
     resume(state)  # an earlier restore cut short is finished first
     staging = state / STAGING
     shutil.rmtree(staging, ignore_errors=True)
@@ -188,9 +224,10 @@ def restore(config: Config, archive: Archive, keys: tuple[FileItem, ...], config
     moves.append((str(users), str(state / USERS_FILE), 0o600))
     fsync_directory(staging)
     previous = state / f"restore-previous-{label}"
-    journal = {"moves": moves, "removes": [str(p) for p in removes], "previous": str(previous)}
+    journal = {"moves": moves, "removes": [str(p) for p in removes], "previous": str(previous), "pending": not apply}
     replace_file(state / JOURNAL, json.dumps(journal).encode(), 0o600, prefix=".restore-journal.")
-    _apply(state, journal)
+    if apply:
+        _apply(state, journal)
     return Restored(tuple(t for _, t, _ in moves) + tuple(journal["removes"]), previous)
 
 

@@ -78,6 +78,7 @@ EDGES = {
     "web.app": "the Flask application: sessions, tokens, CSRF, rate limits (host clock for session age)",
     "web.access": "what the console's routes share of Flask's request: the user's role, the context, the audit record",
     "web.views": "the console's pages (Flask)",
+    "web.backup_views": "the console's backup page: archive downloads, uploads kept in the state directory (Flask)",
     "web.api": "the REST API (Flask)",
     "web.metrics": "Prometheus /metrics (Flask)",
     "web.system": "the system page and its API (Flask): processes' CPU and memory, the state directory's disk use",
