@@ -209,18 +209,24 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _resume_restore(config: cfg.Config) -> bool:
+    """A restore staged from the console, or one cut short, made before anything starts; True if there was one."""
     from appliance.backup.archive import BackupError
-    from appliance.backup.files import JOURNAL, resume
+    from appliance.backup.cli import audit_note
+    from appliance.backup.files import JOURNAL, pending, resume
 
-    if not (config.state_path() / JOURNAL).exists():
+    state = config.state_path()
+    if not (state / JOURNAL).exists():
         return False
+    staged = pending(state)
     try:
-        resume(config.state_path())
+        resume(state)
     except (BackupError, OSError) as exc:
-        logging.getLogger("appliance").error("an interrupted configuration restore could not be completed: %s", exc)
+        logging.getLogger("appliance").error("the configuration restore waiting in %s could not be made: %s", state,
+                                             exc)
         return False
-    logging.getLogger("appliance").warning("an interrupted configuration restore was completed from its staged "
-                                           "files before starting")
+    what = "the configuration restore staged from the console" if staged else "an interrupted configuration restore"
+    logging.getLogger("appliance").warning("%s was made from its staged files before starting", what)
+    audit_note(config, "restore.applied", f"{what} was made at start", {"staged": staged})
     return True
 
 

@@ -78,7 +78,7 @@ def _running(config: Config) -> bool:
     return True
 
 
-def _audit(config: Config, kind: str, text: str, detail: dict[str, Any]) -> str:
+def audit_note(config: Config, kind: str, text: str, detail: dict[str, Any]) -> str:
     """The record, through the running appliance when there is one, else into the store directly."""
     from appliance.edge import control
 
@@ -125,7 +125,7 @@ def cmd_backup(args: argparse.Namespace, config: Config) -> int:
         return EXIT_REFUSED
     what = _summary(contents)
     print(f"backup written to {args.file}: {what}")
-    print(_audit(config, "backup.created", f"configuration backup written to {args.file}: {what}",
+    print(audit_note(config, "backup.created", f"configuration backup written to {args.file}: {what}",
                  {"file": str(args.file), "keys": bool(contents.keys), "users": len(contents.users.users)}))
     return 0
 
@@ -162,7 +162,7 @@ def cmd_restore(args: argparse.Namespace, load: Callable[[str | None], Config]) 
         print(f"appliance: restore: {message}", file=sys.stderr)
         if isinstance(exc, BackupError) and ("altered" in message or "newer" in message):
             config = load(args.config if args.config and Path(args.config).exists() else None)
-            print(_audit(config, "restore.refused", f"configuration restore from {path} refused: {message}",
+            print(audit_note(config, "restore.refused", f"configuration restore from {path} refused: {message}",
                          {"file": str(path)}), file=sys.stderr)
         return EXIT_REFUSED
     config = _config_for(args, archive, load)
@@ -187,7 +187,7 @@ def cmd_restore(args: argparse.Namespace, load: Callable[[str | None], Config]) 
     except BackupError as exc:
         print(f"appliance: restore: {exc}", file=sys.stderr)
         if "another appliance" in str(exc):
-            print(_audit(config, "restore.refused", f"configuration restore from {path} refused: {exc}",
+            print(audit_note(config, "restore.refused", f"configuration restore from {path} refused: {exc}",
                          {"file": str(path)}), file=sys.stderr)
         return EXIT_REFUSED
     doc = archive.document
@@ -216,7 +216,7 @@ def cmd_restore(args: argparse.Namespace, load: Callable[[str | None], Config]) 
         return EXIT_REFUSED
     kept_in = f"the files replaced are in {done.previous}" if done.previous.exists() else "nothing was replaced"
     print(f"restored {len(lines)} changes; {kept_in}")
-    print(_audit(config, "restore.applied", f"configuration restored from {path} ({len(lines)} changes; "
+    print(audit_note(config, "restore.applied", f"configuration restored from {path} ({len(lines)} changes; "
                  f"{kept_in})",
                  {"file": str(path), "changes": lines[:200], "signed_by": archive.fingerprint,
                   "keys": bool(keys)}))

@@ -103,3 +103,23 @@ def test_a_link_where_a_restored_file_goes_is_refused(tmp_path: Path) -> None:
     with pytest.raises(OSError, match="symbolic link"):
         files.restore(dst, archive, (), None, "t4")
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_restore_staged_from_the_console_is_made_and_audited_at_the_next_start(tmp_path: Path) -> None:
+    from appliance.audit.store import AuditStore
+    from appliance.cli import _resume_restore
+
+    src = setup(tmp_path / "a", tmp_path / "sa.cfg", "hall 1")
+    archive = read(archive_of(src))
+    dst = setup(tmp_path / "b", tmp_path / "sa-b.cfg", "hall 2")
+    files.restore(dst, archive, (), None, "t5", apply=False)
+    state = dst.state_path()
+    assert files.pending(state)
+    assert (state / "console-settings.toml").read_text() == 'snmp.sys_location = "hall 2"\n'  # nothing yet
+    assert _resume_restore(dst)
+    assert (state / "console-settings.toml").read_text() == 'snmp.sys_location = "hall 1"\n'
+    assert not files.pending(state) and not _resume_restore(dst)
+    store = AuditStore(state / "audit.sqlite")
+    kinds = [r.kind for r in store.records()]
+    store.close()
+    assert "restore.applied" in kinds
