@@ -128,6 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
     from appliance.snmp import users as snmp_users
 
     snmp_users.add_parser(sub, _settings_args)
+    from appliance.backup import cli as backup_cli
+
+    backup_cli.add_parser(sub, _settings_args)
     return parser
 
 
@@ -152,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
                "config": cmd_config, "sim-receiver": cmd_sim_receiver, "holdover": cmd_holdover,
                "sim": cmd_sim, "irig": cmd_irig, "audit": cmd_audit, "quality": cmd_quality,
                "user": cmd_user, "snmp": cmd_snmp, "world": cmd_world,
-               "integrity": cmd_integrity, "reference": cmd_reference, "alarm": cmd_alarm}[args.command]
+               "integrity": cmd_integrity, "reference": cmd_reference, "alarm": cmd_alarm,
+               "backup": cmd_backup, "restore": cmd_restore}[args.command]
     try:
         return handler(args)
     except BrokenPipeError:
@@ -197,9 +201,33 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     config = load_config(args)
     _setup_logging(config.log.level)
+    if _resume_restore(config):  # a restore cut short: finished, and the settings it wrote read again
+        config = load_config(args)
     for note in (*config.old_names, *config.notes):
         logging.getLogger("appliance").warning("%s", note)
     return run(config)
+
+
+def _resume_restore(config: cfg.Config) -> bool:
+    """A restore staged from the console, or one cut short, made before anything starts; True if there was one."""
+    from appliance.backup.archive import BackupError
+    from appliance.backup.cli import audit_note
+    from appliance.backup.files import JOURNAL, pending, resume
+
+    state = config.state_path()
+    if not (state / JOURNAL).exists():
+        return False
+    staged = pending(state)
+    try:
+        resume(state)
+    except (BackupError, OSError) as exc:
+        logging.getLogger("appliance").error("the configuration restore waiting in %s could not be made: %s", state,
+                                             exc)
+        return False
+    what = "the configuration restore staged from the console" if staged else "an interrupted configuration restore"
+    logging.getLogger("appliance").warning("%s was made from its staged files before starting", what)
+    audit_note(config, "restore.applied", f"{what} was made at start", {"staged": staged})
+    return True
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -257,6 +285,21 @@ def where_looked(config: cfg.Config) -> str:
         looked = f"looked in the state directory {config.state_path()} (state_dir from {source('state_dir')})"
     return (f"{looked}; if the appliance runs with another configuration, give this command the same --config FILE "
             "and --set state_dir=... (or control.socket=...) as `appliance run`")
+
+
+def cmd_backup(args: argparse.Namespace) -> int:
+    from appliance.backup import cli as backup_cli
+
+    return backup_cli.cmd_backup(args, load_config(args))
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    from appliance.backup import cli as backup_cli
+
+    def load(path: str | None) -> cfg.Config:  # the configuration file named, or the archive's own
+        return load_config(argparse.Namespace(config=path, set_pairs=args.set_pairs))
+
+    return backup_cli.cmd_restore(args, load)
 
 
 def cmd_holdover(args: argparse.Namespace) -> int:

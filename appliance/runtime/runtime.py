@@ -272,6 +272,8 @@ class Runtime:
             return {"ok": True, "status": to_dict(self.status())}
         if cmd == "world":
             return self._world(action, who, str(request.get("value", "")))
+        if cmd == "note":
+            return self._note(request, who)
         reason = " ".join(str(request.get("reason", "")).split())[:200]  # one line: it goes into the audit text
         if cmd == "holdover":
             reply, effects = self.router.holdover(action, who, self.now(), reason)
@@ -285,6 +287,18 @@ class Runtime:
             return {"ok": False, "error": f"unknown command {cmd!r}"}
         self._perform(effects)
         return reply
+
+    NOTES = ("backup.created", "restore.refused")  # what a command line tool may record through the appliance
+
+    def _note(self, request: dict[str, Any], who: str) -> dict[str, Any]:
+        """An audit record of something done beside the running appliance (a backup written)."""
+        kind, text, detail = request.get("kind"), str(request.get("text", ""))[:1000], request.get("detail") or {}
+        if kind not in self.NOTES or not isinstance(detail, dict):
+            return {"ok": False, "error": f"no such note {kind!r}"}
+        if self._auditor is None:
+            return {"ok": False, "error": "the audit trail is off"}
+        self._auditor(str(kind), who, text, detail)
+        return {"ok": True}
 
     def _world(self, action: str, who: str, value: str) -> dict[str, Any]:
         """The simulated world, for drills and tests: the sky, the receiver, and attacks on it."""

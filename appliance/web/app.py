@@ -36,7 +36,7 @@ from werkzeug.exceptions import BadHost
 from appliance.edge.pacer import Pacer
 from appliance.protocol import limits
 from appliance.units import NS_PER_S
-from appliance.web import api, metrics, system, views
+from appliance.web import api, backup_views, metrics, system, views
 from appliance.web.access import WebContext, can, refuse
 from appliance.web.admission import MAX_BODY_BYTES, client_of
 
@@ -235,6 +235,7 @@ def create_app(ctx: WebContext, secret_key: bytes) -> Flask:
     app.register_blueprint(views.bp)
     app.register_blueprint(api.bp, url_prefix="/api/v1")
     app.register_blueprint(system.bp)
+    app.register_blueprint(backup_views.bp)
     app.add_url_rule("/metrics", "metrics", metrics.view(ctx))
     return app
 

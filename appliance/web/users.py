@@ -137,6 +137,40 @@ class UserStore:
         with self._lock:
             self._db.close()
 
+    # --- backup and restore ----------------------------------------------------------------------------------
+    def export_rows(self) -> tuple[list[tuple[str, str, bytes, bytes, int]], list[tuple[str, str, str, float]]]:
+        """Every user (name, role, salt, hash, must_change) and API token (digest, user, label, created_s)."""
+        with self._lock:
+            users = self._db.execute("SELECT name, role, salt, hash, must_change FROM users ORDER BY name").fetchall()
+            tokens = self._db.execute("SELECT digest, user, label, created_s FROM tokens ORDER BY digest").fetchall()
+        return ([(str(n), str(r), bytes(s), bytes(h), int(m)) for n, r, s, h, m in users],
+                [(str(d), str(u), str(lab), float(c)) for d, u, lab, c in tokens])
+
+    def import_rows(self, users: list[tuple[str, str, bytes, bytes, int]],
+                    tokens: list[tuple[str, str, str, float]]) -> None:
+        """Replace every user and token with these (a restore); sessions and lockouts end.  UserError for a row
+        that is not a user this store would make."""
+        for name, role, salt, digest, _ in users:
+            check_name(name)
+            if role not in ROLES or len(salt) != 16 or len(digest) != 32:
+                raise UserError(f"user {name!r}: not a user this appliance makes (role {role!r})")
+        names = {u[0] for u in users}
+        if any(t[1] not in names for t in tokens):
+            raise UserError("an API token belongs to no user")
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for table in ("users", "tokens", "sessions", "lockouts"):
+                    self._db.execute(f"DELETE FROM {table}")
+                self._db.executemany("INSERT INTO users (name, role, salt, hash, must_change) VALUES (?, ?, ?, ?, ?)",
+                                     users)
+                self._db.executemany("INSERT INTO tokens (digest, user, label, created_s) VALUES (?, ?, ?, ?)",
+                                     tokens)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
     # --- accounts ------------------------------------------------------------------------------------------
     def count(self) -> int:
         with self._lock:

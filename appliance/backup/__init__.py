@@ -1,0 +1,1 @@
+"""Configuration backup and restore (``appliance backup``, ``appliance restore``, the console's page)."""
