@@ -210,6 +210,23 @@ def config_change(name: str) -> Any:
                     "restart_needed": not applied})
 
 
+@bp.route("/backup", methods=["POST"])
+@needs("admin")
+def backup() -> Any:
+    from appliance.backup.archive import BackupError
+    from appliance.web.backup_views import archive_response
+
+    body = request.get_json(silent=True)
+    body = body if isinstance(body, dict) else {}
+    passphrase = body.get("passphrase") if body.get("keys") else None
+    if passphrase is not None and not isinstance(passphrase, str):
+        return _error(400, "passphrase: a string")
+    try:
+        return archive_response(passphrase)
+    except BackupError as exc:
+        return _error(400, str(exc))
+
+
 @bp.route("/holdover", methods=["POST"])
 @needs("operator")
 def holdover() -> Any:

@@ -51,28 +51,33 @@ def page() -> Any:
                            min_passphrase=MIN_PASSPHRASE)
 
 
-@bp.route("/backup/download", methods=["POST"])
-@needs("admin")
-def download() -> Any:
-    config, form = _config(), request.form
-    passphrase = form.get("passphrase", "") if form.get("keys") else None
+def archive_response(passphrase: str | None) -> Response:
+    """The backup archive as a download (audited); BackupError for a passphrase too short or a state refused.
+    Shared by the page and ``POST /api/v1/backup``."""
     if passphrase is not None and len(passphrase) < MIN_PASSPHRASE:
-        flash(f"The passphrase for the keys needs at least {MIN_PASSPHRASE} characters.", "error")
-        return redirect(url_for("backup.page"))
+        raise BackupError(f"The passphrase for the keys needs at least {MIN_PASSPHRASE} characters.")
+    config = _config()
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ctx_of().wall_s()))
     labels = {"appliance_version": __version__, "created_utc": created, "host": socket.gethostname()}
-    try:
-        data, contents = files.make(config, files.config_file_of(config), labels, passphrase, random_bytes(16),
-                                    random_bytes(12), _state())
-    except BackupError as exc:
-        flash(str(exc), "error")
-        return redirect(url_for("backup.page"))
+    data, contents = files.make(config, files.config_file_of(config), labels, passphrase, random_bytes(16),
+                                random_bytes(12), _state())
     name = f"appliance-backup-{socket.gethostname()}-{created.replace(':', '')}.json"
     audit("backup.created", f"configuration backup downloaded ({len(contents.users.users)} console users, "
           f"{'keys encrypted under a passphrase' if contents.keys else 'no keys'})",
           {"keys": bool(contents.keys), "users": len(contents.users.users)})
     return Response(data, mimetype="application/json",
                     headers={"Content-Disposition": f'attachment; filename="{name}"', "Cache-Control": "no-store"})
+
+
+@bp.route("/backup/download", methods=["POST"])
+@needs("admin")
+def download() -> Any:
+    form = request.form
+    try:
+        return archive_response(form.get("passphrase", "") if form.get("keys") else None)
+    except BackupError as exc:
+        flash(str(exc), "error")
+        return redirect(url_for("backup.page"))
 
 
 def _upload_path(token: str) -> Path:

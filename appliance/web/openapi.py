@@ -90,6 +90,12 @@ def document() -> dict[str, Any]:
                                                                  "properties": {"value": {}}}),
                                        "parameters": [{"name": "name", "in": "path", "required": True,
                                                        "schema": {"type": "string"}}]}},
+            "/backup": {"post": _op("A signed configuration backup archive (as `appliance backup` writes it): settings, "
+                                    "console users and API tokens, SNMPv3 users, PTP security associations, and with "
+                                    "keys the private keys encrypted under the passphrase (12+ characters); audited",
+                                    role="admin",
+                                    body={"type": "object", "properties": {"keys": {"type": "boolean"},
+                                                                           "passphrase": {"type": "string"}}})},
             "/holdover": {"post": _op("Force holdover or release it (audited)", role="operator",
                                       body={"type": "object", "required": ["action"],
                                             "properties": {"action": {"enum": ["start", "stop"]}, **_REASON}},

@@ -107,3 +107,16 @@ def test_a_cancelled_restore_leaves_nothing_behind(console_env: Callable[..., Co
     assert list(Path(env.state_dir).glob(".restore-upload-*"))
     browser.form("/backup/restore", {"action": "cancel"})
     assert not list(Path(env.state_dir).glob(".restore-upload-*")) and not files.pending(env.state_dir)
+
+
+def test_an_admin_token_fetches_a_backup_through_the_api(console_env: Callable[..., ConsoleEnv]) -> None:
+    env = admin_env(console_env)
+    browser = env.browser()
+    got = browser.api("POST", "/api/v1/backup", {"keys": True, "passphrase": PASS}, csrf=None,
+                      token=env.token("admin"))
+    assert got.status_code == 200 and read(got.data).has_keys
+    short = browser.api("POST", "/api/v1/backup", {"keys": True, "passphrase": "short"}, csrf=None,
+                        token=env.token("admin"))
+    assert short.status_code == 400 and "at least 12" in short.get_json()["error"]
+    refused = browser.api("POST", "/api/v1/backup", {}, csrf=None, token=env.token("operator"))
+    assert refused.status_code == 403
