@@ -307,3 +307,19 @@ def test_secrets_are_masked_and_bad_settings_named(tmp_path: Path) -> None:
                    f'\nldap_base = "{BASE_DN}"\nldap_roles = "admin=cn=a"\n')
     out = _cli("check-config", str(bad))
     assert out.returncode != 0 and f"auth.ldap_ca_file '{tmp_path}/none.pem': no such file" in out.stderr
+
+
+def test_secrets_do_not_show_in_the_console_api(console_env: Any, radius_server: Any, tmp_path: Path) -> None:  # noqa: F811
+    from appliance import config as cfg
+    from appliance.web.settings_edit import SettingsEditor
+
+    config = cfg.merge(cfg.defaults(), {"auth.radius_secret": RADIUS_SECRET, "auth.ldap_bind_password":
+                                        BIND_PASSWORD}, "test")
+    editor = SettingsEditor(config, tmp_path, lambda name, value: False)
+    env = radius_env(console_env, f"127.0.0.1:{radius_server.port}", settings=editor)
+    browser = env.browser()
+    browser.login("erin", USER_PASSWORDS["erin"])
+    shown = [browser.client.get(path).get_data(as_text=True) for path in
+             ("/api/v1/config", "/api/v1/status", "/config", "/audit", "/api/v1/audit")]
+    assert "auth.radius_secret" in shown[0] and cfg.MASK in shown[0]
+    no_secrets(*shown)
