@@ -302,6 +302,9 @@ class UserStore:
                                      (key, source)).fetchone()
             failures = (found[0] if found else 0) + 1
             lock = failures >= self.lockout_failures
+            # as for local users: sources gone quiet start afresh, so names made up by guessers do not pile up
+            self._db.execute("DELETE FROM lockouts WHERE locked_until_s < ? AND last_failure_s < ?",
+                             (now_s, now_s - max(self.lockout_s, _backoff_s(99))))
             self._db.execute("INSERT OR REPLACE INTO lockouts (user, source, failures, last_failure_s, locked_until_s) "
                              "VALUES (?, ?, ?, ?, ?)", (key, source, 0 if lock else failures, now_s,
                                                         now_s + self.lockout_s if lock else 0.0))
