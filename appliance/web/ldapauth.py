@@ -96,13 +96,16 @@ def _tls(options: LdapOptions) -> ldap3.Tls:
                      version=ssl.PROTOCOL_TLS_CLIENT)
 
 
+def _target(server: LdapServer, options: LdapOptions) -> ldap3.Server:
+    return ldap3.Server(server.host, port=server.port, use_ssl=server.ldaps, tls=_tls(options),
+                        connect_timeout=options.timeout_s, get_info=ldap3.NONE)
+
+
 def _connection(server: LdapServer, options: LdapOptions, dn: str, password: str) -> ldap3.Connection | None:
     """A bound, encrypted connection (anonymous when ``dn`` is empty); None (logged) when the bind is refused."""
-    target = ldap3.Server(server.host, port=server.port, use_ssl=server.ldaps, tls=_tls(options),
-                          connect_timeout=options.timeout_s, get_info=ldap3.NONE)
-    conn = ldap3.Connection(target, user=dn or None, password=password or None, receive_timeout=_whole_s(options.timeout_s),
-                            authentication=ldap3.SIMPLE if dn else ldap3.ANONYMOUS, raise_exceptions=False,
-                            read_only=True)
+    conn = ldap3.Connection(_target(server, options), user=dn or None, password=password or None,
+                            receive_timeout=_whole_s(options.timeout_s), raise_exceptions=False, read_only=True,
+                            authentication=ldap3.SIMPLE if dn else ldap3.ANONYMOUS)
     conn.open()
     if not server.ldaps and not conn.start_tls():
         conn.unbind()
@@ -129,10 +132,9 @@ def _find_user(conn: ldap3.Connection, options: LdapOptions, user: str) -> tuple
 
 def _user_bind(server: LdapServer, options: LdapOptions, dn: str, password: str) -> bool:
     """Whether a simple bind as ``dn`` with ``password`` succeeds (on a new encrypted connection)."""
-    target = ldap3.Server(server.host, port=server.port, use_ssl=server.ldaps, tls=_tls(options),
-                          connect_timeout=options.timeout_s, get_info=ldap3.NONE)
-    conn = ldap3.Connection(target, user=dn, password=password, receive_timeout=_whole_s(options.timeout_s),
-                            authentication=ldap3.SIMPLE, raise_exceptions=False, read_only=True)
+    conn = ldap3.Connection(_target(server, options), user=dn, password=password,
+                            receive_timeout=_whole_s(options.timeout_s), authentication=ldap3.SIMPLE,
+                            raise_exceptions=False, read_only=True)
     conn.open()
     try:
         if not server.ldaps and not conn.start_tls():

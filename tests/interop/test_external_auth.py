@@ -267,8 +267,8 @@ def test_ldap_first_server_down_second_answers(console_env: Any, ldap_server: An
     assert logged_in_as(env, "carol", USER_PASSWORDS["carol"]) == "carol (operator)"
 
 
-def test_starttls_with_the_wrong_ca_is_refused_and_said(console_env: Any, ldap_server: Any, tmp_path: Path,  # noqa: F811
-                                                         caplog: Any) -> None:
+def test_starttls_with_the_wrong_ca_is_refused_and_said(console_env: Any, ldap_server: Any,  # noqa: F811
+                                                         tmp_path: Path, caplog: Any) -> None:
     caplog.set_level(logging.INFO)
     other = auth_peers.make_pki(tmp_path / "other", "other")
     env = ldap_env(console_env, f"ldap://127.0.0.1:{ldap_server.port}", other.ca)
@@ -309,7 +309,8 @@ def test_secrets_are_masked_and_bad_settings_named(tmp_path: Path) -> None:
     assert out.returncode != 0 and f"auth.ldap_ca_file '{tmp_path}/none.pem': no such file" in out.stderr
 
 
-def test_secrets_do_not_show_in_the_console_api(console_env: Any, radius_server: Any, tmp_path: Path) -> None:  # noqa: F811
+def test_secrets_do_not_show_in_the_console_api(console_env: Any, radius_server: Any,  # noqa: F811
+                                               tmp_path: Path) -> None:
     from appliance import config as cfg
     from appliance.web.settings_edit import SettingsEditor
 
