@@ -86,3 +86,22 @@ def test_external_failures_lock_per_source(tmp_path: Path) -> None:
     assert store.external_outcome("carol", True, 72.0, "192.0.2.1", "operator").role == "operator"
     assert store.users() == []  # no local user was made
     store.close()
+
+
+def test_a_signed_answer_with_a_vendor_attribute_is_read_and_an_unsigned_one_discarded() -> None:
+    from pyrad import packet
+
+    request = packet.AuthPacket(code=packet.AccessRequest, secret=b"shared", dict=radius.dictionary())
+    request.authenticator = packet.Packet.CreateAuthenticator()
+    request.add_message_authenticator()
+    request["User-Name"] = "erin"
+    request.RequestPacket()
+    signed = request.CreateReply()
+    signed["Vendor-Specific"] = struct.pack("!I", 9) + bytes([1, 7]) + b"admin"
+    assert radius._checked(request, signed.ReplyPacket(), "test", (9, 1)) == radius.Answer(True, ("admin",))
+    unsigned = request.CreateReply(message_authenticator=False)
+    unsigned["Filter-Id"] = "appliance-admin"
+    assert radius._checked(request, unsigned.ReplyPacket(), "test", (0, 11)) is None
+    other = packet.AuthPacket(code=packet.AccessRequest, secret=b"not-shared", dict=radius.dictionary(),
+                              id=request.id, authenticator=request.authenticator)
+    assert radius._checked(request, other.CreateReply().ReplyPacket(), "test", (0, 11)) is None
