@@ -324,3 +324,67 @@ def test_secrets_do_not_show_in_the_console_api(console_env: Any, radius_server:
              ("/api/v1/config", "/api/v1/status", "/config", "/audit", "/api/v1/audit")]
     assert "auth.radius_secret" in shown[0] and cfg.MASK in shown[0]
     no_secrets(*shown)
+
+
+# --- a real appliance -------------------------------------------------------------------------------------------------
+
+class HttpsSession:
+    """A browser's cookie jar over HTTPS to the appliance's console (its self-signed certificate accepted)."""
+
+    def __init__(self, port: int):
+        import http.cookiejar
+        import ssl
+        import urllib.request
+
+        context = ssl.create_default_context()
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+        self.base = f"https://127.0.0.1:{port}"
+        self.opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=context),
+                                                  urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+
+    def get(self, path: str) -> str:
+        with self.opener.open(self.base + path, timeout=10) as reply:
+            return str(reply.read().decode())
+
+    def login(self, user: str, password: str) -> str:
+        import urllib.parse
+        import urllib.request
+
+        token = re.search(r'name="csrf_token" value="([^"]+)"', self.get("/login"))
+        assert token
+        body = urllib.parse.urlencode({"csrf_token": token.group(1), "user": user, "password": password,
+                                       "next": "/"}).encode()
+        request = urllib.request.Request(self.base + "/login", data=body, headers={"Referer": self.base + "/login"})
+        with self.opener.open(request, timeout=30) as reply:  # the redirect to / is followed
+            return str(reply.read().decode())
+
+
+def test_a_running_appliance_logs_a_radius_user_in_over_https(radius_server: Any, tmp_path: Path) -> None:
+    from harness import procs
+    from harness.peers import eventually
+
+    web = procs.free_tcp_port()
+    config = tmp_path / "appliance.toml"
+    config.write_text(f'[auth]\nmethod = "radius"\nfallback = "never"\n'
+                      f'radius_servers = "127.0.0.1:{radius_server.port}"\nradius_secret = "{RADIUS_SECRET}"\n'
+                      f'radius_roles = "{RADIUS_ROLES}"\n')
+    state = tmp_path / "state"
+    proc = procs.appliance("run", "--config", str(config), "--set", f"state_dir={state}", "--set",
+                           "clock.warmup_s=0", "--set", "web.listen=127.0.0.1", "--set", f"web.port={web}")
+    try:
+        session = HttpsSession(web)
+
+        def login_page() -> bool:
+            try:
+                return "csrf_token" in session.get("/login")
+            except OSError:
+                return False
+
+        eventually(login_page, 60, "the console's login page")
+        page = session.login("alice", USER_PASSWORDS["alice"])
+        assert "alice (operator)" in page
+        audit = session.get("/audit")
+        assert "via radius 127.0.0.1" in audit and "operator=appliance-operator" in audit
+    finally:
+        _, stderr = procs.stop(proc)
+    no_secrets(stderr)
