@@ -471,6 +471,12 @@ def cmd_check_config(args: argparse.Namespace) -> int:
             for error in errors:
                 print(f"appliance: config: {args.file}: {error}", file=sys.stderr)
             return EXIT_CONFIG
+    from appliance.web.external import problems as auth_problems
+
+    if bad_auth := auth_problems(config.auth):
+        for error in bad_auth:
+            print(f"appliance: config: {args.file}: {error}", file=sys.stderr)
+        return EXIT_CONFIG
     for note in (*config.old_names, *config.notes):
         print(f"{args.file}: warning: {note}", file=sys.stderr)
     changed = config.changed_from_default()

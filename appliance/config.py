@@ -22,7 +22,8 @@ import tomli_w
 
 from appliance import config_receivers as receivers_of
 from appliance.config_receivers import OLD_NAMES
-from appliance.settings import (BY_NAME, SETTINGS, STANDARD_BAUDS, AuditSettings, ClockSettings,
+from appliance.settings import (BY_NAME, SETTINGS, STANDARD_BAUDS, AuditSettings, AuthSettings,
+                                ClockSettings,
                                 ControlSettings, GnssSettings, IntegritySettings, IrigOutSettings, LogSettings,
                                 NtpSettings, PpsOutSettings, PtpSettings, QualitySettings, ReceiverSettings,
                                 ReferencesSettings, SerialOutSettings, Setting, SimSettings, SnmpSettings,
@@ -90,6 +91,7 @@ class Config:
     ntp = _Section(NtpSettings)
     ptp = _Section(PtpSettings)
     snmp = _Section(SnmpSettings)
+    auth = _Section(AuthSettings)
     top = _Section(TopSettings)
     control = _Section(ControlSettings)
     log = _Section(LogSettings)

@@ -515,6 +515,38 @@ class SnmpSettings:
 
 
 @dataclass(frozen=True)
+class AuthSettings:
+    """``auth.*``: external logins for the console (RADIUS or LDAP); API tokens stay local users' own."""
+
+    method: str = S("enum", "local", "Who checks console passwords: local (the appliance's users), radius or ldap",
+      choices=("local", "radius", "ldap"))
+    fallback: str = S("enum", "unreachable", "With radius or ldap: unreachable (local users may log in only when no "
+      "server answers) or never", choices=("unreachable", "never"))
+    radius_servers: str = S("str", "", "RADIUS servers tried in order, comma-separated HOST or HOST:PORT (port 1812 "
+      "by default; IPv6 hosts in brackets)")
+    radius_secret: str = S("str", "", "RADIUS shared secret of the servers", secret=True)
+    radius_timeout_s: float = S("float", 3.0, "How long to wait for each RADIUS server's answer",
+      minimum=0.1, maximum=30.0)
+    radius_role_attribute: str = S("str", "Filter-Id", "Attribute of an Access-Accept that names the role: a RADIUS "
+      "attribute (Filter-Id, Class, Reply-Message) or VENDOR_ID:TYPE for a vendor attribute (string)")
+    radius_roles: str = S("str", "", "Rules from that attribute's value to a role, tried in order, ';'-separated "
+      "ROLE=VALUE (admin=appliance-admin;operator=appliance-operator); an Access-Accept no rule maps is refused")
+    ldap_servers: str = S("str", "", "LDAP servers tried in order, comma-separated ldaps://HOST[:PORT] or "
+      "ldap://HOST[:PORT] (ldap:// needs auth.ldap_starttls)")
+    ldap_starttls: bool = S("bool", True, "Upgrade ldap:// connections with StartTLS (ldap:// without it is refused)")
+    ldap_ca_file: str = S("path", "", "CA certificates (PEM) the LDAP servers' certificates are verified against")
+    ldap_timeout_s: float = S("float", 3.0, "Connection and answer timeout for each LDAP server",
+      minimum=0.1, maximum=30.0)
+    ldap_bind_dn: str = S("str", "", "DN of the service account that searches users; empty: anonymous search")
+    ldap_bind_password: str = S("str", "", "Password of auth.ldap_bind_dn", secret=True)
+    ldap_base: str = S("str", "", "Base DN under which users and groups are searched")
+    ldap_user_filter: str = S("str", "(uid={user})", "Filter that finds a user's entry; {user} is the login name, "
+      "escaped")
+    ldap_roles: str = S("str", "", "Rules from group DNs to roles, tried in order, ';'-separated ROLE=GROUP_DN "
+      "(admin=cn=admins,ou=groups,dc=example,dc=org); a user in no mapped group is refused")
+
+
+@dataclass(frozen=True)
 class TopSettings:
     """Top-level settings: where the appliance keeps its state."""
 
@@ -555,6 +587,7 @@ SECTIONS: dict[str, type] = {
     "ntp": NtpSettings,
     "ptp": PtpSettings,
     "snmp": SnmpSettings,
+    "auth": AuthSettings,
     "": TopSettings,
     "control": ControlSettings,
     "log": LogSettings,

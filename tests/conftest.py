@@ -25,7 +25,7 @@ from collections.abc import Iterator
 import pytest
 
 APPLIANCE_RUN = {"test_audit_durability.py", "test_cli_run.py", "test_clock_run.py", "test_fleet_monitoring.py",
-                 "test_backup_restore.py", "test_integrity_drill.py",
+                 "test_backup_restore.py", "test_integrity_drill.py", "test_external_auth.py",
                  "test_operator_delay.py", "test_receiver_device.py",
                  "test_irig_input_run.py", "test_irig_loopback.py", "test_serial_pty.py", "test_time_outputs.py"}
 PURE_NICE = 10  # about a tenth of a CPU against a busy peer test: pure tests with a thread and a timeout still finish

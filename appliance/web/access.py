@@ -47,6 +47,7 @@ class WebContext:
     rate_burst: int = 100
     budget_per_s: float = 0.0  # all clients together (0: none): beyond it requests wait their turn
     state_dir: Path | None = None  # for the system page's disk use (None: not shown)
+    external: Any = None  # ExternalAuth: RADIUS or LDAP logins (None: local users only)
 
 
 def can(role: str) -> bool:

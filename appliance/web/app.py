@@ -170,7 +170,7 @@ def create_app(ctx: WebContext, secret_key: bytes) -> Flask:
             return refuse(503, "console busy: the appliance serves time first; try again shortly")
         if request.is_json and json_depth(request.get_data(cache=True), MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
             return refuse(400, f"refused: the JSON body nests deeper than {MAX_JSON_DEPTH} levels")
-        g.user, g.role, g.via, g.must_change = None, None, None, False
+        g.user, g.role, g.via, g.must_change, g.server = None, None, None, False, ""
         endpoint = request.endpoint or ""
         header = request.headers.get("Authorization", "")
         if header.startswith("Bearer "):
@@ -184,6 +184,7 @@ def create_app(ctx: WebContext, secret_key: bytes) -> Flask:
                 session.clear()
             else:
                 g.user, g.role, g.via, g.must_change = found.user, found.role, "session", found.must_change
+                g.server = found.server  # an external login's server ("": a local user)
                 if request.method not in ("GET", "HEAD", "OPTIONS"):
                     csrf.protect()
         if g.must_change and endpoint not in PASSWORD_CHANGE_ENDPOINTS:

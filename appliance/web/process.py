@@ -147,7 +147,18 @@ def console_context(start: dict[str, Any], feed: Feed, channel: Channel) -> Any:
         now_tai_ns=feed.now_tai_ns, posix_ms=feed.posix_ms, sky_tracks=feed.sky.tracks,
         metrics_public=w.metrics_public,
         session_timeout_s=w.session_timeout_s, rate_per_s=float(w.rate_per_s), rate_burst=5 * w.rate_per_s,
-        budget_per_s=float(w.max_requests_per_s), state_dir=state_dir)
+        budget_per_s=float(w.max_requests_per_s), state_dir=state_dir, external=external_auth(config.auth))
+
+
+def external_auth(settings: Any) -> Any:
+    """The RADIUS or LDAP login check of ``auth.*`` (None for local users only); its problems are logged."""
+    from appliance.web.external import ExternalAuth, problems
+
+    if settings.method == "local":
+        return None
+    for problem in problems(settings):
+        log.error("web console: external logins: %s", problem)
+    return ExternalAuth(settings)
 
 
 def export_bundle(store: Any, state_dir: Path, since: int | None, until: int | None, now_tai_ns: int,

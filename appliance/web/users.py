@@ -16,7 +16,13 @@ the answer nor its time tells which names exist.
 Console sessions have a server record (a random id in the signed cookie, its SHA-256 here): logging out closes it,
 and changing a user's password or role, or removing the user, closes all of theirs and ends their API tokens.  A
 user made with ``must_change`` (the first admin, whose password was written to a file) is asked to choose a new
-password before anything else.  The database holds password hashes and token digests: it is created 0600 (and an
+password before anything else.
+
+Users checked by a RADIUS or LDAP server (``external.py``) are no local users: their sessions are kept apart
+(``external_sessions``: name, role and the server that gave it), so nothing of a local user's (its password, its
+tokens, its role) can be reached through an external login of the same name, and their failed logins are counted
+in the same lockouts table under ``external:NAME``, with the same backoff and lockout per source.  API tokens stay
+local users' own.  The database holds password hashes and token digests: it is created 0600 (and an
 older, wider one narrowed to 0600 when opened), never through a symbolic link.
 """
 
@@ -45,6 +51,8 @@ CREATE TABLE IF NOT EXISTS users (name TEXT PRIMARY KEY, role TEXT NOT NULL, sal
 CREATE TABLE IF NOT EXISTS tokens (digest TEXT PRIMARY KEY, user TEXT NOT NULL, label TEXT NOT NULL,
     created_s REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS sessions (digest TEXT PRIMARY KEY, user TEXT NOT NULL, created_s REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS external_sessions (digest TEXT PRIMARY KEY, user TEXT NOT NULL, role TEXT NOT NULL,
+    server TEXT NOT NULL, created_s REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS lockouts (user TEXT NOT NULL, source TEXT NOT NULL, failures INTEGER NOT NULL,
     last_failure_s REAL NOT NULL, locked_until_s REAL NOT NULL, PRIMARY KEY (user, source));
 """
@@ -54,6 +62,8 @@ _MIGRATIONS = {"must_change": "ALTER TABLE users ADD COLUMN must_change INTEGER 
 FILE_MODE = 0o600
 UNKNOWN_NAMES = 10_000  # unknown names whose failures are remembered (the oldest forgotten first)
 _DUMMY_SALT = b"\x00" * 16
+EXTERNAL = "external:"  # the lockouts of external logins are kept under this prefix of the name
+EXTERNAL_SID = "x."  # an external session's id begins so (token_urlsafe never makes a '.')
 
 
 class UserError(ValueError):
@@ -85,6 +95,7 @@ class Account(NamedTuple):
     user: str
     role: str
     must_change: bool = False
+    server: str = ""  # of an external login: the RADIUS or LDAP server that gave the role ("": a local user)
 
 
 @dataclass(frozen=True)
@@ -299,6 +310,53 @@ class UserStore:
             return LoginResult(False, name, reason="locked" if lock else "bad credentials",
                                retry_after_s=self.lockout_s if lock else _backoff_s(failures), locked_now=lock)
 
+    # --- external logins (RADIUS, LDAP) ---------------------------------------------------------------------------
+    def external_gate(self, name: str, now_s: float, source: str = "") -> LoginResult | None:
+        """A refusal of an external login of ``name`` from ``source`` while locked or waiting; None: ask the
+        servers."""
+        with self._lock:
+            found = self._db.execute("SELECT failures, last_failure_s, locked_until_s FROM lockouts WHERE user=? AND "
+                                     "source=?", (EXTERNAL + name, source)).fetchone()
+        failures, last_failure, locked_until = found or (0, 0.0, 0.0)
+        if now_s < locked_until:
+            return LoginResult(False, name, reason="locked", retry_after_s=locked_until - now_s)
+        wait = _backoff_s(failures) - (now_s - last_failure)
+        return LoginResult(False, name, reason="wait", retry_after_s=wait) if wait > 0 else None
+
+    def external_outcome(self, name: str, ok: bool, now_s: float, source: str = "", role: str = "",
+                         reason: str = "bad credentials") -> LoginResult:
+        """Count an external login's outcome as a local one is counted: a success clears this source's failures,
+        a failure adds one (backoff, then lockout)."""
+        key = EXTERNAL + name
+        with self._lock:
+            if ok:
+                self._db.execute("DELETE FROM lockouts WHERE user=? AND source=?", (key, source))
+                return LoginResult(True, name, role)
+            found = self._db.execute("SELECT failures FROM lockouts WHERE user=? AND source=?",
+                                     (key, source)).fetchone()
+            failures = (found[0] if found else 0) + 1
+            lock = failures >= self.lockout_failures
+            # as for local users: sources gone quiet start afresh, so names made up by guessers do not pile up
+            self._db.execute("DELETE FROM lockouts WHERE locked_until_s < ? AND last_failure_s < ?",
+                             (now_s, now_s - max(self.lockout_s, _backoff_s(99))))
+            self._db.execute("INSERT OR REPLACE INTO lockouts (user, source, failures, last_failure_s, locked_until_s) "
+                             "VALUES (?, ?, ?, ?, ?)", (key, source, 0 if lock else failures, now_s,
+                                                        now_s + self.lockout_s if lock else 0.0))
+        return LoginResult(False, name, reason="locked" if lock else reason,
+                           retry_after_s=self.lockout_s if lock else _backoff_s(failures), locked_now=lock)
+
+    def open_external_session(self, user: str, role: str, server: str, now_s: float, max_age_s: float) -> str:
+        """A new session of an externally checked ``user`` with ``role`` given by ``server``: its id for the
+        cookie."""
+        if role not in ROLES:
+            raise UserError(f"role {role!r}: expected one of {', '.join(ROLES)}")
+        sid = secrets.token_urlsafe(32)
+        with self._lock:
+            self._db.execute("DELETE FROM external_sessions WHERE created_s < ?", (now_s - max_age_s,))
+            self._db.execute("INSERT INTO external_sessions (digest, user, role, server, created_s) VALUES "
+                             "(?, ?, ?, ?, ?)", (_digest(sid), user, role, server, now_s))
+        return EXTERNAL_SID + sid
+
     def _remember_unknown(self, key: tuple[str, str], state: tuple[int, float, float]) -> None:
         self._unknown[key] = state
         self._unknown.move_to_end(key)
@@ -320,6 +378,8 @@ class UserStore:
         """The account of an open session younger than ``max_age_s``; None for a closed, expired or unknown one."""
         if not isinstance(sid, str) or not sid:
             return None
+        if sid.startswith(EXTERNAL_SID):
+            return self._external_session(sid[len(EXTERNAL_SID):], now_s, max_age_s)
         with self._lock:
             row = self._db.execute("SELECT s.user, u.role, s.created_s, u.must_change FROM sessions s JOIN users u "
                                    "ON u.name = s.user WHERE s.digest=?", (_digest(sid),)).fetchone()
@@ -327,10 +387,21 @@ class UserStore:
             return None
         return Account(row[0], row[1], bool(row[3]))
 
+    def _external_session(self, sid: str, now_s: float, max_age_s: float) -> Account | None:
+        with self._lock:
+            row = self._db.execute("SELECT user, role, created_s, server FROM external_sessions WHERE digest=?",
+                                   (_digest(sid),)).fetchone()
+        if row is None or not 0 <= now_s - row[2] <= max_age_s:
+            return None
+        return Account(row[0], row[1], False, row[3])
+
     def close_session(self, sid: str) -> None:
         if isinstance(sid, str) and sid:
+            external = sid.startswith(EXTERNAL_SID)
+            table = "external_sessions" if external else "sessions"
             with self._lock:
-                self._db.execute("DELETE FROM sessions WHERE digest=?", (_digest(sid),))
+                self._db.execute(f"DELETE FROM {table} WHERE digest=?",
+                                 (_digest(sid[len(EXTERNAL_SID):] if external else sid),))
 
     def close_sessions(self, user: str) -> int:
         """Close every session of ``user`` (password or role changed, user removed); how many were open."""

@@ -14,7 +14,7 @@ from flask import Blueprint, Response, flash, g, redirect, render_template, requ
 from flask_wtf.csrf import generate_csrf
 
 from appliance import config as cfg
-from appliance.web import settings_view
+from appliance.web import logins, settings_view
 from appliance.web.admission import client_of
 from appliance.web.access import audit, audit_verified, ctx_of, needs
 from appliance.web.users import ROLES, Ended, UserError
@@ -68,9 +68,9 @@ def login() -> Any:
         return render_template("login.html", next="/"), 429
     name, password = request.form.get("user", "")[:64], request.form.get("password", "")
     now_s = ctx.wall_s()
-    result = ctx.users.login(name, password, now_s, client)  # a lockout holds this client's tries, not everyone's
+    result, verdict = logins.check(ctx, name, password, now_s, client)  # a lockout holds this client's tries
     if not result.ok:
-        _audit_failed_login(name, result, now_s)
+        _audit_failed_login(name, result, now_s, verdict)
         message = {"locked": f"This account is locked: try again in {result.retry_after_s:.0f} s.",
                    "wait": f"Too many failed logins: wait {result.retry_after_s:.0f} s."}.get(
             result.reason, "Wrong user name or password.")
@@ -78,9 +78,11 @@ def login() -> Any:
         return render_template("login.html", next=request.form.get("next", "/")), 401
     # A new CSRF secret with the new session, in the cookie the login sets: pages are then signed from it without
     # changing the session again (a client that replays its login cookie is not sent a new one with every page).
-    _open_session(result.user, now_s)
+    external = verdict is not None and verdict.outcome == "accept"
+    _open_session(result.user, now_s, (result.role, verdict.server) if external else None)
     g.user, g.role, g.via = result.user, result.role, "session"
-    audit("login", f"{result.user} logged in ({result.role})")
+    text, detail = logins.login_record(result, verdict)
+    audit("login", text, detail)
     target = request.form.get("next", "/")
     if result.must_change:
         flash("Choose a new password: the initial one may not be kept.", "info")
@@ -96,19 +98,23 @@ def _login_allowed(client: str) -> bool:
                 and current_app.extensions["login_budget"].allow("*"))
 
 
-def _open_session(user: str, now_s: float) -> None:
-    """A new session for ``user`` in the cookie, with a new CSRF secret."""
+def _open_session(user: str, now_s: float, external: tuple[str, str] | None = None) -> None:
+    """A new session for ``user`` in the cookie, with a new CSRF secret; ``external``: (role, server) of a user
+    checked by a RADIUS or LDAP server."""
     ctx = ctx_of()
     session.clear()
     session.permanent = True
     session["user"] = user
-    session["sid"] = ctx.users.open_session(user, now_s, ctx.session_timeout_s)
+    session["sid"] = (ctx.users.open_session(user, now_s, ctx.session_timeout_s) if external is None else
+                      ctx.users.open_external_session(user, *external, now_s, ctx.session_timeout_s))
     g.pop("csrf_token", None)
     generate_csrf()
 
 
 @bp.route("/password", methods=["GET"])
 def password_page() -> Any:
+    if g.get("server"):
+        return _external_password()
     return render_template("password.html", must_change=g.get("must_change", False), page="password")
 
 
@@ -120,6 +126,8 @@ def password_change() -> Any:
     from appliance.web.users import check_password_rules
 
     ctx, form = ctx_of(), request.form
+    if g.get("server"):
+        return _external_password()
     current, new, again = form.get("current", ""), form.get("password", ""), form.get("again", "")
     client = client_of(request.remote_addr or "?")
     problem = None
@@ -158,7 +166,14 @@ def password_change() -> Any:
     return redirect("/")
 
 
-def _audit_failed_login(name: str, result: Any, now_s: float) -> None:
+def _external_password() -> Any:
+    """An externally checked user's password is the directory's: the console cannot change it."""
+    from appliance.web.access import refuse
+
+    return refuse(403, f"refused: your password is kept by {g.server}; change it there")
+
+
+def _audit_failed_login(name: str, result: Any, now_s: float, verdict: Any = None) -> None:
     """A failed login in the audit trail: one record each up to a few a minute, then one record counting the rest
     (a flood of wrong passwords must not flood the store)."""
     from flask import current_app
@@ -172,10 +187,11 @@ def _audit_failed_login(name: str, result: Any, now_s: float) -> None:
                          "recorded one by one", {"suppressed": suppressed})
     if own_record:
         # a name that is no user may be a password typed in the wrong field: it is not kept
-        who = name if ctx.users.role_of(name) is not None else "(unknown user)"
-        detail = {"user": who, "reason": result.reason, "client": request.remote_addr}
+        known = ctx.users.role_of(name) is not None or (verdict is not None and verdict.outcome == "unmapped")
+        who = name if known else "(unknown user)"
+        detail = {"user": who, "reason": result.reason, "client": request.remote_addr, **logins.detail_of(verdict)}
         ctx.audit_append("login.failed", f"web:{who}", f"failed login for {who}: {result.reason}"
-                         + (" (account locked)" if result.locked_now else ""), detail)
+                         + logins.said_by(verdict) + (" (account locked)" if result.locked_now else ""), detail)
 
 
 def _local_path(target: str) -> bool:
