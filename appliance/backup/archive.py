@@ -241,6 +241,73 @@ def random_bytes(n: int) -> bytes:
     return os.urandom(n)
 
 
+def sealed_names(archive: Archive) -> str:
+    """What the encrypted part holds, for the operator: key files, and settings files with their secrets."""
+    return ", ".join(f"the secret settings of {n[len(SEALED_SETTINGS):]}" if n.startswith(SEALED_SETTINGS) else n
+                     for n in archive.key_names)
+
+
+# --- secret settings ------------------------------------------------------------------------------------------------
+SEALED_SETTINGS = "settings:"  # a key item holding a settings file whole, secrets included: "settings:config.toml"
+
+
+def secret_names(data: bytes) -> list[str]:
+    """The write-only settings (snmp.community, auth.radius_secret ...) a settings file sets to a value."""
+    from appliance.config import BY_NAME
+
+    flat = _settings(data, "a settings file")
+    return sorted(k for k, v in flat.items() if k in BY_NAME and BY_NAME[k].secret and v not in ("", (), []))
+
+
+def _nested_pop(table: dict[str, Any], name: str) -> Any:
+    """Remove dotted ``name`` from nested tables; its value (None when absent)."""
+    parts = name.split(".")
+    for part in parts[:-1]:
+        table = table.get(part) if isinstance(table.get(part), dict) else None  # type: ignore[assignment]
+        if table is None:
+            return None
+    return table.pop(parts[-1], None)
+
+
+def _nested_set(table: dict[str, Any], name: str, value: Any) -> None:
+    parts = name.split(".")
+    for part in parts[:-1]:
+        table = table.setdefault(part, {})
+    table[parts[-1]] = value
+
+
+def redact(data: bytes) -> bytes:
+    """A settings file without its secret values (rewritten: comments are not kept); as it is when it has none."""
+    import tomli_w
+
+    names = secret_names(data)
+    if not names:
+        return data
+    table = tomllib.loads(data.decode("utf-8"))
+    for name in names:
+        _nested_pop(table, name)
+    head = ("# written by appliance backup: the secret settings (" + ", ".join(names) + ") are in the archive's "
+            "encrypted part, or were left out\n")
+    return head.encode() + tomli_w.dumps(table).encode("utf-8")
+
+
+def keep_secrets(incoming: bytes, current: bytes | None) -> bytes:
+    """A redacted settings file given the secret values the current one has (a restore without the keys keeps the
+    secrets as they are)."""
+    import tomli_w
+
+    if current is None:
+        return incoming
+    kept = {k: v for k, v in _settings(current, "the current settings").items() if k in secret_names(current)}
+    if not kept:
+        return incoming
+    table = tomllib.loads(incoming.decode("utf-8"))
+    for name, value in kept.items():
+        if name not in _settings(incoming, "the archive's settings"):
+            _nested_set(table, name, value)
+    return tomli_w.dumps(table).encode("utf-8")
+
+
 # --- what a restore changes ---------------------------------------------------------------------------------------
 
 def _settings(data: bytes | None, what: str) -> dict[str, Any]:
@@ -288,6 +355,8 @@ def plan(current: Contents, incoming: Contents, keys_kept: Iterable[str] = ()) -
             lines.append(f"{name}: replaced ({new_file.path})")
     old_keys = {k.name: k.data for k in current.keys}
     for key in incoming.keys:
+        if key.name.startswith(SEALED_SETTINGS):
+            continue  # shown as the settings file it is
         if key.name not in old_keys:
             lines.append(f"key {key.name}: written")
         elif old_keys[key.name] != key.data:

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from appliance import __version__
-from appliance.backup.archive import (MIN_PASSPHRASE, Archive, BackupError, Contents, open_keys, plan, random_bytes,
-                                      read)
+from appliance.backup.archive import (MIN_PASSPHRASE, SEALED_SETTINGS, Archive, BackupError, Contents, open_keys, plan,
+                                      random_bytes, read, sealed_names)
 from appliance.config import Config
 
 EXIT_REFUSED = 1
@@ -117,14 +117,17 @@ def cmd_backup(args: argparse.Namespace, config: Config) -> int:
             raise BackupError(f"the passphrase must have at least {MIN_PASSPHRASE} characters")
         created, _ = _now_label()
         labels = {"appliance_version": __version__, "created_utc": created, "host": socket.gethostname()}
-        data, contents = make(config, Path(args.config) if args.config else None, labels, passphrase,
-                              random_bytes(16), random_bytes(12))
+        data, contents, left_out = make(config, Path(args.config) if args.config else None, labels, passphrase,
+                                        random_bytes(16), random_bytes(12))
         write_archive(Path(args.file), data)
     except BackupError as exc:
         print(f"appliance: backup: {exc}", file=sys.stderr)
         return EXIT_REFUSED
     what = _summary(contents)
     print(f"backup written to {args.file}: {what}")
+    if left_out:
+        print(f"secret settings left out (a shared secret is archived only encrypted, with --keys): "
+              f"{', '.join(left_out)}")
     print(audit_note(config, "backup.created", f"configuration backup written to {args.file}: {what}",
                  {"file": str(args.file), "keys": bool(contents.keys), "users": len(contents.users.users)}))
     return 0
@@ -132,7 +135,8 @@ def cmd_backup(args: argparse.Namespace, config: Config) -> int:
 
 def _summary(contents: Contents) -> str:
     files = ", ".join(f.name for f in contents.files) or "no settings files"
-    keys = f"{len(contents.keys)} keys (encrypted)" if contents.keys else "no keys"
+    n_keys = sum(1 for k in contents.keys if not k.name.startswith(SEALED_SETTINGS))
+    keys = f"{n_keys} keys (encrypted)" if contents.keys else "no keys"
     return f"{files}; {len(contents.users.users)} console users, {len(contents.users.tokens)} API tokens; {keys}"
 
 
@@ -178,12 +182,12 @@ def cmd_restore(args: argparse.Namespace, load: Callable[[str | None], Config]) 
             keys = open_keys(archive, _passphrase(args, confirm=False))
         now = files.current(config, config_file)
         kept = list(archive.key_names) if archive.has_keys and args.skip_keys else []
-        incoming = Contents(archive.contents.files, archive.contents.users, keys)
+        incoming = Contents(files.effective_files(archive, keys, state, config_file), archive.contents.users, keys)
         lines = plan(now, incoming, kept)
         if archive.contents.file("config.toml") is not None and config_file is None:
             lines.append("config.toml: in the archive, not written (give --config FILE to write it there)")
         if args.dry_run and archive.has_keys and not args.skip_keys:
-            lines.append(f"keys in the archive (a restore asks for the passphrase): {', '.join(archive.key_names)}")
+            lines.append(f"encrypted in the archive (a restore asks for the passphrase): {sealed_names(archive)}")
     except BackupError as exc:
         print(f"appliance: restore: {exc}", file=sys.stderr)
         if "another appliance" in str(exc):

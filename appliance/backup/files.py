@@ -22,7 +22,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from appliance.backup.archive import Archive, BackupError, Contents, FileItem, Users, build, seal_keys
+from appliance.backup.archive import (SEALED_SETTINGS, SETTINGS_FILES, Archive, BackupError, Contents, FileItem, Users,
+                                      build, keep_secrets, redact, seal_keys, secret_names)
 from appliance.config import Config
 from appliance.edge.persist import fsync_directory, read_private, refuse_link, replace_file, write_temp
 
@@ -105,8 +106,11 @@ def _key_paths(state: Path) -> list[str]:
 
 
 def make(config: Config, config_file: Path | None, labels: dict[str, str], passphrase: str | None,
-         salt: bytes, nonce: bytes, state: Path | None = None) -> tuple[bytes, Contents]:
-    """The archive of the current state (keys only with ``passphrase``), signed with the audit signing key."""
+         salt: bytes, nonce: bytes, state: Path | None = None) -> tuple[bytes, Contents, list[str]]:
+    """The archive of the current state (keys only with ``passphrase``), signed with the audit signing key, and the
+    secret settings it left out (without a passphrase: a shared secret is never written in the clear).  A settings
+    file that sets a secret is archived without it; with a passphrase the file as it is goes into the encrypted
+    part."""
     from appliance.audit.bundle import load_or_create_key
 
     state = state or config.state_path()
@@ -115,10 +119,37 @@ def make(config: Config, config_file: Path | None, labels: dict[str, str], passp
     except Exception as exc:  # AuditError: the key file refused
         raise BackupError(str(exc)) from None
     contents = current(config, config_file, state)
-    if passphrase is None:
-        contents = Contents(contents.files, contents.users, ())
-    sealed = seal_keys(contents.keys, passphrase, salt, nonce) if passphrase is not None else None
-    return build(contents, signer, labels, sealed), contents
+    clear, sealed_settings, left_out = [], [], []
+    for f in contents.files:
+        names = secret_names(f.data) if f.name in SETTINGS_FILES else []
+        if not names:
+            clear.append(f)
+            continue
+        clear.append(FileItem(f.name, f.place, f.path, redact(f.data), f.mode))
+        sealed_settings.append(FileItem(SEALED_SETTINGS + f.name, f.place, f.path, f.data, f.mode))
+        left_out.extend(names)
+    keys = (*contents.keys, *sealed_settings) if passphrase is not None else ()
+    contents = Contents(tuple(clear), contents.users, keys)
+    sealed = seal_keys(keys, passphrase, salt, nonce) if passphrase is not None else None
+    return build(contents, signer, labels, sealed), contents, [] if passphrase is not None else left_out
+
+
+def effective_files(archive: Archive, keys: Iterable[FileItem], state: Path,
+                    config_file: Path | None) -> tuple[FileItem, ...]:
+    """The archive's files as a restore writes them: a settings file whole from the encrypted part when its keys
+    are opened, else without its secrets, which stay as the file in place has them."""
+    sealed = {k.name[len(SEALED_SETTINGS):]: k for k in keys if k.name.startswith(SEALED_SETTINGS)}
+    out = []
+    for f in archive.contents.files:
+        if f.name in sealed:
+            out.append(FileItem(f.name, f.place, f.path, sealed[f.name].data, f.mode))
+        elif f.name in SETTINGS_FILES:
+            target = target_of(f, state, config_file)
+            now = _read(target) if target is not None else None
+            out.append(FileItem(f.name, f.place, f.path, keep_secrets(f.data, now), f.mode))
+        else:
+            out.append(f)
+    return tuple(out)
 
 
 def write_archive(path: Path, data: bytes) -> None:
@@ -148,7 +179,9 @@ def plan_targets(archive: Archive, keys: Iterable[FileItem], state: Path,
                  config_file: Path | None) -> tuple[dict[Path, FileItem], list[Path]]:
     """The files a restore writes (target -> item) and those it removes (in the state, not in the archive)."""
     writes: dict[Path, FileItem] = {}
-    for item in (*archive.contents.files, *keys):
+    keys = tuple(keys)
+    files_now = effective_files(archive, keys, state, config_file)
+    for item in (*files_now, *(k for k in keys if not k.name.startswith(SEALED_SETTINGS))):
         target = target_of(item, state, config_file)
         if target is not None:
             writes[target] = item

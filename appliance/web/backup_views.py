@@ -20,7 +20,8 @@ from flask import Blueprint, Response, flash, redirect, render_template, request
 
 from appliance import __version__
 from appliance.backup import files
-from appliance.backup.archive import MIN_PASSPHRASE, BackupError, Contents, open_keys, plan, random_bytes, read
+from appliance.backup.archive import (MIN_PASSPHRASE, BackupError, Contents, open_keys, plan, random_bytes, read,
+                                      sealed_names)
 from appliance.web.access import audit, ctx_of, needs
 
 bp = Blueprint("backup", __name__)
@@ -59,12 +60,12 @@ def archive_response(passphrase: str | None) -> Response:
     config = _config()
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ctx_of().wall_s()))
     labels = {"appliance_version": __version__, "created_utc": created, "host": socket.gethostname()}
-    data, contents = files.make(config, files.config_file_of(config), labels, passphrase, random_bytes(16),
-                                random_bytes(12), _state())
+    data, contents, left_out = files.make(config, files.config_file_of(config), labels, passphrase,
+                                          random_bytes(16), random_bytes(12), _state())
     name = f"appliance-backup-{socket.gethostname()}-{created.replace(':', '')}.json"
     audit("backup.created", f"configuration backup downloaded ({len(contents.users.users)} console users, "
           f"{'keys encrypted under a passphrase' if contents.keys else 'no keys'})",
-          {"keys": bool(contents.keys), "users": len(contents.users.users)})
+          {"keys": bool(contents.keys), "users": len(contents.users.users), "secrets_left_out": left_out})
     return Response(data, mimetype="application/json",
                     headers={"Content-Disposition": f'attachment; filename="{name}"', "Cache-Control": "no-store"})
 
@@ -93,9 +94,12 @@ def _check(path: Path) -> dict[str, Any]:
         raise BackupError("the uploaded archive is gone: upload it again") from None
     config = _config()
     current = files.current(config, files.config_file_of(config), _state())
-    lines = plan(current, Contents(archive.contents.files, archive.contents.users, ()))
+    config_file = files.config_file_of(config)
+    lines = plan(current, Contents(files.effective_files(archive, (), _state(), config_file), archive.contents.users,
+                                   ()))
     own = files.own_fingerprint(_state())
-    return {"archive": archive, "lines": lines, "own": own, "foreign": own is not None and own != archive.fingerprint}
+    return {"archive": archive, "lines": lines, "own": own, "sealed": sealed_names(archive),
+            "foreign": own is not None and own != archive.fingerprint}
 
 
 @bp.route("/backup/check", methods=["POST"])
@@ -146,7 +150,9 @@ def restore() -> Any:
             raise BackupError("refused: the archive is signed by another appliance's audit key; tick the box that "
                               "accepts its fingerprint to restore it here")
         keys = open_keys(archive, form.get("passphrase", "")) if archive.has_keys and form.get("keys") else ()
-        lines = plan(files.current(_config(), files.config_file_of(_config()), _state()), Contents(archive.contents.files, archive.contents.users, keys))
+        config_file = files.config_file_of(_config())
+        lines = plan(files.current(_config(), config_file, _state()), Contents(
+            files.effective_files(archive, keys, _state(), config_file), archive.contents.users, keys))
         label = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(ctx_of().wall_s()))
         files.restore(_config(), archive, keys, files.config_file_of(_config()), label, apply=False, state=_state())
     except BackupError as exc:

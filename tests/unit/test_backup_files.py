@@ -26,7 +26,7 @@ def setup(state: Path, sa: Path, location: str) -> cfg.Config:
 
 
 def archive_of(config: cfg.Config) -> bytes:
-    data, _ = files.make(config, None, {"created_utc": "x"}, None, b"s" * 16, b"n" * 12)
+    data, _, _ = files.make(config, None, {"created_utc": "x"}, None, b"s" * 16, b"n" * 12)
     return data
 
 
@@ -100,7 +100,7 @@ def test_a_link_where_a_restored_file_goes_is_refused(tmp_path: Path) -> None:
     state = dst.state_path()
     (state / "console-settings.toml").unlink()
     (state / "console-settings.toml").symlink_to(tmp_path / "elsewhere")
-    with pytest.raises(OSError, match="symbolic link"):
+    with pytest.raises((OSError, BackupError), match="symbolic link"):
         files.restore(dst, archive, (), None, "t4")
     assert not (tmp_path / "elsewhere").exists()
 
@@ -123,3 +123,25 @@ def test_a_restore_staged_from_the_console_is_made_and_audited_at_the_next_start
     kinds = [r.kind for r in store.records()]
     store.close()
     assert "restore.applied" in kinds
+
+
+def test_a_shared_secret_is_archived_only_encrypted_and_kept_when_the_keys_are_not_restored(tmp_path: Path) -> None:
+    from appliance.backup.archive import open_keys
+
+    src = setup(tmp_path / "a", tmp_path / "sa.cfg", "hall 1")
+    (src.state_path() / "console-settings.toml").write_text('snmp.community = "s3cret-community"\nntp.port = 1123\n')
+    plain, _, left_out = files.make(src, None, {}, None, b"s" * 16, b"n" * 12)
+    assert b"s3cret-community" not in plain and left_out == ["snmp.community"]
+    sealed, _, left_out = files.make(src, None, {}, "a long passphrase", b"s" * 16, b"n" * 12)
+    assert b"s3cret-community" not in sealed and left_out == []
+    dst = setup(tmp_path / "b", tmp_path / "sa-b.cfg", "hall 2")
+    state = dst.state_path()
+    (state / "console-settings.toml").write_text('snmp.community = "the-current-one"\n')
+    # without the keys: the archive's settings, and the secret the appliance has now
+    files.restore(dst, read(plain), (), None, "t6")
+    text = (state / "console-settings.toml").read_text()
+    assert "ntp.port = 1123" in text.replace("[ntp]\nport = 1123", "ntp.port = 1123") and "the-current-one" in text
+    # with them: the settings file as it was, secret included
+    archive = read(sealed)
+    files.restore(dst, archive, open_keys(archive, "a long passphrase"), None, "t7")
+    assert (state / "console-settings.toml").read_text() == 'snmp.community = "s3cret-community"\nntp.port = 1123\n'
