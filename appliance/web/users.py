@@ -159,7 +159,7 @@ class UserStore:
 
     def import_rows(self, users: list[tuple[str, str, bytes, bytes, int]],
                     tokens: list[tuple[str, str, str, float]]) -> None:
-        """Replace every user and token with these (a restore); sessions and lockouts end.  UserError for a row
+        """Replace every user and token with these (a restore); sessions (external ones too) and lockouts end.  UserError for a row
         that is not a user this store would make."""
         for name, role, salt, digest, _ in users:
             check_name(name)
@@ -171,7 +171,7 @@ class UserStore:
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                for table in ("users", "tokens", "sessions", "lockouts"):
+                for table in ("users", "tokens", "sessions", "external_sessions", "lockouts"):
                     self._db.execute(f"DELETE FROM {table}")
                 self._db.executemany("INSERT INTO users (name, role, salt, hash, must_change) VALUES (?, ?, ?, ?, ?)",
                                      users)
