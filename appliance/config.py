@@ -24,9 +24,9 @@ from appliance import config_receivers as receivers_of
 from appliance.config_receivers import OLD_NAMES
 from appliance.settings import (BY_NAME, SETTINGS, STANDARD_BAUDS, AuditSettings, ClockSettings,
                                 ControlSettings, GnssSettings, IntegritySettings, IrigOutSettings, LogSettings,
-                                NtpSettings, PpsOutSettings, PtpSettings, QualitySettings, ReceiverSettings,
-                                ReferencesSettings, SerialOutSettings, Setting, SimSettings, SnmpSettings,
-                                TopSettings, WebSettings)
+                                MonitorSettings, NtpSettings, PpsOutSettings, PtpSettings, QualitySettings,
+                                ReceiverSettings, ReferencesSettings, SerialOutSettings, Setting, SimSettings,
+                                SnmpSettings, TopSettings, WebSettings)
 
 __all__ = ["BY_NAME", "OLD_NAMES", "SETTINGS", "STANDARD_BAUDS", "Config", "ConfigError", "ReceiverSettings",
            "Setting", "check_value", "defaults", "load", "merge", "setting_of", "settings_of"]
@@ -90,6 +90,7 @@ class Config:
     ntp = _Section(NtpSettings)
     ptp = _Section(PtpSettings)
     snmp = _Section(SnmpSettings)
+    monitor = _Section(MonitorSettings)
     top = _Section(TopSettings)
     control = _Section(ControlSettings)
     log = _Section(LogSettings)
@@ -436,9 +437,24 @@ def load(path: str | None = None, set_pairs: Iterable[str] = ()) -> Config:
     overrides = parse_set_pairs(set_pairs, problems)
     config = merge(config, overrides, "--set", from_text=True, problems=problems)
     problems += receivers_of.problems_of(config.values)
+    problems += monitor_problems(config)
     if problems:
         raise ConfigError(problems)
     return with_console_settings(config, set(overrides))
+
+
+def monitor_problems(config: Config) -> list[str]:
+    """What is wrong with the sync monitor's targets and limits, each naming its setting (none: an empty list)."""
+    from appliance.monitor import limit_items, targets_of
+
+    m = config.monitor
+    try:
+        targets_of(m.ntp_targets, m.ptp_targets, m.limit_ns, limit_items(m.limits))
+    except ValueError as exc:
+        return str(exc).split("; ")
+    if m.ptp_targets and not m.ptp_interface:
+        return ["monitor.ptp_targets needs monitor.ptp_interface: the interface nsm sends its requests on"]
+    return []
 
 
 def with_console_settings(config: Config, overridden: set[str]) -> Config:

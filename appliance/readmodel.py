@@ -17,6 +17,7 @@ from appliance.alarms import AlarmBook, AlarmRow, diagnose_no_fix
 from appliance.clock.service import ClockService
 from appliance.events import SatInfo
 from appliance.gnss.guard import GuardStatus
+from appliance.monitor import SyncMonitor
 from appliance.refs.gnss import GnssReference
 from appliance.refs.model import Reference
 from appliance.refs.selector import ReferenceSelector, RefView
@@ -50,6 +51,7 @@ class Parts:
     gnss: GnssReference  # the watched receiver: the integrity checks, the receiver card
     utc: UtcOffset
     alarms: AlarmBook
+    monitor: SyncMonitor | None = None  # the sync monitor of downstream clients
 
 
 def build(parts: Parts, raw_ns: int, edges: EdgeStatus) -> TimeStatus:
@@ -84,7 +86,8 @@ def build(parts: Parts, raw_ns: int, edges: EdgeStatus) -> TimeStatus:
     return TimeStatus(at, leap.tai_to_utc(at, table).iso_ms(), edges.mode, edges.version, edges.started_at_tai_ns,
                       receiver, sats, summarize(sats), pps, leap_status, clock, alarms,
                       outputs=edges.outputs, integrity=integrity, references=references,
-                      verdict=verdict, receivers=_receivers(parts))
+                      verdict=verdict, receivers=_receivers(parts),
+                      monitor=() if parts.monitor is None else parts.monitor.rows(at))
 
 
 def _diagnosed(rows: tuple[AlarmRow, ...], sats: tuple[SatInfo, ...], integrity: GuardStatus

@@ -19,6 +19,7 @@ from appliance.clock.readiness import HoldoverReadiness
 from appliance.events import Constellation, SatInfo
 from appliance.gnss.guard import GuardStatus
 from appliance.gnss.receiver import ReceiverSnapshot
+from appliance.monitor import MonitorRow
 from appliance.refs.selector import Disagreement, RefView
 from appliance.units import NS_PER_S
 from appliance.utcoffset import LeapStatus
@@ -183,6 +184,7 @@ class TimeStatus:
     references: ReferencesStatus = field(default_factory=ReferencesStatus)
     verdict: Verdict | None = None
     receivers: tuple[ReceiverRow, ...] = ()  # every GNSS receiver, the first (``receiver`` above) included
+    monitor: tuple[MonitorRow, ...] = ()  # the sync monitor's downstream clients, one row per target
 
 
 # What each clockClass means (IEEE 1588-2019 Table 4, ITU-T G.8275.1 Table 2), as the console and status say it.

@@ -1,0 +1,212 @@
+"""The sync monitor's core: target settings, the NTP exchange's arithmetic and checks, nsm's report, hysteresis and the
+over-limit alarm, unreachable targets."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from appliance import config
+from appliance.monitor import (ALARM_CODE, NsmParser, NsmReport, SyncMonitor, Target, failed, nsm_answer, ntp_answer,
+                               ntp_offset_delay_ns, ntp_request, targets_of)
+from appliance.protocol.ntp import packet
+from appliance.timebase import posix_ns_to_ntp64
+from appliance.units import NS_PER_S
+
+T0 = 1_800_000_000 * NS_PER_S  # a POSIX instant in 2027
+NTP = Target("192.0.2.7:123", "ntp", "192.0.2.7", 123, 1_000_000)
+
+
+# --- settings ---------------------------------------------------------------------------------------------------
+def test_targets_are_named_and_limits_override_per_target() -> None:
+    targets = targets_of(["192.0.2.7", "[2001:db8::1]:1123"], ["192.0.2.9", "02:00:00:00:00:01"], 1000,
+                         ["192.0.2.7=50", "192.0.2.9=70"])
+    assert [(t.name, t.kind, t.port, t.limit_ns) for t in targets] == [
+        ("192.0.2.7:123", "ntp", 123, 50), ("[2001:db8::1]:1123", "ntp", 1123, 1000),
+        ("192.0.2.9", "ptp", 319, 70), ("02:00:00:00:00:01", "ptp", 319, 1000)]
+
+
+@pytest.mark.parametrize("pairs, words", [
+    (["monitor.ptp_targets=slave.example"], "monitor.ptp_targets: 'slave.example'"),
+    (["monitor.ptp_targets=192.0.2.9"], "needs monitor.ptp_interface"),
+    (["monitor.ntp_targets=192.0.2.7", "monitor.limits=192.0.2.8=5"], "'192.0.2.8' is not a monitored target"),
+    (["monitor.ntp_targets=192.0.2.7", "monitor.limits=192.0.2.7=0"], "expected TARGET=NS"),
+    (["monitor.ntp_targets=192.0.2.7,192.0.2.7:123"], "targets listed twice: 192.0.2.7:123"),
+    (["monitor.ntp_targets=192.0.2.7:99999"], "monitor.ntp_targets"),
+    (["monitor.interval_s=0"], "monitor.interval_s"),
+])
+def test_bad_monitor_settings_are_configuration_errors_naming_the_setting(pairs: list[str], words: str) -> None:
+    with pytest.raises(config.ConfigError) as err:
+        config.load(None, pairs)
+    assert words in str(err.value)
+
+
+def test_good_monitor_settings_load() -> None:
+    c = config.load(None, ["monitor.ntp_targets=127.0.0.1:11123", "monitor.ptp_targets=10.0.0.2",
+                           "monitor.ptp_interface=veth0", "monitor.limits=127.0.0.1:11123=5000"])
+    assert c.monitor.ntp_targets == ("127.0.0.1:11123",) and c.monitor.nsm_path == "nsm"
+
+
+# --- NTP --------------------------------------------------------------------------------------------------------
+def test_offset_and_delay_follow_rfc5905() -> None:
+    # The target is 300 ns ahead; 1000 ns each way; it holds the request 50 ns.
+    t1 = T0
+    t2 = t1 + 1000 + 300
+    t3 = t2 + 50
+    t4 = t3 - 300 + 1000
+    assert ntp_offset_delay_ns(t1, t2, t3, t4) == (300, 2000)
+
+
+@given(st.integers(-10**12, 10**12), st.integers(0, 10**9), st.integers(0, 10**9), st.integers(0, 10**6))
+def test_offset_is_exact_for_any_symmetric_path(offset_ns: int, one_way_ns: int, start_ns: int, hold_ns: int) -> None:
+    t1 = T0 + start_ns
+    t2 = t1 + one_way_ns + offset_ns
+    t3 = t2 + hold_ns
+    t4 = t3 - offset_ns + one_way_ns
+    assert ntp_offset_delay_ns(t1, t2, t3, t4) == (offset_ns, 2 * one_way_ns)
+
+
+@given(st.integers(-10**12, 10**12), st.integers(0, 10**9), st.integers(-10**9, 10**9))
+def test_an_asymmetric_path_moves_the_offset_by_half_the_difference(offset_ns: int, there_ns: int, extra_ns: int) -> None:
+    back_ns = max(0, there_ns + extra_ns)
+    t1 = T0
+    t2 = t1 + there_ns + offset_ns
+    t4 = t2 - offset_ns + back_ns
+    got, delay = ntp_offset_delay_ns(t1, t2, t2, t4)
+    assert delay == there_ns + back_ns
+    assert abs(got - (offset_ns + (there_ns - back_ns) / 2)) <= 0.5
+
+
+def _reply(xmt: int, receive_ns: int, transmit_ns: int, **changes: object) -> bytes:
+    h = packet.NtpHeader(0, 4, packet.MODE_SERVER, 2, 0, -20, 0, 0, b"\x7f\0\0\x01", 0, xmt,
+                         posix_ns_to_ntp64(receive_ns), posix_ns_to_ntp64(transmit_ns))
+    return h.with_(**changes).encode()
+
+
+def test_an_ntp_exchange_measures_the_target_against_the_served_times() -> None:
+    request, xmt = ntp_request(T0)
+    assert packet.decode(request).mode == packet.MODE_CLIENT and packet.decode(request).transmit_ts == xmt
+    answer = ntp_answer(NTP.name, _reply(xmt, T0 + 40_000 + 5_000, T0 + 45_010), xmt, T0, T0 + 80_010, 7)
+    assert (answer.offset_ns, answer.delay_ns, answer.error, answer.at_tai_ns) == (5_000, 80_000, "", 7)
+
+
+@pytest.mark.parametrize("changes, words", [
+    ({"mode": packet.MODE_CLIENT}, "not server"),
+    ({"origin_ts": 12345}, "does not echo"),
+    ({"stratum": 0, "reference_id": b"RATE"}, "kiss-o'-death 'RATE'"),
+    ({"leap": 3}, "unsynchronised"),
+    ({"transmit_ts": 0}, "no receive or transmit"),
+])
+def test_a_reply_that_cannot_be_used_is_a_failed_poll(changes: dict[str, object], words: str) -> None:
+    _, xmt = ntp_request(T0)
+    answer = ntp_answer(NTP.name, _reply(xmt, T0, T0, **changes), xmt, T0, T0 + 1000, 0)
+    assert answer.offset_ns is None and words in answer.error
+    assert "shorter" in ntp_answer(NTP.name, b"\0" * 20, xmt, T0, T0, 0).error
+
+
+# --- PTP (nsm) --------------------------------------------------------------------------------------------------
+NSM_BLOCK = """NSM MEASUREMENT COMPLETE
+\t\toffset                                -1234
+\t\tportState                             SLAVE
+\t\tparentPortAddress                     1 10.99.0.1
+\tparentDataset
+\t\tparentPortIdentity                    aabbcc.fffe.000001-1
+\t\tgm.ClockClass                         6
+\tcurrentDataset
+\t\tstepsRemoved                          1
+\t\toffsetFromMaster                      -12.0
+\t\tmeanPathDelay                         5321.5
+\ttimePropertiesDataset
+\t\tcurrentUtcOffset                      37
+\tlastSyncTimestamp    1800000000.000000000
+"""
+
+
+def test_nsm_blocks_are_read_line_by_line_and_noise_is_ignored() -> None:
+    parser = NsmParser()
+    lines = ["nsm[12.3]: selected /dev/ptp0\n"] + NSM_BLOCK.splitlines(True)
+    reports = [r for r in (parser.feed(line) for line in lines) if r is not None]
+    assert reports == [NsmReport(-1234, "SLAVE", -12.0, 5321.5)]
+    # A block cut short by an unrelated line still yields its offset; a block without one yields nothing.
+    cut = [parser.feed(line) for line in NSM_BLOCK.splitlines(True)[:3] + ["nsm[1.0]: recv message failed\n"]]
+    assert cut[-1] == NsmReport(-1234, "SLAVE")
+    assert [parser.feed(x) for x in ("NSM MEASUREMENT COMPLETE\n", "\tlastSyncTimestamp 0.0\n")] == [None, None]
+
+
+def test_the_nsm_offset_is_turned_into_slave_minus_served() -> None:
+    # nsm says host - slave = -1234 ns: the slave leads the host by 1234; the served clock leads the host by 200.
+    answer = nsm_answer("10.99.0.2", NsmReport(-1234, "SLAVE", -12.0, 5321.5), 200, 9)
+    assert (answer.offset_ns, answer.delay_ns) == (1034, 5322)
+
+
+# --- states and the alarm ---------------------------------------------------------------------------------------
+def _ok(target: str, at_s: int, offset_ns: int) -> object:
+    from appliance.monitor import Answer
+
+    return Answer(target, at_s * NS_PER_S, offset_ns, 100)
+
+
+def test_over_limit_needs_two_answers_beyond_and_clears_below_80_percent() -> None:
+    mon = SyncMonitor([NTP], 16 * NS_PER_S)
+    assert mon.rows(0)[0].state == "waiting"
+    assert mon.record(_ok(NTP.name, 0, 2_000_000)) == []  # one answer beyond: not yet
+    raised = mon.record(_ok(NTP.name, 16, -2_000_000))
+    assert [(a.code, a.raised) for a in raised] == [(ALARM_CODE, True)]
+    assert "NTP 192.0.2.7:123 (limit 1 ms)" in raised[0].text
+    assert mon.rows(16 * NS_PER_S)[0].state == "over-limit"
+    # Between 80 % and 100 % of the limit: neither clears nor raises again.
+    assert mon.record(_ok(NTP.name, 32, 900_000)) == [] and mon.record(_ok(NTP.name, 48, 900_000)) == []
+    assert mon.record(_ok(NTP.name, 64, 100)) == []
+    cleared = mon.record(_ok(NTP.name, 80, 100))
+    assert [(a.code, a.raised) for a in cleared] == [(ALARM_CODE, False)]
+    assert mon.rows(80 * NS_PER_S)[0].state == "ok"
+
+
+def test_the_alarm_names_every_target_beyond_and_is_reraised_when_the_list_changes() -> None:
+    other = Target("10.0.0.2", "ptp", "10.0.0.2", 319, 500)
+    mon = SyncMonitor([NTP, other], NS_PER_S, raise_after=1)
+    first = mon.record(_ok(other.name, 1, 600))
+    assert first[0].raised and "PTP 10.0.0.2 (limit 500 ns)" in first[0].text
+    second = mon.record(_ok(NTP.name, 2, 5_000_000))
+    assert second[0].raised and "clients beyond their limits" in second[0].text and "NTP" in second[0].text
+    assert mon.record(_ok(NTP.name, 3, 5_000_000)) == []  # the same list: no news
+
+
+def test_failures_make_a_target_unreachable_and_an_answer_brings_it_back() -> None:
+    mon = SyncMonitor([NTP], 16 * NS_PER_S)
+    mon.record(failed(NTP.name, 0, "no NTP answer within 1 s"))
+    row = mon.rows(0)[0]
+    assert (row.state, row.error, row.offset_ns) == ("unreachable", "no NTP answer within 1 s", None)
+    mon.record(_ok(NTP.name, 16, 10))
+    assert mon.rows(16 * NS_PER_S)[0].state == "ok"
+    mon.record(failed(NTP.name, 32, "timeout"))
+    assert mon.rows(32 * NS_PER_S)[0].state == "ok"  # one miss after answers: not yet
+    mon.record(failed(NTP.name, 48, "timeout"))
+    row = mon.rows(48 * NS_PER_S)[0]
+    assert row.state == "unreachable" and row.offset_ns == 10 and row.last_answer_tai_ns == 16 * NS_PER_S
+
+
+def test_a_silent_poller_makes_its_targets_unreachable_after_three_intervals() -> None:
+    mon = SyncMonitor([NTP], 16 * NS_PER_S)
+    mon.check(0)
+    assert mon.rows(48 * NS_PER_S)[0].state == "waiting"
+    assert mon.rows(49 * NS_PER_S)[0].state == "unreachable"
+    mon.record(_ok(NTP.name, 50, 10))
+    assert mon.rows(98 * NS_PER_S)[0].state == "ok"
+    row = mon.rows(99 * NS_PER_S)[0]
+    assert row.state == "unreachable" and "no poll result for over 48 s" in row.error
+
+
+@given(st.lists(st.integers(-3_000, 3_000), max_size=60))
+def test_hysteresis_never_flaps_faster_than_its_counts(offsets: list[int]) -> None:
+    target = Target("t", "ntp", "t", 123, 1000)
+    mon = SyncMonitor([target], NS_PER_S)
+    changes = []
+    for i, offset in enumerate(offsets):
+        for alarm in mon.record(_ok("t", i, offset)):
+            changes.append((i, alarm.raised))
+    for (i, raised), (j, _) in zip(changes, changes[1:]):
+        assert j - i >= 2  # a raise and its clear (or a clear and the next raise) are two answers apart at least
+    raised_now = bool(changes) and changes[-1][1]
+    assert raised_now == (mon.rows(len(offsets) * NS_PER_S)[0].state == "over-limit")
