@@ -69,6 +69,7 @@ class MonitorRow:
     error: str  # of the last poll ("" when it answered)
     polls: int
     answers: int
+    last_answer_utc: str = ""  # the read model labels ``last_answer_tai_ns`` in UTC
 
 
 @dataclass
@@ -188,7 +189,8 @@ def ntp_request(t1_posix_ns: int) -> tuple[bytes, int]:
 
 def ntp_answer(target: str, reply: bytes, sent_xmt: int, t1_posix_ns: int, t4_posix_ns: int,
                at_tai_ns: int) -> Answer:
-    """The answer of one exchange from the reply's bytes and the served instants T1 and T4 (POSIX ns).  A reply
+    """The answer of one exchange from the reply's bytes, the transmit timestamp the request carried (echoed as the
+    reply's origin) and the served instants T1 and T4 (POSIX ns) of the request's sending and the reply's receipt.  A reply
     that is not a server's answer to our request, a kiss-o'-death or an unsynchronised target is a failed poll with
     the reason; an unsynchronised client is still a client whose offset means something only once it synchronises."""
     try:

@@ -17,7 +17,7 @@ from appliance.alarms import AlarmBook, AlarmRow, diagnose_no_fix
 from appliance.clock.service import ClockService
 from appliance.events import SatInfo
 from appliance.gnss.guard import GuardStatus
-from appliance.monitor import SyncMonitor
+from appliance.monitor import MonitorRow, SyncMonitor
 from appliance.refs.gnss import GnssReference
 from appliance.refs.model import Reference
 from appliance.refs.selector import ReferenceSelector, RefView
@@ -87,7 +87,17 @@ def build(parts: Parts, raw_ns: int, edges: EdgeStatus) -> TimeStatus:
                       receiver, sats, summarize(sats), pps, leap_status, clock, alarms,
                       outputs=edges.outputs, integrity=integrity, references=references,
                       verdict=verdict, receivers=_receivers(parts),
-                      monitor=() if parts.monitor is None else parts.monitor.rows(at))
+                      monitor=_monitor(parts, at))
+
+
+def _monitor(parts: Parts, at_tai_ns: int) -> tuple[MonitorRow, ...]:
+    """The sync monitor's rows, each last answer also in UTC."""
+    if parts.monitor is None:
+        return ()
+    table = parts.utc.table
+    return tuple(row if row.last_answer_tai_ns is None else dataclasses.replace(
+        row, last_answer_utc=leap.tai_to_utc(row.last_answer_tai_ns, table).iso_ms())
+        for row in parts.monitor.rows(at_tai_ns))
 
 
 def _diagnosed(rows: tuple[AlarmRow, ...], sats: tuple[SatInfo, ...], integrity: GuardStatus

@@ -42,10 +42,13 @@ class NsmProcess:
                  timestamping: str = "software"):
         self.program, self.interface = program, interface
         self._config = (f"[global]\nnetwork_transport {'L2' if transport == 'l2' else 'UDPv4'}\n"
-                        f"domainNumber {domain}\ntime_stamping {timestamping}\nlogging_level 6\n")
+                        f"domainNumber {domain}\ntime_stamping {timestamping}\nlogging_level 6\n"
+                        # a loaded host can take more than the default 1 ms to hand back a transmit timestamp
+                        "tx_timestamp_timeout 20\n")
         self._proc: subprocess.Popen[str] | None = None
         self._reports: queue.Queue[NsmReport] = queue.Queue()
         self._stderr: deque[str] = deque(maxlen=20)
+        self._said = 0  # lines nsm wrote on its standard error so far
         self._dir: tempfile.TemporaryDirectory[str] | None = None
         self.starts = 0
         self.error = ""
@@ -60,6 +63,7 @@ class NsmProcess:
         assert proc is not None and proc.stdin is not None
         while not self._reports.empty():  # a late report of an earlier request belongs to no one now
             self._reports.get_nowait()
+        said_before = self._said
         try:
             proc.stdin.write(f"NSM {address}\n")
             proc.stdin.flush()
@@ -70,7 +74,9 @@ class NsmProcess:
         except queue.Empty:
             if proc.poll() is not None:
                 return self._exited(proc)
-            return f"no NSM answer within {timeout_s:g} s"
+            said = list(self._stderr)[-min(self._said - said_before, len(self._stderr)):] \
+                if self._said > said_before else []
+            return f"no NSM answer within {timeout_s:g} s" + (f" (nsm: {'; '.join(said)[-200:]})" if said else "")
 
     def _ensure_running(self) -> str:
         if self._proc is not None and self._proc.poll() is None:
@@ -126,6 +132,7 @@ class NsmProcess:
     def _read_errors(self, stream: TextIO) -> None:
         for line in stream:
             self._stderr.append(line.strip())
+            self._said += 1
             log.debug("nsm: %s", line.rstrip())
 
     def stop(self) -> None:
@@ -218,15 +225,20 @@ class SyncMonitorPoller:
             return failed(target.name, self._served_tai(time.time_ns()), f"cannot resolve {target.host}: {exc}")
         with socket.socket(family, socket.SOCK_DGRAM) as sock:
             sock.connect(address)  # replies from anyone else are not delivered
-            _, t1 = self._served_posix(time.time_ns())
-            request, xmt = ntp_request(t1)
+            request, xmt = ntp_request(self._served_posix(time.time_ns())[1])
             deadline = time.monotonic() + self.timeout_s
             try:
+                # T1 and T4 are host clock readings right at the send and the receipt, turned into served time only
+                # afterwards: the conversion's own cost (and a wait for the interpreter lock) stays out of the
+                # exchange.  The transmit timestamp sent is only echoed back, so it need not be T1 itself.
+                t1_host = time.time_ns()
                 sock.send(request)
                 while True:
                     sock.settimeout(max(0.001, deadline - time.monotonic()))
                     reply = sock.recv(_MAX_REPLY)
-                    at_tai, t4 = self._served_posix(time.time_ns())
+                    t4_host = time.time_ns()
+                    t1 = self._served_posix(t1_host)[1]
+                    at_tai, t4 = self._served_posix(t4_host)
                     answer = ntp_answer(target.name, reply, xmt, t1, t4, at_tai)
                     if answer.error != "reply does not echo our request's transmit timestamp" \
                             or time.monotonic() >= deadline:

@@ -3,6 +3,11 @@ over-limit alarm, unreachable targets."""
 
 from __future__ import annotations
 
+import io
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -210,3 +215,55 @@ def test_hysteresis_never_flaps_faster_than_its_counts(offsets: list[int]) -> No
         assert j - i >= 2  # a raise and its clear (or a clear and the next raise) are two answers apart at least
     raised_now = bool(changes) and changes[-1][1]
     assert raised_now == (mon.rows(len(offsets) * NS_PER_S)[0].state == "over-limit")
+
+
+# --- the time-quality record --------------------------------------------------------------------------------------
+def test_polls_go_into_the_quality_record_once_each_and_export_as_csv(tmp_path: Path) -> None:
+    from appliance.audit.tqlog import MONITOR_CSV_COLUMNS, TimeQualityLog, monitor_samples
+
+    def status_at(at_ns: int) -> Any:  # what monitor_samples reads of a TimeStatus
+        return SimpleNamespace(monitor=mon.rows(at_ns))
+
+    mon = SyncMonitor([NTP], NS_PER_S)
+    recorded: dict[str, int] = {}
+    log = TimeQualityLog(tmp_path / "quality.sqlite")
+    mon.record(_ok(NTP.name, 10, 1234))
+    for _ in range(2):  # the same poll seen in two seconds' statuses is recorded once
+        log.add_monitor(monitor_samples(status_at(10 * NS_PER_S), recorded))
+    mon.record(failed(NTP.name, 11 * NS_PER_S, "no NTP answer within 1 s"))
+    mon.record(failed(NTP.name, 12 * NS_PER_S, "no NTP answer within 1 s"))
+    log.add_monitor(monitor_samples(status_at(12 * NS_PER_S), recorded))
+    log.flush()
+    out = io.StringIO()
+    assert log.export_monitor_csv(0, 20 * NS_PER_S, out, str) == 2
+    lines = out.getvalue().splitlines()
+    assert lines[0] == ",".join(MONITOR_CSV_COLUMNS)
+    assert lines[1] == f"{10 * NS_PER_S},{10 * NS_PER_S},192.0.2.7:123,ntp,ok,1234,100,1000000,"
+    assert lines[2] == (f"{12 * NS_PER_S},{12 * NS_PER_S},192.0.2.7:123,ntp,unreachable,,,1000000,"
+                        "no NTP answer within 1 s")
+    log.compact(10 * NS_PER_S + log.keep_s * NS_PER_S)  # kept for keep_s, then dropped
+    assert [p.offset_ns for p in log.monitor_polls(0, 20 * NS_PER_S)] == [1234, None]
+    log.compact(11 * NS_PER_S + log.keep_s * NS_PER_S)
+    assert [p.at_tai_ns for p in log.monitor_polls(0, 20 * NS_PER_S)] == [12 * NS_PER_S]
+    log.close()
+
+
+def test_metrics_show_each_target_offset_delay_and_up() -> None:
+    from prometheus_client.core import Metric
+
+    from appliance.status import _plain
+    from appliance.web.metrics import _monitor
+
+    mon = SyncMonitor([NTP, Target("10.0.0.2", "ptp", "10.0.0.2", 319, 500)], NS_PER_S)
+    mon.record(_ok(NTP.name, 1, -2500))
+    mon.record(failed("10.0.0.2", NS_PER_S, "no NSM answer within 1 s"))
+    import dataclasses
+
+    rows = [_plain(dataclasses.asdict(r)) for r in mon.rows(NS_PER_S)]
+    families: dict[str, Metric] = {m.name: m for m in _monitor(rows)}
+    values = {(m.name, tuple(s.labels.values())): s.value for m in families.values() for s in m.samples}
+    assert values[("appliance_monitor_offset_seconds", ("192.0.2.7:123", "ntp"))] == pytest.approx(-2.5e-6)
+    assert values[("appliance_monitor_delay_seconds", ("192.0.2.7:123", "ntp"))] == pytest.approx(1e-7)
+    assert values[("appliance_monitor_up", ("192.0.2.7:123", "ntp"))] == 1.0
+    assert values[("appliance_monitor_up", ("10.0.0.2", "ptp"))] == 0.0
+    assert values[("appliance_monitor_state", ("10.0.0.2", "ptp", "unreachable"))] == 1.0
