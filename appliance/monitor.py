@@ -153,7 +153,8 @@ def targets_of(ntp_targets: Sequence[str], ptp_targets: Sequence[str], limit_ns:
     aliases = {t.host: t.name for t in out if t.kind == "ntp"}  # "host" names the target "host:123" too
     for name in overrides:
         if name not in names and name not in aliases:
-            problems.append(f"monitor.limits: {name!r} is not a monitored target (targets: {', '.join(names) or 'none'})")
+            listed = ", ".join(names) or "none"
+            problems.append(f"monitor.limits: {name!r} is not a monitored target (targets: {listed})")
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         problems.append(f"monitor: targets listed twice: {', '.join(duplicates)}")
@@ -190,9 +191,9 @@ def ntp_request(t1_posix_ns: int) -> tuple[bytes, int]:
 def ntp_answer(target: str, reply: bytes, sent_xmt: int, t1_posix_ns: int, t4_posix_ns: int,
                at_tai_ns: int) -> Answer:
     """The answer of one exchange from the reply's bytes, the transmit timestamp the request carried (echoed as the
-    reply's origin) and the served instants T1 and T4 (POSIX ns) of the request's sending and the reply's receipt.  A reply
-    that is not a server's answer to our request, a kiss-o'-death or an unsynchronised target is a failed poll with
-    the reason; an unsynchronised client is still a client whose offset means something only once it synchronises."""
+    reply's origin) and the served instants T1 and T4 (POSIX ns) of the request's sending and the reply's receipt.
+    A reply that is not a server's answer to our request, a kiss-o'-death or an unsynchronised target (leap 3:
+    its time means nothing yet) is a failed poll with the reason."""
     try:
         h = packet.decode(reply)
     except ValueError as exc:

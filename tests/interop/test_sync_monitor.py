@@ -109,7 +109,8 @@ def ntp_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
                          "--set", f"monitor.ntp_targets={good},{strict},{dead}", "--set", f"monitor.limits={strict}=1",
                          "--set", "monitor.ptp_targets=192.0.2.1", "--set", "monitor.ptp_interface=lo",
                          "--set", "monitor.nsm_path=/nonexistent/nsm",
-                         "--set", "web.metrics_public=true", "--set", "web.listen=127.0.0.1", "--set", f"web.port={web}")
+                         "--set", "web.metrics_public=true", "--set", "web.listen=127.0.0.1",
+                         "--set", f"web.port={web}")
         try:
             status = wait_for(state, _locked_and_answered([good, strict]), LOCK_TIMEOUT_S + ANSWERS_TIMEOUT_S)
             yield {"state": state, "web": web, "status": status, "good": good, "strict": strict, "dead": dead,

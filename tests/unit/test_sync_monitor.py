@@ -73,7 +73,8 @@ def test_offset_is_exact_for_any_symmetric_path(offset_ns: int, one_way_ns: int,
 
 
 @given(st.integers(-10**12, 10**12), st.integers(0, 10**9), st.integers(-10**9, 10**9))
-def test_an_asymmetric_path_moves_the_offset_by_half_the_difference(offset_ns: int, there_ns: int, extra_ns: int) -> None:
+def test_an_asymmetric_path_moves_the_offset_by_half_the_difference(offset_ns: int, there_ns: int,
+                                                                    extra_ns: int) -> None:
     back_ns = max(0, there_ns + extra_ns)
     t1 = T0
     t2 = t1 + there_ns + offset_ns
