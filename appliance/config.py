@@ -478,6 +478,13 @@ def with_console_settings(config: Config, overridden: set[str]) -> Config:
         notes.append(f"{console}: {start_only_problem(_row(name))}")  # written by an older release, or by hand
         del saved[name]
     merged = merge(config, saved, "console", problems=notes)
+    monitor = monitor_problems(merged)
+    if monitor:  # each value was good alone, not together (a target listed twice, PTP targets with no interface)
+        names = [name for name in merged.values
+                 if name.startswith("monitor.") and merged.origins.get(name) == "console"]
+        notes += [f"{console}: {problem} (the saved monitor.* settings are set aside)" for problem in monitor]
+        merged = dataclasses.replace(merged, values={**merged.values, **{n: config.values[n] for n in names}},
+                                     origins={**merged.origins, **{n: config.origins.get(n, "default") for n in names}})
     return dataclasses.replace(merged, notes=tuple(f"console setting ignored: {n}" for n in notes))
 
 

@@ -268,3 +268,15 @@ def test_metrics_show_each_target_offset_delay_and_up() -> None:
     assert values[("appliance_monitor_up", ("192.0.2.7:123", "ntp"))] == 1.0
     assert values[("appliance_monitor_up", ("10.0.0.2", "ptp"))] == 0.0
     assert values[("appliance_monitor_state", ("10.0.0.2", "ptp", "unreachable"))] == 1.0
+
+
+def test_console_saved_monitor_settings_that_clash_are_set_aside_not_fatal(tmp_path: Path) -> None:
+    from appliance.config import CONSOLE_FILE
+
+    # Each value passes alone; together the PTP targets have no interface to send on.
+    (tmp_path / CONSOLE_FILE).write_text('[monitor]\nptp_targets = ["192.0.2.9"]\ninterval_s = 5\n')
+    c = config.load(None, [f"state_dir={tmp_path}"])
+    assert c.monitor.ptp_targets == () and c.monitor.interval_s == 16
+    assert any("needs monitor.ptp_interface" in note and "set aside" in note for note in c.notes), c.notes
+    (tmp_path / CONSOLE_FILE).write_text('[monitor]\nntp_targets = ["192.0.2.7"]\n')
+    assert config.load(None, [f"state_dir={tmp_path}"]).monitor.ntp_targets == ("192.0.2.7",)
