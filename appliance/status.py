@@ -532,6 +532,10 @@ def render(d: dict[str, Any]) -> str:
         lines.append(f"Audit trail     : {audit['records']} records, head {audit['head_hash'][:16]}"
                      + (f"; {audit['failures']} NOT WRITTEN ({audit['error']})" if audit["failures"] else ""))
         lines.append("Audit anchor    : " + _anchor_text(audit))
+    for m in d.get("monitor") or []:  # the sync monitor's downstream clients
+        got = "-" if m["offset_ns"] is None else f"{m['offset_ns'] / 1000:+.3f} us, delay {m['delay_ns'] or 0:.0f} ns"
+        lines.append(f"Client {m['kind'].upper():<4}     : {m['target']} {m['state']} ({got})"
+                     + (f": {m['error']}" if m["error"] else ""))
     alarms = [a for a in d.get("alarms", []) if a["raised"]]
     lines.append("Alarms          : " + ("none" if not alarms else f"{len(alarms)} active"))
     for a in alarms:

@@ -280,3 +280,27 @@ def test_console_saved_monitor_settings_that_clash_are_set_aside_not_fatal(tmp_p
     assert any("needs monitor.ptp_interface" in note and "set aside" in note for note in c.notes), c.notes
     (tmp_path / CONSOLE_FILE).write_text('[monitor]\nntp_targets = ["192.0.2.7"]\n')
     assert config.load(None, [f"state_dir={tmp_path}"]).monitor.ntp_targets == ("192.0.2.7",)
+
+
+def test_the_status_screen_lists_each_client() -> None:
+    from appliance.status import render
+
+    base = {"limit_ns": 1_000_000, "last_poll_tai_ns": 1, "polls": 5, "answers": 5, "last_answer_tai_ns": 1,
+            "last_answer_utc": ""}
+    monitor = [{**base, "target": "192.0.2.7:123", "kind": "ntp", "state": "ok", "offset_ns": -2500,
+                "delay_ns": 81_000, "error": ""},
+               {**base, "target": "10.0.0.9", "kind": "ptp", "state": "unreachable", "offset_ns": None,
+                "delay_ns": None, "error": "no NSM answer within 1 s"}]
+    lines = _rendered_lines(render, monitor)
+    assert "Client NTP      : 192.0.2.7:123 ok (-2.500 us, delay 81000 ns)" in lines
+    assert "Client PTP      : 10.0.0.9 unreachable (-): no NSM answer within 1 s" in lines
+
+
+def _rendered_lines(render: Any, monitor: list[dict[str, Any]]) -> list[str]:
+    from tests.unit.test_status import build
+
+    from appliance.status import to_dict
+
+    d = to_dict(build())
+    d["monitor"] = monitor
+    return render(d).splitlines()
