@@ -185,9 +185,9 @@ def test_the_quality_export_has_every_poll(ntp_run: dict[str, Any]) -> None:
 # --- PTP (nsm) --------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def ptp_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """The appliance in namespace a running nsm on its veth end; a ptp4l slave with NSM in namespace b, monitored
-    twice (its IPv4 address with a 1 ns limit would need a second slave: one slave, its address, and an address no
-    host has)."""
+    """The appliance in namespace a serving PTP and running nsm on its veth end; a ptp4l slave with NSM in namespace
+    b following it (free-running: it never adjusts the clock), monitored with a 1 ns limit; and an address no host
+    has."""
     h.require_root()
     h.require_ptp("ptp4l")
     nsm = require("nsm")
@@ -200,11 +200,15 @@ def ptp_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
                     "--set", f"monitor.ptp_targets={net.ip4_b},{absent}", "--set", f"monitor.ptp_interface={net.if_a}",
                     "--set", f"monitor.nsm_path={nsm}", "--set", f"monitor.limits={net.ip4_b}=1",
                     "--set", "ntp.listen=127.0.0.1", "--set", f"ntp.port={free_udp_port()}", "--set", "ntp.workers=1",
-                    "--set", "web.enabled=false"]
+                    "--set", "web.enabled=false",
+                    # The appliance serves PTP on the same interface: the slave follows it, as a client in the field
+                    # does, and nsm shares the port's interface (both bind 319/320 there).
+                    "--set", f"ptp.interface={net.if_a}"]
             proc = net.run(net.a, argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(REPO),
                            env=ENV)
             try:
                 status = wait_for(state, _locked_and_answered([net.ip4_b]), LOCK_TIMEOUT_S + ANSWERS_TIMEOUT_S)
+                slave.wait_for_line(r"selected best master clock", 10)  # Announce every 2 s, qualified after 2
                 yield {"state": state, "status": status, "slave": net.ip4_b, "absent": absent, "proc": proc,
                        "ptp4l": slave}
             finally:
@@ -216,6 +220,8 @@ def ptp_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
 
 def test_the_ptp_slave_offset_through_nsm(ptp_run: dict[str, Any]) -> None:
     s = ptp_run["status"]
+    # The port goes MASTER once no better master was heard for its announce receipt timeout (about 6 s).
+    wait_for(ptp_run["state"], lambda now: (now["outputs"].get("ptp") or {}).get("state") == "MASTER", 20)
     row = _row(s, ptp_run["slave"])
     assert row["kind"] == "ptp" and row["error"] == "" and row["answers"] >= POLLS, row
     expected_ns = -s["clock"]["sim_time_error_ns"]  # the free-running slave keeps the host clock
