@@ -1,5 +1,5 @@
 """The sync monitor against real downstream clients: chronyd serving NTP on loopback, and a ptp4l slave answering
-linuxptp's NetSync Monitor in a network namespace, each measured by a running appliance (``appliance run`` on its
+linuxptp's NetSync Monitor (nsm of Debian's linuxptp 3.1.1 and of linuxptp 4.x) in a network namespace, each measured by a running appliance (``appliance run`` on its
 simulated world, live: true time is the host clock).
 
 Both peers keep the host clock: chronyd runs as ``setpriv --bounding-set -sys_time chronyd -x`` (``peers.Chronyd``)
@@ -183,14 +183,23 @@ def test_the_quality_export_has_every_poll(ntp_run: dict[str, Any]) -> None:
 
 
 # --- PTP (nsm) --------------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def ptp_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def _nsm(which: str) -> str:
+    """Debian's nsm (linuxptp 3.1.1), or linuxptp 4.x's (``LINUXPTP4_DIR``, provisioned by scripts/get-linuxptp4)."""
+    if which == "debian":
+        return require("nsm")
+    from tests.interop.linuxptp4 import ptp4l4
+
+    return str(ptp4l4() / "nsm")
+
+
+@pytest.fixture(scope="module", params=["debian", "linuxptp4"])
+def ptp_run(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
     """The appliance in namespace a serving PTP and running nsm on its veth end; a ptp4l slave with NSM in namespace
     b following it (free-running: it never adjusts the clock), monitored with a 1 ns limit; and an address no host
     has."""
     h.require_root()
     h.require_ptp("ptp4l")
-    nsm = require("nsm")
+    nsm = _nsm(request.param)
     with h.NetnsPair(prefix="smp") as net:
         slave = h.Ptp4l(net.b, role="slave", extra={"net_sync_monitor": 1, "hybrid_e2e": 1}, poll_hz=0)
         try:
