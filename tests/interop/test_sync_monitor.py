@@ -1,6 +1,6 @@
 """The sync monitor against real downstream clients: chronyd serving NTP on loopback, and a ptp4l slave answering
-linuxptp's NetSync Monitor (nsm of Debian's linuxptp 3.1.1 and of linuxptp 4.x) in a network namespace, each measured by a running appliance (``appliance run`` on its
-simulated world, live: true time is the host clock).
+linuxptp's NetSync Monitor (nsm of Debian's linuxptp 3.1.1 and of linuxptp 4.x) in a network namespace, each measured
+by a running appliance (``appliance run`` on its simulated world, live: true time is the host clock).
 
 Both peers keep the host clock: chronyd runs as ``setpriv --bounding-set -sys_time chronyd -x`` (``peers.Chronyd``)
 with ``local stratum 10`` and no sources, so it serves the host clock; ptp4l runs with ``free_running 1`` under the
