@@ -219,7 +219,7 @@ def test_hysteresis_never_flaps_faster_than_its_counts(offsets: list[int]) -> No
 
 
 # --- the time-quality record --------------------------------------------------------------------------------------
-def test_polls_go_into_the_quality_record_once_each_and_export_as_csv(tmp_path: Path) -> None:
+def test_polls_go_into_the_quality_record_once_each_export_as_csv_and_thin_as_they_age(tmp_path: Path) -> None:
     from appliance.audit.tqlog import MONITOR_CSV_COLUMNS, TimeQualityLog, monitor_samples
 
     def status_at(at_ns: int) -> Any:  # what monitor_samples reads of a TimeStatus
@@ -239,13 +239,18 @@ def test_polls_go_into_the_quality_record_once_each_and_export_as_csv(tmp_path: 
     assert log.export_monitor_csv(0, 20 * NS_PER_S, out, str) == 2
     lines = out.getvalue().splitlines()
     assert lines[0] == ",".join(MONITOR_CSV_COLUMNS)
-    assert lines[1] == f"{10 * NS_PER_S},{10 * NS_PER_S},192.0.2.7:123,ntp,ok,1234,100,1000000,"
+    assert lines[1] == f"{10 * NS_PER_S},{10 * NS_PER_S},192.0.2.7:123,ntp,ok,1234,100,1000000,,0,1,0"
     assert lines[2] == (f"{12 * NS_PER_S},{12 * NS_PER_S},192.0.2.7:123,ntp,unreachable,,,1000000,"
-                        "no NTP answer within 1 s")
-    log.compact(10 * NS_PER_S + log.keep_s * NS_PER_S)  # kept for keep_s, then dropped
-    assert [p.offset_ns for p in log.monitor_polls(0, 20 * NS_PER_S)] == [1234, None]
-    log.compact(11 * NS_PER_S + log.keep_s * NS_PER_S)
-    assert [p.at_tai_ns for p in log.monitor_polls(0, 20 * NS_PER_S)] == [12 * NS_PER_S]
+                        "no NTP answer within 1 s,0,1,1")
+    # Older than full_rate_s: a TAI minute's polls become one row, worst case kept.
+    log.compact(60 * NS_PER_S + log.full_rate_s * NS_PER_S)
+    merged = log.monitor_polls(0, 20 * NS_PER_S)
+    assert [(p.at_tai_ns, p.state, p.offset_ns, p.delay_ns, p.error, p.span_s, p.polls, p.failures)
+            for p in merged] == [(0, "unreachable", 1234, 100, "no NTP answer within 1 s", 60, 2, 1)]
+    log.compact(60 * NS_PER_S + log.full_rate_s * NS_PER_S)  # again: nothing more to merge
+    assert len(log.monitor_polls(0, 20 * NS_PER_S)) == 1
+    log.compact(1 + log.keep_s * NS_PER_S)  # kept for keep_s, then dropped
+    assert log.monitor_polls(0, 20 * NS_PER_S) == []
     log.close()
 
 
@@ -304,3 +309,21 @@ def _rendered_lines(render: Any, monitor: list[dict[str, Any]]) -> list[str]:
     d = to_dict(build())
     d["monitor"] = monitor
     return render(d).splitlines()
+
+
+@given(st.lists(st.tuples(st.integers(0, 3599), st.one_of(st.none(), st.integers(-10**9, 10**9))), min_size=1,
+                max_size=40))
+def test_merged_monitor_rows_keep_the_worst_case(polls: list[tuple[int, int | None]]) -> None:
+    from appliance.audit.tqlog import MonitorSample, _merge_polls
+
+    samples = [MonitorSample(at * NS_PER_S, "t", "ntp", "ok" if offset is not None else "unreachable", offset,
+                             None if offset is None else 10, 1000, "" if offset is not None else "timeout",
+                             failures=int(offset is None)) for at, offset in sorted(polls, key=lambda p: p[0])]
+    row = _merge_polls(samples, 0, 3600)
+    offsets = [o for _, o in polls if o is not None]
+    assert row.polls == len(polls) and row.failures == len(polls) - len(offsets)
+    if offsets:  # the largest |offset| with its sign (of either sign when both have it)
+        assert row.offset_ns in offsets and abs(row.offset_ns) == max(abs(o) for o in offsets)
+    else:
+        assert row.offset_ns is None and row.delay_ns is None
+    assert row.state == ("unreachable" if row.failures else "ok")
