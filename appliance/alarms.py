@@ -151,6 +151,13 @@ CATALOG: dict[str, AlarmSpec] = {s.code: s for s in (
     _spec(52, "audit-syslog-overflow", MI, "Audit records dropped from the syslog queue", "congestion",
           "The syslog collector was away long enough for the forwarding queue to fill.",
           "Check the collector and the network to it (audit.syslog); the local chain is complete."),
+    # --- the sync monitor of downstream clients -----------------------------------------------------------------
+    _spec(70, "monitor-over-limit", MI, "Downstream client beyond its limit", "timingProblem",
+          "A monitored NTP host or PTP slave (monitor.ntp_targets, monitor.ptp_targets) is further from the served "
+          "time than its limit (monitor.limit_ns, monitor.limits) in two answers in a row: the client is not "
+          "following this server, follows another one, or its path is asymmetric.",
+          "Check the named client's synchronisation (chronyc sources, pmc), its network path and its limit; the "
+          "alarm clears after two answers within 80 % of the limit."),
     # --- configuration -----------------------------------------------------------------------------------------
     _spec(60, "config-console-ignored", W, "Console settings set aside", "configurationOrCustomizationError",
           "Settings saved from the console were unreadable or invalid at start and were set aside.",

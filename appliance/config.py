@@ -25,9 +25,9 @@ from appliance.config_receivers import OLD_NAMES
 from appliance.settings import (BY_NAME, SETTINGS, STANDARD_BAUDS, AuditSettings, AuthSettings,
                                 ClockSettings,
                                 ControlSettings, GnssSettings, IntegritySettings, IrigOutSettings, LogSettings,
-                                NtpSettings, PpsOutSettings, PtpSettings, QualitySettings, ReceiverSettings,
-                                ReferencesSettings, SerialOutSettings, Setting, SimSettings, SnmpSettings,
-                                TopSettings, WebSettings)
+                                MonitorSettings, NtpSettings, PpsOutSettings, PtpSettings, QualitySettings,
+                                ReceiverSettings, ReferencesSettings, SerialOutSettings, Setting, SimSettings,
+                                SnmpSettings, TopSettings, WebSettings)
 
 __all__ = ["BY_NAME", "OLD_NAMES", "SETTINGS", "STANDARD_BAUDS", "Config", "ConfigError", "ReceiverSettings",
            "Setting", "check_value", "defaults", "load", "merge", "setting_of", "settings_of"]
@@ -92,6 +92,7 @@ class Config:
     ptp = _Section(PtpSettings)
     snmp = _Section(SnmpSettings)
     auth = _Section(AuthSettings)
+    monitor = _Section(MonitorSettings)
     top = _Section(TopSettings)
     control = _Section(ControlSettings)
     log = _Section(LogSettings)
@@ -438,9 +439,24 @@ def load(path: str | None = None, set_pairs: Iterable[str] = ()) -> Config:
     overrides = parse_set_pairs(set_pairs, problems)
     config = merge(config, overrides, "--set", from_text=True, problems=problems)
     problems += receivers_of.problems_of(config.values)
+    problems += monitor_problems(config)
     if problems:
         raise ConfigError(problems)
     return with_console_settings(config, set(overrides))
+
+
+def monitor_problems(config: Config) -> list[str]:
+    """What is wrong with the sync monitor's targets and limits, each naming its setting (none: an empty list)."""
+    from appliance.monitor import limit_items, targets_of
+
+    m = config.monitor
+    try:
+        targets_of(m.ntp_targets, m.ptp_targets, m.limit_ns, limit_items(m.limits))
+    except ValueError as exc:
+        return str(exc).split("; ")
+    if m.ptp_targets and not m.ptp_interface:
+        return ["monitor.ptp_targets needs monitor.ptp_interface: the interface nsm sends its requests on"]
+    return []
 
 
 def with_console_settings(config: Config, overridden: set[str]) -> Config:
@@ -464,6 +480,13 @@ def with_console_settings(config: Config, overridden: set[str]) -> Config:
         notes.append(f"{console}: {start_only_problem(_row(name))}")  # written by an older release, or by hand
         del saved[name]
     merged = merge(config, saved, "console", problems=notes)
+    monitor = monitor_problems(merged)
+    if monitor:  # each value was good alone, not together (a target listed twice, PTP targets with no interface)
+        names = [name for name in merged.values
+                 if name.startswith("monitor.") and merged.origins.get(name) == "console"]
+        notes += [f"{console}: {problem} (the saved monitor.* settings are set aside)" for problem in monitor]
+        merged = dataclasses.replace(merged, values={**merged.values, **{n: config.values[n] for n in names}},
+                                     origins={**merged.origins, **{n: config.origins.get(n, "default") for n in names}})
     return dataclasses.replace(merged, notes=tuple(f"console setting ignored: {n}" for n in notes))
 
 

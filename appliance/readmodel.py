@@ -17,6 +17,7 @@ from appliance.alarms import AlarmBook, AlarmRow, diagnose_no_fix
 from appliance.clock.service import ClockService
 from appliance.events import SatInfo
 from appliance.gnss.guard import GuardStatus
+from appliance.monitor import MonitorRow, SyncMonitor
 from appliance.refs.gnss import GnssReference
 from appliance.refs.model import Reference
 from appliance.refs.selector import ReferenceSelector, RefView
@@ -50,6 +51,7 @@ class Parts:
     gnss: GnssReference  # the watched receiver: the integrity checks, the receiver card
     utc: UtcOffset
     alarms: AlarmBook
+    monitor: SyncMonitor | None = None  # the sync monitor of downstream clients
 
 
 def build(parts: Parts, raw_ns: int, edges: EdgeStatus) -> TimeStatus:
@@ -84,7 +86,18 @@ def build(parts: Parts, raw_ns: int, edges: EdgeStatus) -> TimeStatus:
     return TimeStatus(at, leap.tai_to_utc(at, table).iso_ms(), edges.mode, edges.version, edges.started_at_tai_ns,
                       receiver, sats, summarize(sats), pps, leap_status, clock, alarms,
                       outputs=edges.outputs, integrity=integrity, references=references,
-                      verdict=verdict, receivers=_receivers(parts))
+                      verdict=verdict, receivers=_receivers(parts),
+                      monitor=_monitor(parts, at))
+
+
+def _monitor(parts: Parts, at_tai_ns: int) -> tuple[MonitorRow, ...]:
+    """The sync monitor's rows, each last answer also in UTC."""
+    if parts.monitor is None:
+        return ()
+    table = parts.utc.table
+    return tuple(row if row.last_answer_tai_ns is None else dataclasses.replace(
+        row, last_answer_utc=leap.tai_to_utc(row.last_answer_tai_ns, table).iso_ms())
+        for row in parts.monitor.rows(at_tai_ns))
 
 
 def _diagnosed(rows: tuple[AlarmRow, ...], sats: tuple[SatInfo, ...], integrity: GuardStatus

@@ -54,6 +54,7 @@ from appliance.events import (
     StepClock,
 )
 from appliance.gnss.guard import IntegrityChanged
+from appliance.monitor import Answer, SyncMonitor
 from appliance.readmodel import EdgeStatus
 from appliance.refs.gnss import GnssReference
 from appliance.refs.model import Reference, RefSample, RefUsable
@@ -140,13 +141,15 @@ class _Readings:
 
 class Router:
     def __init__(self, clock: ClockService, selector: ReferenceSelector, references: list[Reference],
-                 utc: UtcOffset, served_at_host: HostMap, crossfeed_interval_ns: int, start: Now):
+                 utc: UtcOffset, served_at_host: HostMap, crossfeed_interval_ns: int, start: Now,
+                 monitor: SyncMonitor | None = None):
         self.clock, self.selector, self.utc = clock, selector, utc
         self.references: dict[str, Reference] = {r.spec.name: r for r in references}
         self.gnss = next(r for r in references if isinstance(r, GnssReference) and r.watched)
         self.served_at_host = served_at_host
         self.crossfeed_interval_ns = crossfeed_interval_ns
         self.alarms = AlarmBook()
+        self.monitor = monitor  # the sync monitor of downstream clients, when targets are configured
         self._crossfed_ns: dict[str, int] = {}
         self._last_rejects_logged: dict[str, int] = {}
         self._effects: list[object] = []
@@ -166,6 +169,12 @@ class Router:
         holdover) the two differ by the clock's own phase (served minus reference), which is no news about the sky."""
         phase = self.clock.phase_ns or 0.0
         self._route(self.gnss.cross_check(now.raw_ns, source, offset_ns + phase, uncertainty_ns), now)
+        return self._take()
+
+    def monitor_answer(self, answer: Answer, now: Now) -> list[object]:
+        """A downstream client's poll result (the sync monitor): its state, and the over-limit alarm."""
+        if self.monitor is not None:
+            self._alarms(self.monitor.record(answer))
         return self._take()
 
     def restore(self, learned: LearnedState, now: Now, clock_kept_time: bool) -> list[object]:
@@ -202,6 +211,8 @@ class Router:
         if len(self.selector.refs) > 1:
             self._crossfeed(now)
         self._route(self.clock.tick(raw), now)
+        if self.monitor is not None:
+            self._alarms(self.monitor.check(self.now_tai_ns(now)))
         self._effects.append(SecondDone(now))
         return self._take()
 
@@ -220,7 +231,8 @@ class Router:
     # --- reads -----------------------------------------------------------------------------------------------------
     def snapshot(self, now: Now, edges: EdgeStatus) -> TimeStatus:
         """The one read model at ``now``: the engines' state joined with what the edges report of themselves."""
-        parts = readmodel.Parts(self.clock, self.selector, self.references, self.gnss, self.utc, self.alarms)
+        parts = readmodel.Parts(self.clock, self.selector, self.references, self.gnss, self.utc, self.alarms,
+                                self.monitor)
         return readmodel.build(parts, now.raw_ns, edges)
 
     def leap_table(self) -> leap.LeapTable:

@@ -559,6 +559,31 @@ class TopSettings:
 
 
 @dataclass(frozen=True)
+class MonitorSettings:
+    """``monitor.*``: the sync monitor of downstream clients (NTP hosts and PTP slaves measured against the served
+    time)."""
+
+    ntp_targets: tuple[str, ...] = S("servers", (), "NTP hosts to measure by client-mode exchanges (host or "
+      "host:port; the host serves NTP, e.g. chronyd with an allow line); empty: none")
+    ptp_targets: tuple[str, ...] = S("servers", (), "PTP slaves to measure through linuxptp's NetSync Monitor "
+      "(nsm): IPv4 addresses (udp4) or MAC addresses (l2); each runs ptp4l with net_sync_monitor 1; empty: none")
+    interval_s: int = S("int", 16, "Seconds between polls of each target", minimum=1, maximum=3600)
+    timeout_s: float = S("float", 1.0, "Seconds to wait for a target's answer", minimum=0.05, maximum=30.0)
+    limit_ns: int = S("int", 1_000_000, "Largest |offset| of a target from the served time before its alarm "
+      "(raised after 2 answers in a row beyond it, cleared after 2 within 80 % of it)", minimum=1,
+      maximum=1_000_000_000_000)
+    limits: str = S("str", "", "Per-target limits overriding monitor.limit_ns, as \"TARGET=NS,TARGET=NS\" "
+      "(TARGET as listed in monitor.ntp_targets or monitor.ptp_targets); empty: monitor.limit_ns for all")
+    nsm_path: str = S("path", "nsm", "linuxptp's nsm program (a name is looked up on PATH)")
+    ptp_interface: str = S("str", "", "Network interface nsm sends its requests on (needed with "
+      "monitor.ptp_targets)")
+    ptp_transport: str = S("enum", "udp4", "Transport of the NSM requests", choices=("udp4", "l2"))
+    ptp_domain: int = S("int", 0, "PTP domain of the monitored slaves", minimum=0, maximum=255)
+    ptp_timestamping: str = S("enum", "software", "Timestamps nsm takes: the kernel's software timestamps, or the "
+      "NIC's hardware clock (which must then carry the served time)", choices=("software", "hardware"))
+
+
+@dataclass(frozen=True)
 class ControlSettings:
     """``control.*``: the local control socket."""
 
@@ -588,6 +613,7 @@ SECTIONS: dict[str, type] = {
     "ptp": PtpSettings,
     "snmp": SnmpSettings,
     "auth": AuthSettings,
+    "monitor": MonitorSettings,
     "": TopSettings,
     "control": ControlSettings,
     "log": LogSettings,

@@ -19,6 +19,7 @@ from appliance.clock.readiness import HoldoverReadiness
 from appliance.events import Constellation, SatInfo
 from appliance.gnss.guard import GuardStatus
 from appliance.gnss.receiver import ReceiverSnapshot
+from appliance.monitor import MonitorRow
 from appliance.refs.selector import Disagreement, RefView
 from appliance.units import NS_PER_S
 from appliance.utcoffset import LeapStatus
@@ -183,6 +184,7 @@ class TimeStatus:
     references: ReferencesStatus = field(default_factory=ReferencesStatus)
     verdict: Verdict | None = None
     receivers: tuple[ReceiverRow, ...] = ()  # every GNSS receiver, the first (``receiver`` above) included
+    monitor: tuple[MonitorRow, ...] = ()  # the sync monitor's downstream clients, one row per target
 
 
 # What each clockClass means (IEEE 1588-2019 Table 4, ITU-T G.8275.1 Table 2), as the console and status say it.
@@ -530,6 +532,10 @@ def render(d: dict[str, Any]) -> str:
         lines.append(f"Audit trail     : {audit['records']} records, head {audit['head_hash'][:16]}"
                      + (f"; {audit['failures']} NOT WRITTEN ({audit['error']})" if audit["failures"] else ""))
         lines.append("Audit anchor    : " + _anchor_text(audit))
+    for m in d.get("monitor") or []:  # the sync monitor's downstream clients
+        got = "-" if m["offset_ns"] is None else f"{m['offset_ns'] / 1000:+.3f} us, delay {m['delay_ns'] or 0:.0f} ns"
+        lines.append(f"Client {m['kind'].upper():<4}     : {m['target']} {m['state']} ({got})"
+                     + (f": {m['error']}" if m["error"] else ""))
     alarms = [a for a in d.get("alarms", []) if a["raised"]]
     lines.append("Alarms          : " + ("none" if not alarms else f"{len(alarms)} active"))
     for a in alarms:

@@ -69,6 +69,7 @@ class AuditPart:
         self._handles: list[asyncio.TimerHandle] = []
         self._lock = threading.Lock()
         self._ticks = 0
+        self._monitor_recorded: dict[str, int] = {}  # the sync monitor's last poll recorded, per target
         self._dropped_seen = 0  # records the forwarder had dropped at the last look (the overflow alarm)
         self._overflow_raised = False
         self.record_listeners: list[Any] = []  # called with each record written (SNMP notifications)
@@ -193,10 +194,13 @@ class AuditPart:
         self._ticks += 1
         self._watch_forwarder()
         if self.quality is not None:
-            from appliance.audit.tqlog import sample_from_status
+            from appliance.audit.tqlog import monitor_samples, sample_from_status
 
             try:
-                self.quality.add(sample_from_status(self.status_of()))
+                status = self.status_of()
+                self.quality.add(sample_from_status(status))
+                if status.monitor:
+                    self.quality.add_monitor(monitor_samples(status, self._monitor_recorded))
                 if self._ticks % FLUSH_S == 0:
                     self.quality.flush()
             except (sqlite3.Error, ValueError, OSError) as exc:

@@ -32,6 +32,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     _settings_args(pe)
     pe.add_argument("--since", required=True, metavar="T", help=f"start: {times}")
     pe.add_argument("--until", default="now", metavar="T", help=f"end, exclusive (default now): {times}")
+    pe.add_argument("--monitor", action="store_true", help="the sync monitor's downstream clients instead: one line "
+                    "per poll of a target (offset and delay against the served time, state, limit)")
     pe.add_argument("file", nargs="?", default="-", metavar="FILE|-", help="output file (default -: stdout)")
     accept_relative_times(pe)
     ps = qsub.add_parser("show", help="the latest rows as a table")
@@ -68,13 +70,14 @@ def _export(args: argparse.Namespace, path: Path, table: LeapTable, now: int) ->
         raise ValueError(f"--since {args.since} is not before --until {args.until}")
     label = utc_labeler(table)
     with TimeQualityLog(path) as log:
+        export = log.export_monitor_csv if getattr(args, "monitor", False) else log.export_csv
         if args.file == "-":
-            count = log.export_csv(since, until, sys.stdout, label)
+            count = export(since, until, sys.stdout, label)
             sys.stdout.flush()
             where, notice = "stdout", sys.stderr
         else:
             with open(args.file, "w", encoding="utf-8", newline="") as out:
-                count = log.export_csv(since, until, out, label)
+                count = export(since, until, out, label)
             where, notice = args.file, sys.stdout
     print(f"{count} row(s) from {label(since)} to {label(until)} written to {where}", file=notice)
     return 0

@@ -70,6 +70,29 @@ CREATE TABLE tq_rows (
 );
 CREATE INDEX tq_rows_at ON tq_rows (at_tai_ns);
 """
+# The sync monitor's downstream clients: one row per poll of a target, thinned as it ages like the clock's rows
+# (added to logs of format version 1 as they are opened: a log written before has no monitor rows, and one written
+# after reads the same in an older appliance).
+_MONITOR_SCHEMA = """
+CREATE TABLE IF NOT EXISTS tq_monitor (
+    at_tai_ns INTEGER NOT NULL,      -- the poll's end (served time)
+    target TEXT NOT NULL,
+    kind TEXT NOT NULL,              -- ntp or ptp
+    state TEXT NOT NULL,             -- ok, over-limit, unreachable
+    offset_ns INTEGER,               -- the target minus the served time; NULL when it did not answer
+    delay_ns INTEGER,
+    limit_ns INTEGER NOT NULL,
+    error TEXT NOT NULL DEFAULT '',
+    span_s INTEGER NOT NULL DEFAULT 0,   -- 0 for one poll; 60 or 3600 once merged (TAI minutes and hours)
+    polls INTEGER NOT NULL DEFAULT 1,
+    failures INTEGER NOT NULL DEFAULT 0  -- polls without an answer
+);
+CREATE INDEX IF NOT EXISTS tq_monitor_at ON tq_monitor (at_tai_ns);
+"""
+MONITOR_CSV_COLUMNS = ("utc", "tai_ns", "target", "kind", "state", "offset_ns", "delay_ns", "limit_ns", "error",
+                       "span_s", "polls", "failures")
+# Worst first wins a merge of monitor rows.
+MONITOR_SEVERITY = {"ok": 0, "waiting": 0, "over-limit": 1, "unreachable": 2}
 _COLUMNS = ("at_tai_ns, end_tai_ns, span_s, state, state_seconds, phase_offset_ns, frequency_ppb, frequency_s, "
             "error_bound_ns, satellites_used, clock_class")
 
@@ -126,6 +149,41 @@ class _Rec(NamedTuple):
                    self.clock_class)
 
 
+@dataclass(frozen=True)
+class MonitorSample:
+    """One poll of one downstream client of the sync monitor, or (``span_s`` 60 or 3600) the polls of a TAI minute
+    or hour merged, worst case kept: the worst state, the largest |offset| with its sign, the largest delay, the
+    last limit and error, and how many polls there were and how many failed."""
+
+    at_tai_ns: int
+    target: str
+    kind: str
+    state: str
+    offset_ns: int | None
+    delay_ns: int | None
+    limit_ns: int
+    error: str = ""
+    span_s: int = 0
+    polls: int = 1
+    failures: int = 0
+
+
+def monitor_samples(status: TimeStatus, after_tai_ns: dict[str, int]) -> list[MonitorSample]:
+    """The sync monitor's polls that ``status`` shows and the record does not have yet (``after_tai_ns``: the last
+    poll recorded per target, updated here).  A poll that failed carries no offset, whatever the last answer was."""
+    out = []
+    for row in status.monitor:
+        at = row.last_poll_tai_ns
+        if at is None or at <= after_tai_ns.get(row.target, -1):
+            continue
+        after_tai_ns[row.target] = at
+        answered = row.last_answer_tai_ns == at
+        out.append(MonitorSample(at, row.target, row.kind, row.state, row.offset_ns if answered else None,
+                                 row.delay_ns if answered else None, row.limit_ns, "" if answered else row.error,
+                                 failures=0 if answered else 1))
+    return out
+
+
 def sample_from_status(status: TimeStatus) -> QualitySample:
     """The quality sample for the second ``status`` describes.  Satellites used: none while the receiver is
     disconnected or silent (its last epoch is stale then), else the receiver's own count, else the used satellites in
@@ -176,6 +234,7 @@ class TimeQualityLog:
         self._lock = threading.Lock()  # the connection
         self._pending_lock = threading.Lock()  # the buffer only, so add() never waits for a query
         self._pending: list[QualitySample] = []
+        self._pending_monitor: list[MonitorSample] = []
         self._conn = _open(self.path)
 
     def __enter__(self) -> TimeQualityLog:
@@ -203,20 +262,29 @@ class TimeQualityLog:
         with self._pending_lock:
             self._pending.extend(samples)
 
+    def add_monitor(self, samples: Iterable[MonitorSample]) -> None:
+        """Buffer sync-monitor polls; stored by the next ``flush``."""
+        with self._pending_lock:
+            self._pending_monitor.extend(samples)
+
     def flush(self) -> int:
         """Commit the buffered seconds in one transaction; returns how many.  On failure they stay buffered."""
         with self._pending_lock:
             batch, self._pending = self._pending, []
-        if not batch:
+            polls, self._pending_monitor = self._pending_monitor, []
+        if not batch and not polls:
             return 0
         try:
             with self._lock, self._errors(), self._conn:
                 self._conn.executemany(
                     f"INSERT INTO tq_rows (resolution_s, {_COLUMNS}) VALUES (1, ?, ?, 1, ?, NULL, ?, ?, ?, ?, ?, ?)",
                     (_sample_values(s) for s in batch))
+                self._conn.executemany(f"INSERT INTO tq_monitor ({_MONITOR_COLUMNS}) VALUES ({', '.join('?' * 11)})",
+                                       (_monitor_values(p) for p in polls))
         except BaseException:
             with self._pending_lock:
                 self._pending[:0] = batch
+                self._pending_monitor[:0] = polls
             raise
         return len(batch)
 
@@ -227,8 +295,28 @@ class TimeQualityLog:
         self.flush()
         with self._lock, self._errors(), self._conn:
             self._conn.execute("DELETE FROM tq_rows WHERE end_tai_ns <= ?", (now_tai_ns - self.keep_s * NS_PER_S,))
+            self._conn.execute("DELETE FROM tq_monitor WHERE at_tai_ns < ?", (now_tai_ns - self.keep_s * NS_PER_S,))
             self._merge_older(now_tai_ns - self.minute_rate_s * NS_PER_S, HOUR_S)
             self._merge_older(now_tai_ns - self.full_rate_s * NS_PER_S, MINUTE_S)
+            self._merge_monitor(now_tai_ns - self.minute_rate_s * NS_PER_S, HOUR_S)
+            self._merge_monitor(now_tai_ns - self.full_rate_s * NS_PER_S, MINUTE_S)
+
+    def _merge_monitor(self, cutoff_tai_ns: int, bucket_s: int) -> None:
+        """Merge each target's finer monitor rows per TAI bucket wholly before the cutoff."""
+        bucket_ns = bucket_s * NS_PER_S
+        limit = cutoff_tai_ns - cutoff_tai_ns % bucket_ns
+        cursor = self._conn.execute(f"SELECT {_MONITOR_COLUMNS} FROM tq_monitor WHERE span_s < ? AND at_tai_ns < ? "
+                                    "ORDER BY target, at_tai_ns, rowid", (bucket_s, limit))
+        groups: dict[tuple[str, int], list[MonitorSample]] = {}
+        for values in cursor:
+            sample = MonitorSample(*values)
+            groups.setdefault((sample.target, sample.at_tai_ns - sample.at_tai_ns % bucket_ns), []).append(sample)
+        if not groups:
+            return
+        self._conn.execute("DELETE FROM tq_monitor WHERE span_s < ? AND at_tai_ns < ?", (bucket_s, limit))
+        self._conn.executemany(f"INSERT INTO tq_monitor ({_MONITOR_COLUMNS}) VALUES ({', '.join('?' * 11)})",
+                               (_monitor_values(_merge_polls(group, at, bucket_s))
+                                for (_, at), group in groups.items()))
 
     def _merge_older(self, cutoff_tai_ns: int, bucket_s: int) -> None:
         """Merge, per bucket wholly before the cutoff, its finer rows with any row already at this resolution."""
@@ -277,6 +365,26 @@ class TimeQualityLog:
                              _cell(r.frequency_ppb), _cell(r.error_bound_ns), _cell(r.satellites_used),
                              _cell(r.clock_class), _state_cell(r.state_seconds)))
         return len(rows)
+
+    def monitor_polls(self, since_tai_ns: int, until_tai_ns: int) -> list[MonitorSample]:
+        """The sync monitor's polls in [since, until), oldest first (by target within one instant)."""
+        with self._lock, self._errors():
+            cursor = self._conn.execute(f"SELECT {_MONITOR_COLUMNS} FROM tq_monitor WHERE at_tai_ns >= ? AND "
+                                        "at_tai_ns < ? ORDER BY at_tai_ns, target", (since_tai_ns, until_tai_ns))
+            return [MonitorSample(*values) for values in cursor]
+
+    def export_monitor_csv(self, since_tai_ns: int, until_tai_ns: int, out: TextIO,
+                           utc_label: Callable[[int], str]) -> int:
+        """The sync monitor's polls in [since, until) as CSV, one line per poll of a target (a failed poll has empty
+        offset and delay and its reason) or per merged minute or hour (``span_s``); returns the number of lines
+        after the header."""
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(MONITOR_CSV_COLUMNS)
+        polls = self.monitor_polls(since_tai_ns, until_tai_ns)
+        for p in polls:
+            writer.writerow((utc_label(p.at_tai_ns), p.at_tai_ns, p.target, p.kind, p.state, _cell(p.offset_ns),
+                             _cell(p.delay_ns), p.limit_ns, p.error, p.span_s, p.polls, p.failures))
+        return len(polls)
 
     # --- helpers ------------------------------------------------------------------------------------------------
 
@@ -330,6 +438,7 @@ def _open(path: Path) -> sqlite3.Connection:
                 conn.executemany("INSERT INTO tq_meta VALUES (?, ?)",
                                  (("format", FORMAT_NAME), ("version", str(FORMAT_VERSION))))
         _check_format(conn, path, tables)
+        conn.executescript(_MONITOR_SCHEMA)
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
     except sqlite3.Error as exc:
@@ -358,6 +467,27 @@ def _sample_values(s: QualitySample) -> tuple[object, ...]:
     return (int(s.at_tai_ns), int(s.at_tai_ns) + NS_PER_S, str(s.state), _plain(s.phase_offset_ns, float),
             _plain(s.frequency_ppb, float), 0 if s.frequency_ppb is None else 1, _plain(s.error_bound_ns, int),
             _plain(s.satellites_used, int), _plain(s.clock_class, int))
+
+
+_MONITOR_COLUMNS = "at_tai_ns, target, kind, state, offset_ns, delay_ns, limit_ns, error, span_s, polls, failures"
+
+
+def _monitor_values(p: MonitorSample) -> tuple[object, ...]:
+    return (int(p.at_tai_ns), str(p.target), str(p.kind), str(p.state), _plain(p.offset_ns, int),
+            _plain(p.delay_ns, int), int(p.limit_ns), str(p.error), int(p.span_s), int(p.polls), int(p.failures))
+
+
+def _merge_polls(polls: Sequence[MonitorSample], at_tai_ns: int, span_s: int) -> MonitorSample:
+    """One row for a target's polls of one bucket (time-ordered), worst case kept (see ``MonitorSample``)."""
+    offsets = [p.offset_ns for p in polls if p.offset_ns is not None]
+    delays = [p.delay_ns for p in polls if p.delay_ns is not None]
+    errors = [p.error for p in polls if p.error]
+    last = polls[-1]
+    return MonitorSample(at_tai_ns, last.target, last.kind,
+                         max((p.state for p in polls), key=lambda s: MONITOR_SEVERITY.get(s, 3)),
+                         max(offsets, key=abs) if offsets else None, max(delays) if delays else None,
+                         last.limit_ns, errors[-1] if errors else "", span_s, sum(p.polls for p in polls),
+                         sum(p.failures for p in polls))
 
 
 def _plain(value: float | int | None, kind: type) -> float | int | None:

@@ -23,6 +23,7 @@ from appliance.gnss.guard import ReferenceGuard
 from appliance.gnss.pairing import PpsPairer
 from appliance.gnss.receiver import GnssReceiver
 from appliance.gnss.setup import ReceiverSetup, plan_from
+from appliance.monitor import SyncMonitor, limit_items, targets_of
 from appliance.refs.gnss import GnssReference
 from appliance.refs.model import Reference, RefSpec
 from appliance.refs.selector import ReferenceSelector, SelectorPolicy
@@ -64,7 +65,7 @@ def assemble(config: Config, scheduler: Scheduler, platform: Platform, table: le
     selector = ReferenceSelector(specs, selector_policy(config), raw_now())
     start = Now(raw_now(), leap.tai_to_posix_ns(scheduler.now_ns(), table)[0])
     router = Router(clock, selector, references, utc, served_at_host, config.integrity.ntp_interval_s * NS_PER_S,
-                    start)
+                    start, sync_monitor(config))
     runtime = Runtime(router, scheduler, raw_now, platform.mode, platform.backend_name, save_state,
                       c.save_interval_s, served_at_host, platform.sim_time_error, platform.world)
     pulses = PulseOutputs.from_config(config)
@@ -79,6 +80,13 @@ def assemble(config: Config, scheduler: Scheduler, platform: Platform, table: le
 
 
 # --- the references ------------------------------------------------------------------------------------------------
+def sync_monitor(config: Config) -> SyncMonitor | None:
+    """The sync monitor of downstream clients, when targets are configured (their settings were checked at load)."""
+    m = config.monitor
+    targets = targets_of(m.ntp_targets, m.ptp_targets, m.limit_ns, limit_items(m.limits))
+    return SyncMonitor(targets, m.interval_s * NS_PER_S) if targets else None
+
+
 def reference_specs(config: Config) -> list[RefSpec]:
     """The configured references: one per GNSS receiver, in the order of the [[gnss]] array, then the others.  The
     first receiver's qualification is its fix, the integrity checks' and the clock's own (``clock.qualify_s``), so

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from appliance import leap
 from appliance.config import Config
+from appliance.monitor import Answer, Target
 from appliance.refs.gnss import ReceiverBytes
 
 log = logging.getLogger("appliance")
@@ -77,6 +78,21 @@ def cross_check_poller(config: Config, cross_check: Callable[[str, float, float]
 
     i = config.integrity
     return Input(NtpCrossCheckPoller(i.ntp_servers, float(i.ntp_interval_s), 2.0, served_posix_ns, on_sample))
+
+
+def sync_monitor_poller(config: Config, targets: Sequence[Target], on_answer: Callable[[Answer], None], post: Post,
+                        served_tai_ns_at_host: Callable[[int], int], posix_of_tai: Callable[[int], int]) -> Input:
+    """Polls the sync monitor's downstream clients from a thread (nsm as a child for the PTP slaves); each result
+    reaches the router on the loop."""
+    from appliance.edge.sync_monitor import NsmProcess, SyncMonitorPoller
+
+    m = config.monitor
+    nsm = None
+    if any(t.kind == "ptp" for t in targets):
+        nsm = NsmProcess(m.nsm_path, m.ptp_interface, m.ptp_transport, m.ptp_domain, m.ptp_timestamping)
+    poller = SyncMonitorPoller(targets, float(m.interval_s), float(m.timeout_s), served_tai_ns_at_host,
+                               posix_of_tai, lambda answer: post(on_answer, answer), nsm)
+    return Input(poller, status=dict)
 
 
 def ntp_upstream(config: Config, deliver: Deliver, post: Post, served_posix_ns: Callable[[int], int]) -> Input:

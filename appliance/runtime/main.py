@@ -147,6 +147,11 @@ def _parts(config: Config, runtime: Runtime, loop: asyncio.AbstractEventLoop, wa
         _input(runtime, "irig", inputs.irig_input(config, runtime.deliver, post, runtime.leap_table(), year))
     if r.pps_in_device:
         _input(runtime, "pps", inputs.pps_input(config, runtime.deliver, post))
+    monitor = runtime.router.monitor
+    if monitor is not None:
+        runtime.add(inputs.sync_monitor_poller(
+            config, monitor.targets, runtime.monitor_answer, post, lambda host_ns: runtime.served_at_host(host_ns)[0],
+            lambda tai_ns: leap.tai_to_posix_ns(tai_ns, runtime.leap_table())[0]))
     if config.snmp.enabled:
         _output(runtime, surfaces.snmp_agent(config, runtime, loop, warm, audit))
     _output(runtime, outputs.Output("audit", audit))

@@ -19,6 +19,7 @@ from appliance.clock.learned import LearnedState
 from appliance.events import Alarm, ReceiverBaud, ReceiverWrite
 from appliance.outputs.ntp import publish
 from appliance.protocol.clockmap import ClockMap
+from appliance.monitor import Answer
 from appliance.readmodel import EdgeStatus
 from appliance.router import (
     AuditCommand,
@@ -151,6 +152,10 @@ class Runtime:
     def cross_check(self, source: str, offset_ns: float, uncertainty_ns: float) -> None:
         """An NTP cross-check of GNSS time, on the loop."""
         self._perform(self.router.cross_check(source, offset_ns, uncertainty_ns, self.now()))
+
+    def monitor_answer(self, answer: Answer) -> None:
+        """A downstream client's poll result (the sync monitor), on the loop."""
+        self._perform(self.router.monitor_answer(answer, self.now()))
 
     def alarm(self, alarm: Alarm) -> None:
         """An alarm an edge raises or clears (an output that cannot serve)."""

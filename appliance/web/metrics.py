@@ -51,6 +51,7 @@ class StatusCollector(Collector):
         yield sats
         yield from _receivers(s.get("receivers") or [{"name": "gnss", **rx}])
         yield from _references((s.get("references") or {}).get("rows") or [])
+        yield from _monitor(s.get("monitor") or [])
         verdict = s.get("verdict") or {}
         yield _gauge("appliance_time_traceable", "1 while the appliance serves traceable time (locked, or holdover "
                      "within its promise), as the console's verdict says", 1.0 if verdict.get("traceable") else 0.0)
@@ -120,6 +121,32 @@ def _references(rows: list[dict[str, Any]]) -> Iterator[Metric]:
         priority.add_metric(key, r["priority"])
         offset.add_metric(key, float("nan") if r["offset_ns"] is None else r["offset_ns"] * 1e-9)
     yield from (state, active, priority, offset)
+
+
+MONITOR_STATES = ("ok", "over-limit", "unreachable", "waiting")
+
+
+def _monitor(rows: list[dict[str, Any]]) -> Iterator[Metric]:
+    """One series per downstream client of the sync monitor, labelled with the target and its kind (ntp, ptp)."""
+    labels = ["target", "kind"]
+    offset = GaugeMetricFamily("appliance_monitor_offset_seconds", "The client's clock minus the served time, its "
+                               "last answer (NaN: none yet)", labels=labels)
+    delay = GaugeMetricFamily("appliance_monitor_delay_seconds", "Round-trip delay of the last NTP exchange, or the "
+                              "PTP slave's own mean path delay as nsm reports it (NaN: none)", labels=labels)
+    up = GaugeMetricFamily("appliance_monitor_up", "1 while the client answers (state ok or over-limit)",
+                           labels=labels)
+    limit = GaugeMetricFamily("appliance_monitor_limit_seconds", "The client's offset limit", labels=labels)
+    state = GaugeMetricFamily("appliance_monitor_state", "1 for the client's current state",
+                              labels=[*labels, "state"])
+    for r in rows:
+        key = [str(r["target"]), str(r["kind"])]
+        offset.add_metric(key, float("nan") if r["offset_ns"] is None else r["offset_ns"] * 1e-9)
+        delay.add_metric(key, float("nan") if r["delay_ns"] is None else r["delay_ns"] * 1e-9)
+        up.add_metric(key, 1.0 if r["state"] in ("ok", "over-limit") else 0.0)
+        limit.add_metric(key, r["limit_ns"] * 1e-9)
+        for each in sorted({*MONITOR_STATES, str(r["state"])}):
+            state.add_metric([*key, each], 1.0 if each == r["state"] else 0.0)
+    yield from (offset, delay, up, limit, state)
 
 
 def _alarms(alarms: list[dict[str, Any]], now_tai_ns: int) -> Iterator[Metric]:

@@ -51,7 +51,7 @@ def document() -> dict[str, Any]:
         "security": [{"token": []}, {"session": []}],
         "paths": {
             "/status": {"get": _op("The appliance's status: clock, receiver, every GNSS receiver (receivers), GNSS "
-                                   "integrity, leap, outputs, alarms")},
+                                   "integrity, leap, outputs, alarms, the sync monitor's downstream clients (monitor)")},
             "/satellites": {"get": _op("Satellites in view with azimuth, elevation, C/N0 and use, and their "
                                        "tracks (recent azimuth and elevation)")},
             "/alarms": {"get": _op(

@@ -32,6 +32,8 @@ EDGES = {
     "runtime.surfaces": "the console's and SNMP agent's event loop hand-over (asyncio)",
     "edge.control": "the Unix control socket",
     "edge.ntp_poller": "polls NTP servers with ntplib (UDP) from a thread; host clock reads",
+    "edge.sync_monitor": "polls the sync monitor's NTP hosts (UDP) and runs linuxptp's nsm for its PTP slaves, from a "
+                         "thread; host clock reads",
     "edge.proc": "prctl(PR_SET_PDEATHSIG) and SCHED_IDLE for the appliance's child processes",
     "edge.child": "the console's and SNMP agent's processes: starts them, feeds them the status, runs their calls",
     "edge.channel": "the socket pair between the appliance and its console and SNMP agent processes",
