@@ -7,7 +7,8 @@ from tests.web.conftest import ConsoleEnv
 
 
 def _dashboard(env: ConsoleEnv, anchor: dict[str, object]) -> str:
-    env.status["outputs"]["audit"] = dict(env.status["outputs"].get("audit") or {}, anchor=anchor)
+    outputs = dict(env.status["outputs"], audit=dict(env.status["outputs"].get("audit") or {}, anchor=anchor))
+    env.status = {**env.status, "outputs": outputs}  # this test's own: the status is shared by the session's tests
     viewer = env.login("viewer")
     page = viewer.client.get("/")
     assert page.status_code == 200

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import copy
+
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.web.conftest import ConsoleEnv
 
 
 def test_snmp_replay_and_authentication_counters_are_metrics(env: ConsoleEnv) -> None:
+    env.status = copy.deepcopy(env.status)  # the status is shared by the session's tests: this one changes its own
     snmp = dict(env.status["outputs"].get("snmp") or {})
     snmp.update(enabled=True, replay_dropped=3, replay_refused=1, replay_cached=2,
                 standard={"usmStatsWrongDigests": 5, "usmStatsNotInTimeWindows": 7, "snmpInBadCommunityNames": 4})
