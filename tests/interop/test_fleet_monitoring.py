@@ -31,7 +31,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness.peers import require
-from harness.procs import ENV, appliance, free_tcp_port, stop
+from harness.procs import ENV, appliance, free_tcp_port, free_udp_port, stop
 from harness.ptp_appliance import seed_learned_state
 
 pytestmark = [pytest.mark.interop]
@@ -51,6 +51,7 @@ SETTINGS = ["--set", "clock.warmup_s=0", "--set", "clock.qualify_s=3", "--set", 
             "--set", "integrity.position=46.2044,6.1432,375", "--set", "integrity.qualification_s=10",
             # a PTP port too (on loopback), so that its series are among those checked
             "--set", "ptp.interface=lo"]
+TARGETS: dict[str, str] = {}  # the sync monitor's clients: its own NTP server (over a 1 ns limit), a closed port
 
 
 def scrape(port: int) -> str:
@@ -67,8 +68,12 @@ def cli(state: Path, *args: str) -> None:
 
 
 def run(state: Path, web: int) -> object:
+    ntp, closed = TARGETS["over"].split(":")[1], TARGETS["unreachable"]
     return appliance("run", "--set", f"state_dir={state}", *SETTINGS, "--set", "web.listen=127.0.0.1",
-                     "--set", f"web.port={web}")
+                     "--set", f"web.port={web}", "--set", "ntp.listen=127.0.0.1", "--set", f"ntp.port={ntp}",
+                     "--set", "ntp.workers=1", "--set", f"monitor.ntp_targets={TARGETS['over']},{closed}",
+                     "--set", "monitor.interval_s=1", "--set", "monitor.timeout_s=0.2",
+                     "--set", f"monitor.limits={TARGETS['over']}=1")
 
 
 @pytest.fixture(scope="module")
@@ -79,10 +84,12 @@ def scrapes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]
     state.mkdir()
     seed_learned_state(state)  # the clock may hold over at once
     web = free_tcp_port()
+    TARGETS.update(over=f"127.0.0.1:{free_udp_port()}", unreachable=f"127.0.0.1:{free_udp_port()}")
     got: dict[str, str] = {}
     proc = run(state, web)
     try:
-        got["locked"] = scrape_when(web, traceable)
+        got["locked"] = scrape_when(web, lambda m: traceable(m) and monitor(m, TARGETS["over"], "over-limit")
+                                    and monitor(m, TARGETS["unreachable"], "unreachable"))
         cli(state, "holdover", "start", "--reason", "fleet monitoring test")
         got["holdover_expired"] = scrape_when(web, lambda m: alarm(m, "clock-holdover-expired"))
         cli(state, "holdover", "stop", "--reason", "fleet monitoring test")
@@ -113,6 +120,11 @@ def scrapes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]
 
 def traceable(m: dict[str, float]) -> bool:
     return any(k.startswith("appliance_time_traceable{") and v == 1 for k, v in m.items())
+
+
+def monitor(m: dict[str, float], target: str, state: str) -> bool:
+    return any(k.startswith("appliance_monitor_state{") and f'target="{target}"' in k and f'state="{state}"' in k
+               and v == 1 for k, v in m.items())
 
 
 def alarm(m: dict[str, float], code: str) -> bool:
@@ -170,6 +182,8 @@ def timeline(scrapes: dict[str, str]) -> list[dict[str, str]]:
                 previous = scraped
                 parts.extend(number(uptime + 60 * i) for i in range(PHASE_MIN))
                 uptime += 60 * (PHASE_MIN - 1)
+            elif phase[name] != phase[name]:  # NaN: promtool's "aXn" notation takes numbers only
+                parts.append(" ".join(["NaN"] * PHASE_MIN))
             else:
                 parts.append(f"{number(phase[name])}x{PHASE_MIN - 1}")
         out.append({"series": name, "values": " ".join(parts)})
@@ -199,7 +213,10 @@ def expectations() -> dict[str, tuple[list[tuple[str, dict]], list[str]]]:
     quiet = ["ApplianceDown", "ApplianceNotTraceable", "ApplianceHoldoverBeyondPromise", "ApplianceIntegritySuspect",
              "ApplianceAuditChainBroken", "ApplianceRestarted"]
     return {
-        "locked": ([], quiet + ["ApplianceReferenceSwitched", "ApplianceErrorBoundHigh"]),
+        # the sync monitor's two clients: its own NTP server over a 1 ns limit, a closed port
+        "locked": ([("ApplianceClientBeyondLimit", {"target": TARGETS["over"], "kind": "ntp"}),
+                    ("ApplianceClientUnreachable", {"target": TARGETS["unreachable"], "kind": "ntp"})],
+                   quiet + ["ApplianceReferenceSwitched", "ApplianceErrorBoundHigh"]),
         "holdover_expired": ([("ApplianceHoldoverBeyondPromise", {}), ("ApplianceNotTraceable", {})],
                              ["ApplianceDown", "ApplianceIntegritySuspect", "ApplianceAuditChainBroken",
                               "ApplianceRestarted"]),
@@ -301,7 +318,8 @@ def test_the_dashboard_queries_parse_and_name_only_exported_series(scrapes: dict
     unknown = named - exported - PROMETHEUS_OWN
     assert not unknown, f"the dashboard names series the appliance does not export: {sorted(unknown)}"
     assert {"appliance_time_traceable", "appliance_clock_class", "appliance_error_bound_seconds",
-            "appliance_reference_active", "appliance_ntp_request_rate", "appliance_ptp_messages_total"} <= named
+            "appliance_reference_active", "appliance_ntp_request_rate", "appliance_ptp_messages_total",
+            "appliance_monitor_offset_seconds", "appliance_monitor_state"} <= named
     # every query parses: as recording rules, Grafana's variables given values
     rules = {"groups": [{"name": "dashboard", "rules": [
         {"record": f"dashboard:query_{i}", "expr": e.replace("$__rate_interval", "5m").replace("$instance", ".*")}
@@ -321,7 +339,7 @@ def test_the_example_configuration_passes_promtool(tmp_path: Path) -> None:
     done = subprocess.run([require("promtool"), "check", "config", str(tmp_path / "prometheus.yml")],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 8 rules found" in done.stdout
+    assert "SUCCESS: 10 rules found" in done.stdout
 
 
 def test_one_prometheus_scrapes_two_appliances(tmp_path: Path) -> None:
