@@ -8,8 +8,6 @@ whose server is missing under CI=true.  Nothing here touches the system's own co
 from __future__ import annotations
 
 import contextlib
-import datetime
-import ipaddress
 import socket
 import subprocess
 import time
@@ -17,12 +15,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
+from harness import pki
 from harness.peers import require, run
+from harness.pki import Pki
 
 START_TIMEOUT_S = 20.0
 BASE_DN = "dc=example,dc=org"
@@ -168,38 +164,10 @@ def freeradius(workdir: Path, secret: str, users: str) -> Iterator[Radius]:
 
 # --- a CA and a server certificate ---------------------------------------------------------------------------------
 
-@dataclass
-class Pki:
-    ca: Path
-    cert: Path
-    key: Path
-
-
 def make_pki(workdir: Path, name: str = "ca") -> Pki:
-    """A throwaway CA and a certificate it signs for 127.0.0.1 (and localhost)."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    now = datetime.datetime.now(datetime.timezone.utc)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"test {name}")])
-    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
-          .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
-          .not_valid_after(now + datetime.timedelta(days=1))
-          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-          .sign(ca_key, hashes.SHA256()))
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
-            .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                                                        x509.DNSName("localhost")]), critical=False)
-            .sign(ca_key, hashes.SHA256()))
-    pki = Pki(workdir / f"{name}.pem", workdir / f"{name}-server.pem", workdir / f"{name}-server.key")
-    pki.ca.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    pki.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    pki.key.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                          serialization.NoEncryption()))
-    return pki
+    """A throwaway CA and a certificate it signs for 127.0.0.1 (and localhost): ``ca``, ``server_cert``,
+    ``server_key``."""
+    return pki.make_pki(workdir, name)
 
 
 # --- slapd ---------------------------------------------------------------------------------------------------------
@@ -243,7 +211,7 @@ def slapd(workdir: Path, ldif: str) -> Iterator[Ldap]:
     pki = make_pki(workdir / "pki")
     port, tls_port = free_port(), free_port()
     conf = workdir / "slapd.conf"
-    conf.write_text(_SLAPD_CONF.format(dir=workdir, ca=pki.ca, cert=pki.cert, key=pki.key, base=BASE_DN,
+    conf.write_text(_SLAPD_CONF.format(dir=workdir, ca=pki.ca, cert=pki.server_cert, key=pki.server_key, base=BASE_DN,
                                        root=ROOT_DN, rootpw=ROOT_PASSWORD))
     log = workdir / "slapd.log"
     urls = f"ldap://127.0.0.1:{port}/ ldaps://127.0.0.1:{tls_port}/"

@@ -25,7 +25,7 @@ from appliance.audit.remote import parse_log
 from appliance.audit.store import AuditStore
 from harness.missing import missing
 from harness.procs import ENV, appliance, free_tcp_port, stop, wait_for
-from tests.unit.test_audit_anchor_forwarder import Pki, make_pki
+from harness.pki import Pki, make_pki
 
 pytestmark = [pytest.mark.interop]
 RSYSLOGD = "/usr/sbin/rsyslogd"
