@@ -25,7 +25,7 @@ import dataclasses
 import zlib
 from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from appliance.events import Alarm, ReceiverState, Severity
@@ -180,10 +180,26 @@ CLOCK_ALARMS = {
 }
 
 
+INSTANCE_SEP = "@"  # "monitor-over-limit@10.0.0.2": the catalogue's entry for one of many things (a monitored client)
+INSTANCE_IDS = 100_000  # an instance's ID: its entry's ID * INSTANCE_IDS + a hash of the instance
+
+
+def instance_spec(code: str) -> AlarmSpec | None:
+    """The catalogue's entry for an instance code (``ENTRY@INSTANCE``): its severity, cause and action, its title
+    naming the instance, and a stable ID of its own (the entry's ID times INSTANCE_IDS plus a hash of the instance,
+    so SNMP's alarm table, indexed by ID, has a row per instance); None for any other code."""
+    family, sep, instance = code.partition(INSTANCE_SEP)
+    base = CATALOG.get(family) if sep and instance else None
+    if base is None:
+        return None
+    return replace(base, id=base.id * INSTANCE_IDS + zlib.crc32(instance.encode()) % INSTANCE_IDS, code=code,
+                   title=f"{base.title}: {instance}")
+
+
 def spec_of(code: str, severity: Severity = Severity.MAJOR) -> AlarmSpec:
-    """The catalogue's entry; an alarm missing from it (a test keeps the catalogue complete) gets an ID of its own
-    from its code, above the catalogue's range, and the severity it was raised with."""
-    found = CATALOG.get(code)
+    """The catalogue's entry (or an instance of one); an alarm missing from it (a test keeps the catalogue complete)
+    gets an ID of its own from its code, above the catalogue's range, and the severity it was raised with."""
+    found = CATALOG.get(code) or instance_spec(code)
     if found is not None:
         return found
     return AlarmSpec(1000 + zlib.crc32(code.encode()) % 9000, code, severity, code, "unspecified", "", "")
@@ -339,7 +355,7 @@ def episodes(records: Iterable[Mapping[str, Any]]) -> list[Episode]:
         if not code:
             continue
         kind, at = r["kind"], int(r["at_tai_ns"])
-        spec = CATALOG.get(code)
+        spec = CATALOG.get(code) or instance_spec(code)
         title = spec.title if spec else code
         ident = spec.id if spec else spec_of(code).id
         current = open_.get(code)

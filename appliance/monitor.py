@@ -287,8 +287,8 @@ def nsm_answer(target: str, report: NsmReport, served_minus_host_ns: int, at_tai
 
 # --- the monitor ------------------------------------------------------------------------------------------------
 class SyncMonitor:
-    """Each target's last answer and state, and the over-limit alarm.  ``record`` and ``check`` return the alarm
-    changes for the alarm book (raise, re-raise with a new list of targets, clear)."""
+    """Each target's last answer and state, and its over-limit alarm (one per target: ``monitor-over-limit@TARGET``,
+    an instance of the catalogue's entry).  ``record`` and ``check`` return the alarm changes for the alarm book."""
 
     def __init__(self, targets: Sequence[Target], interval_ns: int, raise_after: int = 2, clear_after: int = 2,
                  clear_fraction: float = 0.8, fail_after: int = 2, stale_polls: int = 3):
@@ -300,7 +300,7 @@ class SyncMonitor:
         self.raise_after, self.clear_after, self.clear_fraction = raise_after, clear_after, clear_fraction
         self.fail_after, self.stale_polls = fail_after, stale_polls
         self._states = {t.name: _State(t) for t in targets}
-        self._alarm_text = ""
+        self._alarmed: set[str] = set()  # targets whose alarm is raised
         self._started_tai_ns: int | None = None
 
     @property
@@ -368,16 +368,25 @@ class SyncMonitor:
         return tuple(out)
 
     def _alarm(self, at_tai_ns: int) -> list[Alarm]:
-        over = [s.target for s in self._states.values() if s.over]
-        names = "; ".join(f"{t.kind.upper()} {t.name} (limit {_ns_text(t.limit_ns)})" for t in over)
-        text = "" if not over else (f"downstream client beyond its limit: {names}" if len(over) == 1
-                                    else f"downstream clients beyond their limits: {names}")
-        if text == self._alarm_text:
-            return []
-        old, self._alarm_text = self._alarm_text, text
-        if text:
-            return [Alarm(ALARM_CODE, Severity.MINOR, True, text, at_tai_ns)]
-        return [Alarm(ALARM_CODE, Severity.MINOR, False, old, at_tai_ns)]
+        out = []
+        for name, s in self._states.items():
+            t, code = s.target, alarm_code(name)
+            if s.over and name not in self._alarmed:
+                self._alarmed.add(name)
+                offset = "" if s.last_good is None or s.last_good.offset_ns is None else \
+                    f", offset {s.last_good.offset_ns:+,} ns"
+                out.append(Alarm(code, Severity.MINOR, True, f"downstream client {t.kind.upper()} {name} beyond its "
+                                 f"limit (limit {_ns_text(t.limit_ns)}{offset})", at_tai_ns))
+            elif not s.over and name in self._alarmed:
+                self._alarmed.discard(name)
+                out.append(Alarm(code, Severity.MINOR, False, f"downstream client {t.kind.upper()} {name} within its "
+                                 f"limit again (limit {_ns_text(t.limit_ns)})", at_tai_ns))
+        return out
+
+
+def alarm_code(target: str) -> str:
+    """The over-limit alarm of one target: an instance of the catalogue's entry (alarms.INSTANCE_SEP)."""
+    return f"{ALARM_CODE}@{target}"
 
 
 def _ns_text(ns: int) -> str:

@@ -133,10 +133,11 @@ def test_each_ntp_client_offset_and_delay_against_the_served_time(ntp_run: dict[
 def test_a_limit_set_too_low_raises_the_alarm_naming_that_client(ntp_run: dict[str, Any]) -> None:
     s = ntp_run["status"]
     assert _row(s, ntp_run["strict"])["state"] == "over-limit"
-    alarms = [a for a in s["alarms"] if a["code"] == "monitor-over-limit"]
-    assert len(alarms) == 1 and alarms[0]["id"] == 70 and alarms[0]["severity"] == "minor", alarms
-    assert f"NTP {ntp_run['strict']} (limit 1 ns)" in alarms[0]["text"], alarms
-    assert ntp_run["good"] not in alarms[0]["text"].replace(ntp_run["strict"], ""), alarms
+    alarms = [a for a in s["alarms"] if a["code"].startswith("monitor-over-limit@")]
+    # one alarm per client beyond its limit: the strict one's, none for the good one
+    assert [a["code"] for a in alarms] == [f"monitor-over-limit@{ntp_run['strict']}"], alarms
+    assert alarms[0]["id"] // 100_000 == 70 and alarms[0]["severity"] == "minor", alarms
+    assert f"NTP {ntp_run['strict']} beyond its limit (limit 1 ns" in alarms[0]["text"], alarms
 
 
 def test_a_client_nobody_answers_for_is_unreachable(ntp_run: dict[str, Any]) -> None:
@@ -161,7 +162,7 @@ def test_metrics_show_each_client(ntp_run: dict[str, Any]) -> None:
         assert abs(offset_s * 1e9 + s["clock"]["sim_time_error_ns"]) <= delay_s * 1e9 / 2 + NTP_SLACK_NS, text
     assert _series(text, "appliance_monitor_up", ntp_run["dead"]) == 0.0
     assert math.isnan(_series(text, "appliance_monitor_offset_seconds", ntp_run["dead"]))
-    assert 'appliance_alarm{code="monitor-over-limit",id="70",severity="minor"} 1.0' in text
+    assert f'appliance_alarm{{code="monitor-over-limit@{ntp_run["strict"]}",id="' in text
 
 
 def test_the_quality_export_has_every_poll(ntp_run: dict[str, Any]) -> None:
@@ -241,8 +242,8 @@ def test_the_ptp_slave_offset_through_nsm(ptp_run: dict[str, Any]) -> None:
 def test_the_ptp_slave_beyond_its_limit_is_alarmed_and_an_absent_one_unreachable(ptp_run: dict[str, Any]) -> None:
     s = ptp_run["status"]
     assert _row(s, ptp_run["slave"])["state"] == "over-limit"
-    alarms = [a for a in s["alarms"] if a["code"] == "monitor-over-limit"]
-    assert alarms and f"PTP {ptp_run['slave']} (limit 1 ns)" in alarms[0]["text"], alarms
+    alarms = [a for a in s["alarms"] if a["code"] == f"monitor-over-limit@{ptp_run['slave']}"]
+    assert alarms and f"PTP {ptp_run['slave']} beyond its limit (limit 1 ns" in alarms[0]["text"], alarms
     absent = _row(s, ptp_run["absent"])
     assert absent["state"] == "unreachable" and absent["answers"] == 0, absent
     assert "no NSM answer within" in absent["error"], absent

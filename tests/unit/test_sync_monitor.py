@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from appliance import config
-from appliance.monitor import (ALARM_CODE, NsmParser, NsmReport, SyncMonitor, Target, failed, nsm_answer, ntp_answer,
+from appliance.monitor import (ALARM_CODE, alarm_code, NsmParser, NsmReport, SyncMonitor, Target, failed, nsm_answer, ntp_answer,
                                ntp_offset_delay_ns, ntp_request, targets_of)
 from appliance.protocol.ntp import packet
 from appliance.timebase import posix_ns_to_ntp64
@@ -158,25 +158,39 @@ def test_over_limit_needs_two_answers_beyond_and_clears_below_80_percent() -> No
     assert mon.rows(0)[0].state == "waiting"
     assert mon.record(_ok(NTP.name, 0, 2_000_000)) == []  # one answer beyond: not yet
     raised = mon.record(_ok(NTP.name, 16, -2_000_000))
-    assert [(a.code, a.raised) for a in raised] == [(ALARM_CODE, True)]
-    assert "NTP 192.0.2.7:123 (limit 1 ms)" in raised[0].text
+    assert [(a.code, a.raised) for a in raised] == [(f"{ALARM_CODE}@{NTP.name}", True)]
+    assert "NTP 192.0.2.7:123 beyond its limit (limit 1 ms, offset -2,000,000 ns)" in raised[0].text
     assert mon.rows(16 * NS_PER_S)[0].state == "over-limit"
     # Between 80 % and 100 % of the limit: neither clears nor raises again.
     assert mon.record(_ok(NTP.name, 32, 900_000)) == [] and mon.record(_ok(NTP.name, 48, 900_000)) == []
     assert mon.record(_ok(NTP.name, 64, 100)) == []
     cleared = mon.record(_ok(NTP.name, 80, 100))
-    assert [(a.code, a.raised) for a in cleared] == [(ALARM_CODE, False)]
+    assert [(a.code, a.raised) for a in cleared] == [(alarm_code(NTP.name), False)]
     assert mon.rows(80 * NS_PER_S)[0].state == "ok"
 
 
-def test_the_alarm_names_every_target_beyond_and_is_reraised_when_the_list_changes() -> None:
+def test_each_target_beyond_its_limit_has_an_alarm_of_its_own() -> None:
+    from appliance.alarms import AlarmBook, spec_of
+
     other = Target("10.0.0.2", "ptp", "10.0.0.2", 319, 500)
-    mon = SyncMonitor([NTP, other], NS_PER_S, raise_after=1)
+    mon = SyncMonitor([NTP, other], NS_PER_S, raise_after=1, clear_after=1)
     first = mon.record(_ok(other.name, 1, 600))
-    assert first[0].raised and "PTP 10.0.0.2 (limit 500 ns)" in first[0].text
+    assert [(a.code, a.raised) for a in first] == [(alarm_code("10.0.0.2"), True)]
+    assert "PTP 10.0.0.2 beyond its limit (limit 500 ns" in first[0].text
     second = mon.record(_ok(NTP.name, 2, 5_000_000))
-    assert second[0].raised and "clients beyond their limits" in second[0].text and "NTP" in second[0].text
-    assert mon.record(_ok(NTP.name, 3, 5_000_000)) == []  # the same list: no news
+    assert [(a.code, a.raised) for a in second] == [(alarm_code(NTP.name), True)]
+    assert mon.record(_ok(NTP.name, 3, 5_000_000)) == []  # still beyond: no news
+    book = AlarmBook()
+    book.apply(first + second)
+    rows = {r.code: r for r in book.rows()}
+    assert set(rows) == {alarm_code("10.0.0.2"), alarm_code(NTP.name)}
+    # each an instance of the catalogue's entry 70: its severity, cause and action, an ID and a title of its own
+    ids = {r.id for r in rows.values()}
+    assert len(ids) == 2 and all(i // 100_000 == 70 for i in ids)
+    assert all(r.severity.value == "minor" and r.action == spec_of(ALARM_CODE).action for r in rows.values())
+    assert rows[alarm_code(NTP.name)].title.endswith(f": {NTP.name}")
+    cleared = mon.record(_ok(other.name, 4, 10))
+    assert [(a.code, a.raised) for a in cleared] == [(alarm_code("10.0.0.2"), False)]
 
 
 def test_failures_make_a_target_unreachable_and_an_answer_brings_it_back() -> None:
