@@ -70,6 +70,9 @@ def replay_stats(agent: Agent) -> dict[str, Any]:
             "replay_cached": len(agent.replay), "standard": agent.security_stats()}
 
 
+EARLY_NOTIFICATIONS = 256  # kept while the agent starts; more are dropped (a start that never ends)
+
+
 class AgentSide:
     """What the agent answers from: the last publication, as a MIB view rebuilt at most every VIEW_MAX_AGE_S."""
 
@@ -91,6 +94,10 @@ class AgentSide:
         self.agent: Agent | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.error = ""
+        # notifications that came before the agent was up (its start can take tens of seconds on a busy host, at
+        # idle priority): sent once it is, in order, not lost (the first is the coldStart or warmStart)
+        self._early: list[dict[str, Any]] = []
+        self._early_lock = threading.Lock()
 
     # --- the view ---------------------------------------------------------------------------------------------
     def take(self, publication: dict[str, Any]) -> None:
@@ -176,13 +183,15 @@ class AgentSide:
             self.agent.start()
             self.gate = gate
         except Exception as exc:  # noqa: BLE001 - a port that cannot be bound: said in the status, time goes on
-            self.error = f"cannot serve on {a['listen']} port {a['port']}: {exc}"
+            with self._early_lock:
+                self.error = f"cannot serve on {a['listen']} port {a['port']}: {exc}"
+                self._early.clear()
             self.agent = None
             log.error("SNMP agent: %s", self.error)
             loop.close()
             ready.set()
             return
-        self.loop = loop
+        self._up(loop)
         log.info("SNMP agent on %s port %d", a["listen"], int(a["port"]))
         ready.set()
         try:
@@ -199,10 +208,24 @@ class AgentSide:
             loop.close()
 
     def notify(self, message: dict[str, Any]) -> None:
-        agent, loop = self.agent, self.loop
-        if agent is not None and loop is not None:
-            loop.call_soon_threadsafe(agent.notify, tuple(message["oid"]), message["binds"],
-                                      int(message["uptime_ticks"]))
+        """A notification to send (the link's thread); kept until the agent is up when it is not yet."""
+        with self._early_lock:
+            agent, loop = self.agent, self.loop
+            if agent is None or loop is None:
+                if not self.error and len(self._early) < EARLY_NOTIFICATIONS:
+                    self._early.append(message)
+                return
+        loop.call_soon_threadsafe(agent.notify, tuple(message["oid"]), message["binds"],
+                                  int(message["uptime_ticks"]))
+
+    def _up(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The agent is up on ``loop`` (its thread): what came before goes first."""
+        with self._early_lock:
+            self.loop = loop
+            early, self._early = self._early, []
+        for message in early:
+            loop.call_soon(self.agent.notify, tuple(message["oid"]), message["binds"],  # type: ignore[union-attr]
+                           int(message["uptime_ticks"]))
 
     def stop(self) -> None:
         if self.loop is not None:
