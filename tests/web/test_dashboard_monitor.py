@@ -18,8 +18,7 @@ def test_downstream_clients_table(env: ConsoleEnv) -> None:
          "last_answer_tai_ns": 1, "last_answer_utc": "2026-12-07T23:00:00.000Z", "error": "", "answers": 5},
         {**base, "target": "10.0.0.9", "kind": "ptp", "state": "unreachable", "offset_ns": None, "delay_ns": None,
          "last_answer_tai_ns": None, "last_answer_utc": "", "error": "no NSM answer within 1 s", "answers": 0}]
-    env.status.clear()
-    env.status.update(status)
+    env.status = status  # this test's own: the status is shared by the session's tests
     page = env.login("viewer").client.get("/").get_data(as_text=True)
     assert "Downstream clients" in page and "2 clients measured" in page
     assert "1 ok, 0 over their limit, 1 unreachable" in page

@@ -17,8 +17,7 @@ def test_no_reference_free_running_and_integrity_with_nothing_to_check(env: Cons
         if row["name"] == "gnss":
             row.update(active=False, state="no-signal", reason="no sample for 72 s")
     status["integrity"] = dict(status["integrity"], level="ok", usable=True, reasons=[], override="auto")
-    env.status.clear()
-    env.status.update(status)
+    env.status = status  # this test's own: the status is shared by the session's tests
     page = env.login("viewer").client.get("/").get_data(as_text=True)
     assert "active: none (freerun)" in page and "none (holdover)" not in page
     assert "reference not in use (no-signal)" in page and "no data to check" in page
