@@ -27,6 +27,8 @@ from appliance.units import NS_PER_S
 ALARM_CODE = "monitor-over-limit"
 KINDS = ("ntp", "ptp")
 OK, OVER_LIMIT, UNREACHABLE, WAITING = "ok", "over-limit", "unreachable", "waiting"
+UNSYNCHRONISED = "unsynchronised"  # it answers, saying its own clock is unsynchronised (leap 3): not unreachable
+_UNSYNC_ERROR = "target unsynchronised"
 _FIELD = re.compile(r"^[A-Za-z][A-Za-z0-9.]*$")
 _MAC = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
 
@@ -206,7 +208,7 @@ def ntp_answer(target: str, reply: bytes, sent_xmt: int, t1_posix_ns: int, t4_po
         code = h.reference_id.rstrip(b"\0").decode("ascii", "replace")
         return failed(target, at_tai_ns, f"kiss-o'-death {code!r}")
     if h.leap == packet.LI_ALARM or h.stratum > 15:
-        return failed(target, at_tai_ns, f"target unsynchronised (leap {h.leap}, stratum {h.stratum})")
+        return failed(target, at_tai_ns, f"{_UNSYNC_ERROR} (leap {h.leap}, stratum {h.stratum})")
     if h.transmit_ts == 0 or h.receive_ts == 0:
         return failed(target, at_tai_ns, "reply has no receive or transmit timestamp")
     t2 = ntp64_to_posix_ns(h.receive_ts, t1_posix_ns)
@@ -347,8 +349,11 @@ class SyncMonitor:
         s = self._states[name]
         last_ns = s.last.at_tai_ns if s.last is not None else self._started_tai_ns
         stale = last_ns is not None and now_tai_ns - last_ns > self.stale_polls * self.interval_ns
-        if s.failures_in_row >= self.fail_after or (s.last_good is None and s.failures_in_row) or stale:
+        if stale:
             return UNREACHABLE
+        if s.failures_in_row >= self.fail_after or (s.last_good is None and s.failures_in_row):
+            answered = s.last is not None and s.last.error.startswith(_UNSYNC_ERROR)
+            return UNSYNCHRONISED if answered else UNREACHABLE
         if s.last is None:
             return WAITING
         return OVER_LIMIT if s.over else OK

@@ -123,7 +123,7 @@ def _references(rows: list[dict[str, Any]]) -> Iterator[Metric]:
     yield from (state, active, priority, offset)
 
 
-MONITOR_STATES = ("ok", "over-limit", "unreachable", "waiting")
+MONITOR_STATES = ("ok", "over-limit", "unreachable", "unsynchronised", "waiting")
 
 
 def _monitor(rows: list[dict[str, Any]]) -> Iterator[Metric]:

@@ -193,6 +193,18 @@ def test_each_target_beyond_its_limit_has_an_alarm_of_its_own() -> None:
     assert [(a.code, a.raised) for a in cleared] == [(alarm_code("10.0.0.2"), False)]
 
 
+def test_a_client_that_answers_unsynchronised_is_said_so_not_unreachable() -> None:
+    _, xmt = ntp_request(T0)
+    mon = SyncMonitor([NTP], 16 * NS_PER_S)
+    for at_s in (0, 16):
+        mon.record(ntp_answer(NTP.name, _reply(xmt, T0, T0, leap=3, stratum=16), xmt, T0, T0 + 1000, at_s * NS_PER_S))
+    row = mon.rows(16 * NS_PER_S)[0]
+    assert (row.state, row.error) == ("unsynchronised", "target unsynchronised (leap 3, stratum 16)")
+    mon.record(failed(NTP.name, 32 * NS_PER_S, "timeout"))
+    mon.record(failed(NTP.name, 48 * NS_PER_S, "timeout"))
+    assert mon.rows(48 * NS_PER_S)[0].state == "unreachable"  # silent now
+
+
 def test_failures_make_a_target_unreachable_and_an_answer_brings_it_back() -> None:
     mon = SyncMonitor([NTP], 16 * NS_PER_S)
     mon.record(failed(NTP.name, 0, "no NTP answer within 1 s"))
