@@ -45,6 +45,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "loadcommon.h"
+
 #define MAXW 1024
 #define BATCH 64
 #define LATE_NS 1000000  /* -r: a request this late is not sent (the generator fell behind) */
@@ -447,19 +449,10 @@ static int paced(int fd, double rate, int burst, int window, double duration, in
                 if (!nfree) { skipped++; continue; }
                 int s = freelist[--nfree];
                 slots[s].busy = 1;
-                outiovs[nout].iov_base = out[nout];
-                outiovs[nout].iov_len = new_request(s, out[nout], now);
-                memset(&outmsgs[nout], 0, sizeof(outmsgs[nout]));
-                outmsgs[nout].msg_hdr.msg_iov = &outiovs[nout];
-                outmsgs[nout].msg_hdr.msg_iovlen = 1;
+                tx_ready(&outmsgs[nout], &outiovs[nout], out[nout], new_request(s, out[nout], now));
                 nout++;
             }
-            for (int done = 0; done < nout;) {
-                int m = sendmmsg(fd, outmsgs + done, (unsigned)(nout - done), 0);
-                if (m <= 0) break;  /* not sent: those requests time out and count as lost */
-                done += m;
-                sent += (uint64_t)m;
-            }
+            sent += send_all(fd, outmsgs, nout);  /* what is not sent times out and counts as lost */
         } else if (nfree == window) {
             break;  /* every request answered or given up */
         } else if (!drain_end) {
@@ -468,13 +461,7 @@ static int paced(int fd, double rate, int burst, int window, double duration, in
             break;
         }
         for (;;) {  /* the replies that came meanwhile */
-            for (int i = 0; i < BATCH; i++) {
-                iovs[i].iov_base = bufs[i];
-                iovs[i].iov_len = sizeof(bufs[i]);
-                memset(&msgs[i], 0, sizeof(msgs[i]));
-                msgs[i].msg_hdr.msg_iov = &iovs[i];
-                msgs[i].msg_hdr.msg_iovlen = 1;
-            }
+            rx_ready(msgs, iovs, &bufs[0][0], sizeof(bufs[0]), BATCH);
             int n = recvmmsg(fd, msgs, BATCH, MSG_DONTWAIT, NULL);
             int64_t at = mono_ns();
             for (int i = 0; i < n; i++) {
@@ -497,17 +484,7 @@ static int paced(int fd, double rate, int burst, int window, double duration, in
             }
             next_scan = now + 10000000;
         }
-        int64_t wake;
-        if (now < end) {
-            wake = start + (int64_t)((double)(offered + late + (uint64_t)burst - 1) * 1e9 / rate);
-            if (wake > end) wake = end;
-        } else {
-            wake = now + 1000000;  /* draining: look again in a millisecond */
-        }
-        if (wake > now) {
-            struct timespec ts = {wake / 1000000000LL, wake % 1000000000LL};
-            clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
-        }
+        sleep_until_due(now, start, end, offered + late, burst, rate);
     }
     double elapsed = (double)(end - start) / 1e9, cpu = cpu_s() - cpu0;
     qsort(rtts, nrtt, sizeof(int64_t), cmp64);
@@ -597,13 +574,7 @@ int main(int argc, char **argv) {
             struct pollfd p = {fd, POLLIN, 0};
             poll(&p, 1, 10);
         }
-        for (int i = 0; i < BATCH; i++) {
-            iovs[i].iov_base = bufs[i];
-            iovs[i].iov_len = sizeof(bufs[i]);
-            memset(&msgs[i], 0, sizeof(msgs[i]));
-            msgs[i].msg_hdr.msg_iov = &iovs[i];
-            msgs[i].msg_hdr.msg_iovlen = 1;
-        }
+        rx_ready(msgs, iovs, &bufs[0][0], sizeof(bufs[0]), BATCH);
         int n = recvmmsg(fd, msgs, BATCH, MSG_DONTWAIT, NULL);
         full = n == BATCH;
         int64_t now = mono_ns();
