@@ -393,6 +393,17 @@ static int cmp64(const void *a, const void *b) {
 
 /* The verdict on a reply received at `at`, counted into v[]; the reply's slot when it answered the request in flight
  * there (which the caller then frees or replaces), -1 otherwise. */
+/* the end of the JSON line: the invalid replies by reason, and the closing braces */
+static void print_invalid_by(const uint64_t *v) {
+    int first = 1;
+    for (int i = V_SHORT; i < NV; i++) {
+        if (!v[i]) continue;
+        printf("%s\"%s\":%llu", first ? "" : ",", vnames[i], (unsigned long long)v[i]);
+        first = 0;
+    }
+    printf("}}\n");
+}
+
 static int take_reply(const uint8_t *r, size_t len, int window, int64_t at, int paced_mode, uint64_t *v,
                       uint64_t *stale, uint64_t *valid, uint64_t *verified, uint64_t *unsync, uint64_t *judged,
                       int verify_every, int64_t *rtts, size_t *nrtt, size_t rtt_cap) {
@@ -501,13 +512,7 @@ static int paced(int fd, double rate, int burst, int window, double duration, in
            (unsigned long long)v[V_AUTH_FAIL], (unsigned long long)verified, (unsigned long long)unsync,
            valid / elapsed, offered ? 100.0 * (double)(offered - valid) / (double)offered : 0.0, p50, p99,
            100.0 * cpu / ((double)(mono_ns() - start) / 1e9));
-    int first = 1;
-    for (int i = V_SHORT; i < NV; i++) {
-        if (!v[i]) continue;
-        printf("%s\"%s\":%llu", first ? "" : ",", vnames[i], (unsigned long long)v[i]);
-        first = 0;
-    }
-    printf("}}\n");
+    print_invalid_by(v);
     return 0;
 }
 
@@ -621,12 +626,6 @@ int main(int argc, char **argv) {
            (unsigned long long)invalid, (unsigned long long)v[V_AUTH_FAIL], (unsigned long long)verified,
            (unsigned long long)unsync, valid / elapsed, answered + lost ? 100.0 * lost / (answered + lost) : 0.0, p50, p99,
            100.0 * cpu / elapsed);
-    int first = 1;
-    for (int i = V_SHORT; i < NV; i++) {
-        if (!v[i]) continue;
-        printf("%s\"%s\":%llu", first ? "" : ",", vnames[i], (unsigned long long)v[i]);
-        first = 0;
-    }
-    printf("}}\n");
+    print_invalid_by(v);
     return 0;
 }

@@ -104,18 +104,23 @@ void build_header(uint8_t *out, const uint8_t *req, const clock_map *m, int stra
     put64(out + 40, 0);
 }
 
-/* NtpServer._kod */
-void make_kod(FastPath *self, reply *r, const uint8_t *req, const clock_map *m, int64_t rx_ns, const char *code, int slot) {
-    uint64_t receive = ntp_ts(m, rx_ns) | 1;
-    build_header(r->data, req, m, 0, 3, (const uint8_t *)code, (int8_t)req[2], 0, 0, 0, get64(req + 40), receive);
+/* A header-only reply, neither sealed, signed, NAK nor interleaved yet, keyed by its receive timestamp. */
+static void start_reply(reply *r, uint64_t receive, int kod) {
     r->len = HEADER_LEN;
     r->seal = 0;
     r->sign_key = -1;
     r->crypto_nak = 0;
-    r->kod = 1;
+    r->kod = kod;
     r->interleaved = 0;
     r->want_tx_ts = 0;
     r->rx_key = receive;
+}
+
+/* NtpServer._kod */
+void make_kod(FastPath *self, reply *r, const uint8_t *req, const clock_map *m, int64_t rx_ns, const char *code, int slot) {
+    uint64_t receive = ntp_ts(m, rx_ns) | 1;
+    build_header(r->data, req, m, 0, 3, (const uint8_t *)code, (int8_t)req[2], 0, 0, 0, get64(req + 40), receive);
+    start_reply(r, receive, 1);
     self->counters[slot]++;
     self->counters[C_REPLIES]++;
 }
@@ -128,13 +133,7 @@ void make_reply(FastPath *self, reply *r, const uint8_t *req, const clock_map *m
     uint64_t origin = get64(req + 24), req_receive = get64(req + 32), req_transmit = get64(req + 40);
     build_header(r->data, req, m, m->stratum, m->leap, m->refid, poll, m->root_delay, m->root_dispersion,
                  m->reference_ts, req_transmit, receive);
-    r->len = HEADER_LEN;
-    r->seal = 0;
-    r->sign_key = -1;
-    r->crypto_nak = 0;
-    r->kod = 0;
-    r->interleaved = 0;
-    r->rx_key = receive;
+    start_reply(r, receive, 0);
     int version = (req[0] >> 3) & 7;
     /* Reply.wants_tx_timestamp: a client whose origin is one of our receive timestamps is in the interleaved mode
        and will want this reply's kernel transmit timestamp next time; nobody else does, and asking the kernel for
