@@ -298,12 +298,14 @@ def keep_secrets(incoming: bytes, current: bytes | None) -> bytes:
 
     if current is None:
         return incoming
-    kept = {k: v for k, v in _settings(current, "the current settings").items() if k in secret_names(current)}
+    secrets = set(secret_names(current))
+    kept = {k: v for k, v in _settings(current, "the current settings").items() if k in secrets}
     if not kept:
         return incoming
     table = tomllib.loads(incoming.decode("utf-8"))
+    given = _settings(incoming, "the archive's settings")
     for name, value in kept.items():
-        if name not in _settings(incoming, "the archive's settings"):
+        if name not in given:
             _nested_set(table, name, value)
     return tomli_w.dumps(table).encode("utf-8")
 
